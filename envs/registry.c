@@ -1,0 +1,151 @@
+/* Env registry: built-in types by Gymnasium id or short name, spin
+ * parameters, plugin loading and spec validation. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "stepring/env.h"
+#include "envs.h"
+
+static const sr_env_spec *const builtin[] = {
+#define SR_ENV_ENTRY(sym) &sym,
+	SR_BUILTIN_ENVS(SR_ENV_ENTRY)
+#undef SR_ENV_ENTRY
+};
+
+#define N_BUILTIN (sizeof(builtin) / sizeof(builtin[0]))
+
+size_t sr_env_count(void)
+{
+	return N_BUILTIN;
+}
+
+const sr_env_spec *sr_env_at(size_t i)
+{
+	return i < N_BUILTIN ? builtin[i] : NULL;
+}
+
+int sr_env_validate(const sr_env_spec *s)
+{
+	uint64_t prod = 1;
+
+	if (!s)
+		return sr__errorf(-EINVAL, "env spec is NULL");
+	if (s->abi_version != SR_ENV_ABI_VERSION)
+		return sr__errorf(-EPROTO,
+				  "env '%s' was built for env ABI version %u, this stepring "
+				  "expects version %u: rebuild the plugin against this stepring",
+				  s->spec_size >= offsetof(sr_env_spec, name) + sizeof(char *) &&
+						  s->id ? s->id : "?",
+				  s->abi_version, SR_ENV_ABI_VERSION);
+	if (s->spec_size != sizeof(sr_env_spec))
+		return sr__errorf(-EPROTO, "env spec size %u != %zu (ABI mismatch)", s->spec_size,
+				  sizeof(sr_env_spec));
+	if (!s->id || !s->name || !s->id[0] || !s->name[0])
+		return sr__errorf(-EINVAL, "env spec has no id or name");
+	if (!s->seed || !s->reset || !s->step || !s->observe)
+		return sr__errorf(-EINVAL, "env '%s': seed, reset, step and observe are required",
+				  s->id);
+	if (s->state_size == 0 || s->state_size % 8)
+		return sr__errorf(-EINVAL, "env '%s': state_size %u must be a positive multiple of 8",
+				  s->id, s->state_size);
+	if (s->obs_ndim == 0 || s->obs_ndim > SR_ENV_MAX_DIMS)
+		return sr__errorf(-EINVAL, "env '%s': obs_ndim %u not in [1, %d]", s->id, s->obs_ndim,
+				  SR_ENV_MAX_DIMS);
+	for (uint32_t i = 0; i < s->obs_ndim; i++)
+		prod *= s->obs_shape[i];
+	if (prod == 0 || prod != s->obs_dim || prod > (1u << 24))
+		return sr__errorf(-EINVAL, "env '%s': obs_dim %u does not match its shape", s->id,
+				  s->obs_dim);
+	if (s->act_kind == SR_SPACE_DISCRETE) {
+		if (s->act_n == 0 || s->act_dim != 1)
+			return sr__errorf(-EINVAL, "env '%s': discrete action needs act_n >= 1, act_dim = 1",
+					  s->id);
+	} else if (s->act_kind == SR_SPACE_BOX) {
+		if (s->act_dim == 0 || s->act_dim > 4096 || !s->act_low || !s->act_high)
+			return sr__errorf(-EINVAL, "env '%s': box action needs act_dim and bounds",
+					  s->id);
+	} else {
+		return sr__errorf(-EINVAL, "env '%s': unknown action kind %u", s->id, s->act_kind);
+	}
+	if (s->n_phys && (!s->get_phys || !s->set_phys))
+		return sr__errorf(-EINVAL, "env '%s': n_phys > 0 needs get_phys and set_phys", s->id);
+	return 0;
+}
+
+static int list_known(int err, const char *name)
+{
+	char buf[400];
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < N_BUILTIN && off < sizeof(buf); i++)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%s (%s)", i ? ", " : "",
+					builtin[i]->id, builtin[i]->name);
+	return sr__errorf(err, "unknown env '%s'; known: %s", name, buf);
+}
+
+int sr_env_find(const char *name, sr_env_spec *out)
+{
+	const char *colon;
+	size_t base_len;
+
+	if (!name || !out)
+		return sr__errorf(-EINVAL, "sr_env_find: NULL argument");
+	colon = strchr(name, ':');
+	base_len = colon ? (size_t)(colon - name) : strlen(name);
+	for (size_t i = 0; i < N_BUILTIN; i++) {
+		const sr_env_spec *s = builtin[i];
+		if ((strlen(s->id) == base_len && !strncmp(s->id, name, base_len)) ||
+		    (strlen(s->name) == base_len && !strncmp(s->name, name, base_len))) {
+			*out = *s;
+			if (colon)
+				return sr__env_configure(out, colon + 1);
+			return 0;
+		}
+	}
+	return list_known(-ENOENT, name);
+}
+
+int sr_env_load_plugin(const char *path, sr_env_spec *out)
+{
+	const sr_env_spec *s;
+	void *h;
+	int err;
+
+	if (!path || !out)
+		return sr__errorf(-EINVAL, "sr_env_load_plugin: NULL argument");
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return sr__errorf(-ENOENT, "cannot load env plugin '%s': %s", path, dlerror());
+	s = dlsym(h, SR_ENV_PLUGIN_SYMBOL);
+	if (!s) {
+		dlclose(h);
+		return sr__errorf(-ENOENT, "env plugin '%s' does not export '%s'", path,
+				  SR_ENV_PLUGIN_SYMBOL);
+	}
+	/* Read abi_version first: it is the one field every ABI version keeps. */
+	if (s->abi_version != SR_ENV_ABI_VERSION) {
+		err = sr__errorf(-EPROTO,
+				 "env plugin '%s' was built for env ABI version %u, this stepring "
+				 "expects version %u: rebuild it against this stepring",
+				 path, s->abi_version, SR_ENV_ABI_VERSION);
+		dlclose(h);
+		return err;
+	}
+	err = sr_env_validate(s);
+	if (err) {
+		dlclose(h);
+		return err;
+	}
+	*out = *s; /* the library stays loaded: the spec's pointers live in it */
+	return 0;
+}
+
+int sr__env_configure(sr_env_spec *spec, const char *params)
+{
+	return sr__errorf(-EINVAL, "env '%s' takes no parameters (got '%s')", spec->id, params);
+}

@@ -1,0 +1,188 @@
+/*
+ * stepring env ABI.
+ *
+ * An env type is a versioned, constant spec: spaces, the size of one
+ * instance's state, and batched functions over n contiguous instances.
+ * The state is plain data (no pointers, no handles): copying its bytes is a
+ * checkpoint, and restoring them resumes the instance bit-exactly. Every
+ * instance carries its own RNG inside its state, seeded from
+ * (seed, instance index), so results never depend on which thread steps it.
+ *
+ * Truncation (max_episode_steps) is the runtime's job, never the env's: an
+ * env only reports terminated.
+ *
+ * Instance i of a batch lives at (char *)states + i * spec->state_size.
+ * Observations are float32, obs_dim per instance, contiguous.
+ * Actions: discrete -> one int32 per instance; box -> act_dim float32 per
+ * instance. sr_env_action_size() gives the byte size of one action.
+ * Rewards are written as double (Gymnasium returns Python floats); the
+ * runtime stores float32 in the ring.
+ *
+ * Thread safety: the functions touch only the instances passed in, so
+ * disjoint slices may be stepped concurrently.
+ *
+ * Plugins: a shared object exporting `const sr_env_spec sr_env_plugin_spec`
+ * (SR_ENV_PLUGIN_SYMBOL) with abi_version = SR_ENV_ABI_VERSION. See
+ * docs/envs.md.
+ */
+#ifndef STEPRING_ENV_H
+#define STEPRING_ENV_H
+
+#include "stepring/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bump on any change of sr_env_spec's layout or of a function's contract. */
+#define SR_ENV_ABI_VERSION 1u
+#define SR_ENV_PLUGIN_SYMBOL "sr_env_plugin_spec"
+#define SR_ENV_MAX_DIMS 4
+
+enum sr_space_kind {
+	SR_SPACE_DISCRETE = 1, /* int32 in [0, act_n) */
+	SR_SPACE_BOX = 2,      /* act_dim float32 in [act_low, act_high] */
+};
+
+typedef struct sr_env_spec sr_env_spec;
+
+struct sr_env_spec {
+	uint32_t abi_version;  /* SR_ENV_ABI_VERSION */
+	uint32_t spec_size;    /* sizeof(sr_env_spec) as compiled by the plugin */
+	const char *id;        /* Gymnasium id, "CartPole-v1" */
+	const char *name;      /* short name, "cartpole" */
+	uint32_t state_size;   /* bytes per instance (multiple of 8) */
+	uint32_t max_episode_steps; /* TimeLimit applied by the runtime; 0 = none */
+
+	/* Observation space: float32 box. */
+	uint32_t obs_ndim;
+	uint32_t obs_shape[SR_ENV_MAX_DIMS];
+	uint32_t obs_dim;        /* product of obs_shape */
+	const float *obs_low;    /* obs_dim values, or NULL for (-inf, inf) */
+	const float *obs_high;
+
+	/* Action space. */
+	uint32_t act_kind;       /* enum sr_space_kind */
+	uint32_t act_n;          /* discrete: number of actions */
+	uint32_t act_dim;        /* box: float32 per action; discrete: 1 */
+	const float *act_low;    /* box: act_dim values */
+	const float *act_high;
+
+	/* Physical state as doubles, for reference replays (envcheck): the
+	 * Gymnasium internal state (x, x_dot, theta, theta_dot for CartPole).
+	 * 0 if the env has none (spin). */
+	uint32_t n_phys;
+	uint32_t reserved0;
+
+	/* Type parameters, read by the functions through @spec (the spin env
+	 * keeps its cost, obs size and episode length here). */
+	uint64_t params[8];
+
+	/* Seed instances [0, n): instance i gets an RNG seeded from
+	 * (seed, first_index + i). Does not reset; call reset next. */
+	void (*seed)(const sr_env_spec *spec, void *states, size_t n, uint64_t seed,
+		     uint64_t first_index);
+	/* Reset n instances: draw an initial state from the instance RNG and
+	 * write obs (n * obs_dim floats). */
+	void (*reset)(const sr_env_spec *spec, void *states, size_t n, float *obs);
+	/* Step n instances with n actions; write obs, reward, terminated
+	 * (0/1). Stepping a terminated instance without reset is undefined but
+	 * must not crash. */
+	void (*step)(const sr_env_spec *spec, void *states, size_t n, const void *actions,
+		     float *obs, double *reward, uint8_t *terminated);
+	/* Observation of one instance from its current state. */
+	void (*observe)(const sr_env_spec *spec, const void *state, float *obs);
+	/* Read/write the n_phys physical doubles of one instance (NULL when
+	 * n_phys == 0). set_phys leaves the RNG alone. */
+	void (*get_phys)(const sr_env_spec *spec, const void *state, double *phys);
+	void (*set_phys)(const sr_env_spec *spec, void *state, const double *phys);
+};
+
+/** Bytes of one action: 4 for discrete (int32), 4 * act_dim for box. */
+static inline size_t sr_env_action_size(const sr_env_spec *spec)
+{
+	return spec->act_kind == SR_SPACE_DISCRETE ? 4u : 4u * (size_t)spec->act_dim;
+}
+
+/**
+ * Check a spec for consistency (ABI version, sizes, function pointers).
+ * Returns 0, -EPROTO on an ABI version mismatch, -EINVAL otherwise, with
+ * the reason in sr_last_error().
+ */
+SR_EXPORT int sr_env_validate(const sr_env_spec *spec);
+
+/**
+ * Find an env type by Gymnasium id ("CartPole-v1") or short name
+ * ("cartpole") and copy its spec into @out. The spin benchmark env takes
+ * parameters: "spin:cost_us=50,obs_dim=64,ep_len=1000".
+ * Returns 0 or -ENOENT (message lists the known envs), -EINVAL for bad
+ * parameters.
+ */
+SR_EXPORT int sr_env_find(const char *name, sr_env_spec *out);
+
+/** Number of built-in env types, and the i-th one (NULL if out of range). */
+SR_EXPORT size_t sr_env_count(void);
+SR_EXPORT const sr_env_spec *sr_env_at(size_t i);
+
+/**
+ * Load an env plugin: dlopen @path, find SR_ENV_PLUGIN_SYMBOL, check its ABI
+ * version and validate it; copy the spec into @out. The library stays
+ * loaded for the life of the process. Returns 0, -ENOENT (no file or no
+ * symbol), -EPROTO (ABI version mismatch: the message names both versions),
+ * -EINVAL (invalid spec).
+ */
+SR_EXPORT int sr_env_load_plugin(const char *path, sr_env_spec *out);
+
+/* The per-instance RNG every built-in env uses (xoshiro256** seeded by
+ * splitmix64). Plugins may use it too: it is inline and header-only. */
+typedef struct sr_rng {
+	uint64_t s[4];
+} sr_rng;
+
+static inline uint64_t sr_splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Seed from (seed, index): independent streams per instance. */
+static inline void sr_rng_seed(sr_rng *r, uint64_t seed, uint64_t index)
+{
+	uint64_t x = seed ^ (0xd1b54a32d192ed03ull * (index + 1));
+	for (int i = 0; i < 4; i++)
+		r->s[i] = sr_splitmix64(&x);
+}
+
+static inline uint64_t sr_rng_next(sr_rng *r)
+{
+	uint64_t *s = r->s;
+	uint64_t t = s[1] << 17;
+	uint64_t x = s[1] * 5;
+	uint64_t res = ((x << 7) | (x >> 57)) * 9;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = (s[3] << 45) | (s[3] >> 19);
+	return res;
+}
+
+/* Uniform double in [0, 1) with 53 random bits. */
+static inline double sr_rng_uniform(sr_rng *r)
+{
+	return (double)(sr_rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+/* Uniform double in [lo, hi). */
+static inline double sr_rng_range(sr_rng *r, double lo, double hi)
+{
+	return lo + (hi - lo) * sr_rng_uniform(r);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

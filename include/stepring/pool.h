@@ -1,0 +1,139 @@
+/*
+ * stepring pool: num_envs env instances stepped by hwloc-bound worker
+ * threads, writing into the shared-memory ring; a collector forms batches.
+ *
+ * CONTRACT (implemented in runtime/; the CLI, the Python binding, the
+ * checkpoint and device code build on exactly these names and meanings).
+ *
+ * Sync mode (batch_size == num_envs): sr_pool_step(actions) steps every env
+ * once; the batch holds env i at row i.
+ * Async mode (batch_size < num_envs): sr_pool_send(actions, env_ids, n)
+ * hands actions to the envs' workers and returns at once; sr_pool_recv()
+ * returns the first batch_size envs whose step finished, env_id says which.
+ * An env is never returned twice without a send in between.
+ *
+ * Batches are views valid until the next call on the pool. The pool is
+ * driven from one thread (not thread safe across calls); its workers and
+ * collector are internal.
+ */
+#ifndef STEPRING_POOL_H
+#define STEPRING_POOL_H
+
+#include "stepring/common.h"
+#include "stepring/env.h"
+#include "stepring/ring.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum sr_autoreset {
+	SR_AUTORESET_NEXT_STEP = 0, /* Gymnasium default: the step after a done returns the reset obs */
+	SR_AUTORESET_SAME_STEP = 1, /* reset in the same step; the final obs is in batch->final_obs */
+	SR_AUTORESET_DISABLED = 2,  /* never reset by itself; sr_pool_reset_mask() resets */
+};
+
+enum sr_bind {
+	SR_BIND_CORE = 0, /* one worker per core, spread across NUMA nodes */
+	SR_BIND_NUMA = 1, /* workers float within their NUMA node */
+	SR_BIND_NONE = 2,
+};
+
+enum sr_device_kind {
+	SR_DEVICE_HOST = 0,
+	SR_DEVICE_CUDA = 1,
+	SR_DEVICE_AUTO = 2, /* CUDA when a GPU answers, else host */
+};
+
+/* sr_pool_opts.flags: which optional members are set. */
+enum {
+	SR_POOL_F_SEED = 1u << 0,
+	SR_POOL_F_CPUSET = 1u << 1,
+	SR_POOL_F_RING_NAME = 1u << 2, /* publish the ring (and stats) under ring_name */
+	SR_POOL_F_FINAL_OBS = 1u << 3, /* keep final_obs (implied by SAME_STEP) */
+	SR_POOL_F_TOPOLOGY = 1u << 4,  /* use topology_xml / synthetic instead of the machine */
+};
+
+typedef struct sr_pool_opts {
+	uint32_t flags;
+	uint32_t num_envs;       /* >= 1 */
+	const char *env;         /* id or short name (sr_env_find); ignored when spec is set */
+	const sr_env_spec *spec; /* or a spec (e.g. from sr_env_load_plugin) */
+	uint32_t num_threads;    /* 0: one per physical core of the allowed cpuset */
+	uint32_t batch_size;     /* 0 or num_envs: sync; < num_envs: async */
+	uint64_t seed;           /* with SR_POOL_F_SEED; default 0 */
+	uint32_t autoreset;      /* enum sr_autoreset */
+	uint32_t bind;           /* enum sr_bind */
+	const char *cpuset;      /* with SR_POOL_F_CPUSET: "0-3,8" (like taskset -c) */
+	uint64_t ring_capacity;  /* slots (power of two); 0: default (>= 4 batches) */
+	const char *ring_name;   /* with SR_POOL_F_RING_NAME */
+	uint32_t device;         /* enum sr_device_kind */
+	int32_t device_index;    /* GPU ordinal */
+	const char *topology;    /* with SR_POOL_F_TOPOLOGY: hwloc synthetic description */
+} sr_pool_opts;
+
+/** Defaults: sync, NEXT_STEP, bind core, host device, seed 0. */
+SR_EXPORT void sr_pool_opts_init(sr_pool_opts *o);
+
+typedef struct sr_pool sr_pool;
+
+typedef struct sr_batch {
+	uint32_t n;                /* rows */
+	uint32_t obs_dim;
+	const float *obs;          /* n * obs_dim */
+	const float *reward;       /* n */
+	const uint8_t *terminated; /* n, 0/1 */
+	const uint8_t *truncated;  /* n, 0/1 */
+	const uint32_t *env_id;    /* n */
+	const float *final_obs;    /* SAME_STEP or SR_POOL_F_FINAL_OBS: n * obs_dim, rows
+				    * valid where terminated|truncated; else NULL */
+	uint64_t first_seq;        /* ring sequence of row 0 when the rows are ring slots */
+} sr_batch;
+
+/**
+ * Create a pool: validate the options, place and start the workers, seed
+ * every instance from (seed, env index). Returns 0, -EINVAL (0 envs, batch
+ * > envs, more threads than the cpuset allows, bad cpuset ...), -ENOENT
+ * (unknown env), -ENOMEM; the reason is in sr_last_error().
+ */
+SR_EXPORT int sr_pool_create(const sr_pool_opts *opts, sr_pool **out);
+/** Stop the threads and free everything. NULL is a no-op. */
+SR_EXPORT void sr_pool_destroy(sr_pool *p);
+
+/** Reset every env (sync: *out gets all of them; async: all envs are then
+ * ready and recv returns them). */
+SR_EXPORT int sr_pool_reset(sr_pool *p, const sr_batch **out);
+/** Sync step: @actions holds num_envs actions (sr_env_action_size each).
+ * NaN or out-of-range actions: -EINVAL, nothing is stepped. */
+SR_EXPORT int sr_pool_step(sr_pool *p, const void *actions, const sr_batch **out);
+/** Async: send @n actions to envs @env_ids (NULL = envs of the last batch). */
+SR_EXPORT int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint32_t n);
+/** Async: wait for batch_size ready envs. */
+SR_EXPORT int sr_pool_recv(sr_pool *p, const sr_batch **out);
+/** DISABLED autoreset: reset the envs where mask[i] != 0 (sync). */
+SR_EXPORT int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch **out);
+
+SR_EXPORT const sr_env_spec *sr_pool_spec(const sr_pool *p);
+SR_EXPORT sr_ring *sr_pool_ring(const sr_pool *p);
+SR_EXPORT uint32_t sr_pool_num_envs(const sr_pool *p);
+SR_EXPORT uint32_t sr_pool_num_threads(const sr_pool *p);
+SR_EXPORT uint32_t sr_pool_batch_size(const sr_pool *p);
+
+typedef struct sr_pool_stats {
+	uint64_t steps;           /* env steps since create */
+	uint64_t episodes;        /* finished episodes */
+	double mean_return;       /* over the last 100 finished episodes */
+	double mean_length;
+	/* Time breakdown, nanoseconds summed over workers / the collector. */
+	uint64_t ns_env_step;
+	uint64_t ns_ring_publish;
+	uint64_t ns_collect;
+	uint64_t ns_wait;
+} sr_pool_stats;
+
+SR_EXPORT int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,157 @@
+/*
+ * stepring shared-memory transition ring (the replay window).
+ *
+ * CONTRACT (implemented in replay/; the runtime and the bindings build on
+ * exactly these names and meanings):
+ *
+ * One segment: a header (magic, format version, geometry, column offsets,
+ * counters each on its own 128-byte line) followed by one column per field
+ * (struct of arrays). Offsets, never pointers, inside shared memory.
+ *
+ * A slot holds one env step's output for one env: the observation after the
+ * step (obs), the action that led to it, the reward, terminated, truncated,
+ * flags (SR_SLOT_FIRST for a reset observation, SR_SLOT_PAD for filler),
+ * env_id, and prev = the sequence number of the previous slot of the same
+ * env (SR_RING_NO_PREV at the start of an episode). So (s, a, r, s') of a
+ * transition at slot q is (obs[prev[q]], action[q], reward[q], obs[q]).
+ *
+ * Sequence numbers are free-running uint64; slot = seq & (capacity - 1).
+ *
+ * Producers (many threads) reserve a range with one atomic, write the
+ * columns outside any lock, and publish per slot. The single consumer (the
+ * collector) takes the longest contiguous published range from its cursor.
+ * Producers never overwrite a slot the consumer has not consumed yet
+ * (reserve waits, try_reserve says -EAGAIN); consumed slots stay readable
+ * as the replay window until a producer laps them. Readers of old slots
+ * (samplers, other processes) check the slot's publish sequence before and
+ * after reading and never return a torn transition.
+ */
+#ifndef STEPRING_RING_H
+#define STEPRING_RING_H
+
+#include "stepring/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SR_RING_MAGIC 0x474e495250455453ull /* "STEPRING" little endian */
+#define SR_RING_FORMAT_VERSION 1u
+#define SR_RING_NO_PREV UINT64_MAX
+
+/* Bits of the flags column. */
+enum {
+	SR_SLOT_FIRST = 1u << 0, /* first obs of an episode (reset); action/reward unused */
+	SR_SLOT_PAD = 1u << 1,   /* filler written by SR_RESERVE_CONTIG; never a transition */
+	SR_SLOT_FINAL = 1u << 2, /* obs is the final obs of an episode (same-step autoreset) */
+};
+
+/* sr_ring_create flags */
+enum {
+	SR_RING_SHM = 1u << 0, /* name the segment in /dev/shm so other processes can attach */
+};
+/* sr_ring_attach flags */
+enum {
+	SR_RING_RDWR = 1u << 0, /* attach read-write (default: read-only) */
+};
+/* sr_ring_reserve flags */
+enum {
+	SR_RESERVE_CONTIG = 1u << 0, /* the range must not wrap: pad to the next lap if needed */
+};
+
+typedef struct sr_ring sr_ring;
+
+typedef struct sr_ring_opts {
+	uint32_t flags;      /* SR_RING_* */
+	uint32_t obs_dim;    /* float32 per obs, >= 1 */
+	uint32_t act_size;   /* bytes per action, >= 1 (sr_env_action_size) */
+	uint32_t reserved0;
+	uint64_t capacity;   /* slots; a power of two >= 2 */
+	const char *name;    /* with SR_RING_SHM: segment name ("/sr-foo" or "sr-foo") */
+} sr_ring_opts;
+
+/** Bytes of a segment for @opts (header plus columns, page aligned). */
+SR_EXPORT size_t sr_ring_memsize(const sr_ring_opts *opts);
+
+/**
+ * Create a ring in a new segment (memfd, or shm_open mode 0600 with
+ * SR_RING_SHM), pre-faulted so that a too-small /dev/shm fails here and not
+ * later with SIGBUS. Returns 0, -EINVAL (bad geometry), -EEXIST (name taken),
+ * -ENOMEM/-ENOSPC (no memory for the segment).
+ */
+SR_EXPORT int sr_ring_create(const sr_ring_opts *opts, sr_ring **out);
+
+/**
+ * Attach to a named ring made by another process. Validates magic, format
+ * version and geometry before trusting anything. Read-only unless
+ * SR_RING_RDWR. Returns 0, -ENOENT (no such name), -EPROTO (another format
+ * version: the message names both), -EBADMSG (not a ring, or a geometry
+ * that does not fit the segment size).
+ */
+SR_EXPORT int sr_ring_attach(const char *name, unsigned flags, sr_ring **out);
+
+/** Unmap; the creator also unlinks a named segment. NULL is a no-op. */
+SR_EXPORT void sr_ring_destroy(sr_ring *r);
+
+/** Remove a named segment left by a crashed owner. 0 or -errno. */
+SR_EXPORT int sr_ring_unlink(const char *name);
+
+/* Geometry. */
+SR_EXPORT uint64_t sr_ring_capacity(const sr_ring *r);
+SR_EXPORT uint32_t sr_ring_obs_dim(const sr_ring *r);
+SR_EXPORT uint32_t sr_ring_act_size(const sr_ring *r);
+
+/* Column base pointers (slot 0); slot s of a column is base + s * width. */
+SR_EXPORT float *sr_ring_obs_col(const sr_ring *r);
+SR_EXPORT uint8_t *sr_ring_action_col(const sr_ring *r);
+SR_EXPORT float *sr_ring_reward_col(const sr_ring *r);
+SR_EXPORT uint8_t *sr_ring_terminated_col(const sr_ring *r);
+SR_EXPORT uint8_t *sr_ring_truncated_col(const sr_ring *r);
+SR_EXPORT uint8_t *sr_ring_flags_col(const sr_ring *r);
+SR_EXPORT uint32_t *sr_ring_env_id_col(const sr_ring *r);
+SR_EXPORT uint64_t *sr_ring_prev_col(const sr_ring *r);
+/* The whole mapped segment (for pinning with cudaHostRegister). */
+SR_EXPORT void *sr_ring_base(const sr_ring *r, size_t *len);
+
+/**
+ * Producer: reserve @n consecutive slots; *@seq gets the first sequence
+ * number. With SR_RESERVE_CONTIG the range does not wrap (slots up to the
+ * end of the lap are published as SR_SLOT_PAD filler). Waits while the
+ * range would overwrite unconsumed slots. Returns 0 or -EINVAL (n == 0 or
+ * n > capacity). Thread safe (many producers). sr_ring_try_reserve returns
+ * -EAGAIN instead of waiting.
+ */
+SR_EXPORT int sr_ring_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq);
+SR_EXPORT int sr_ring_try_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq);
+
+/** Producer: publish slots [seq, seq + n) after writing their columns
+ * (release: the writes before it are visible to a reader that sees it). */
+SR_EXPORT void sr_ring_publish(sr_ring *r, uint64_t seq, uint32_t n);
+
+/**
+ * Consumer (one thread): the longest contiguous published range from the
+ * consumer cursor, at most @max slots, without consuming it. *@first gets
+ * its first sequence number. Returns the count (0 if nothing is ready).
+ * The range may wrap: columns are then copied in two pieces.
+ */
+SR_EXPORT uint32_t sr_ring_peek(sr_ring *r, uint32_t max, uint64_t *first);
+/** Consumer: advance the cursor by @n (after peek); producers may then reuse them. */
+SR_EXPORT void sr_ring_consume(sr_ring *r, uint32_t n);
+
+/** Counters: next sequence to reserve (head), consumer cursor, and the
+ * oldest sequence still readable (head - capacity, or 0). */
+SR_EXPORT uint64_t sr_ring_head(const sr_ring *r);
+SR_EXPORT uint64_t sr_ring_cursor(const sr_ring *r);
+SR_EXPORT uint64_t sr_ring_oldest(const sr_ring *r);
+
+/**
+ * Is slot @seq still the transition published under @seq? A reader copies
+ * what it needs, then calls this: false means it was overwritten meanwhile
+ * (retry or skip). Acquire ordering pairs with sr_ring_publish's release.
+ */
+SR_EXPORT bool sr_ring_slot_valid(const sr_ring *r, uint64_t seq);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,138 @@
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "stepring.h"
+
+void cli_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("stepring: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(SR_CLI_EXIT_USAGE);
+}
+
+long long cli_int(const char *opt, const char *s, long long lo, long long hi)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end)
+		cli_die("%s: '%s' is not an integer", opt, s);
+	if (v < lo || v > hi)
+		cli_die("%s: %lld is out of range [%lld, %lld]", opt, v, lo, hi);
+	return v;
+}
+
+double cli_double(const char *opt, const char *s, double lo, double hi)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || isnan(v))
+		cli_die("%s: '%s' is not a number", opt, s);
+	if (v < lo || v > hi)
+		cli_die("%s: %g is out of range [%g, %g]", opt, v, lo, hi);
+	return v;
+}
+
+int cli_int_list(const char *opt, const char *s, long long *out, int max, long long lo,
+		 long long hi)
+{
+	char buf[1024], *save = NULL, *tok;
+	int n = 0;
+
+	if (strlen(s) >= sizeof(buf))
+		cli_die("%s: list too long", opt);
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (n == max)
+			cli_die("%s: at most %d values", opt, max);
+		out[n++] = cli_int(opt, tok, lo, hi);
+	}
+	if (n == 0)
+		cli_die("%s: empty list", opt);
+	return n;
+}
+
+bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
+{
+	const char *a = argv[*i];
+	size_t len = strlen(name);
+
+	if (strncmp(a, name, len) != 0)
+		return false;
+	if (a[len] == '\0') {
+		if (!val)
+			return true;
+		if (*i + 1 >= argc)
+			cli_die("%s needs a value", name);
+		*val = argv[++*i];
+		return true;
+	}
+	if (a[len] == '=' && val) {
+		*val = a + len + 1;
+		return true;
+	}
+	return false;
+}
+
+void cli_unknown(const char *cmd, const char *arg)
+{
+	cli_die("%s: unknown option '%s' (see 'stepring %s --help')", cmd, arg, cmd);
+}
+
+void cli_env(const char *name, struct sr_env_spec *out)
+{
+	int err = sr_env_find(name, out);
+
+	if (err)
+		cli_die("%s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
+}
+
+uint64_t cli_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void cli_json_machine(FILE *f)
+{
+	char model[256] = "unknown", line[512];
+	FILE *c = fopen("/proc/cpuinfo", "r");
+
+	if (c) {
+		while (fgets(line, sizeof(line), c)) {
+			if (strncmp(line, "model name", 10) == 0) {
+				char *p = strchr(line, ':');
+				if (p) {
+					p += 2;
+					p[strcspn(p, "\n")] = '\0';
+					snprintf(model, sizeof(model), "%s", p);
+				}
+				break;
+			}
+		}
+		fclose(c);
+	}
+	for (char *p = model; *p; p++)
+		if (*p == '"' || *p == '\\')
+			*p = ' ';
+	fprintf(f, "\"machine\":{\"cpu_model\":\"%s\",\"cpus\":%ld}", model,
+		sysconf(_SC_NPROCESSORS_ONLN));
+}

@@ -1,0 +1,43 @@
+/* Shared helpers of the stepring CLI: option parsing with one clear error
+ * line and exit 2 on bad input, timing, JSON output. */
+#ifndef SR_CLI_H
+#define SR_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Subcommands: each lives in tools/cmd_*.c and is declared weak here, so a
+ * build without one of them still links (the dispatcher lists what it has). */
+typedef int (*sr_cmd_fn)(int argc, char **argv);
+
+#define SR_CLI_EXIT_USAGE 2
+
+/* Print "stepring: <msg>" to stderr and exit(2). */
+void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Parse numbers; on junk or out-of-range values call cli_die naming @opt. */
+long long cli_int(const char *opt, const char *s, long long lo, long long hi);
+double cli_double(const char *opt, const char *s, double lo, double hi);
+/* Comma list of ints ("1,2,4"); returns count, at most @max. */
+int cli_int_list(const char *opt, const char *s, long long *out, int max, long long lo,
+		 long long hi);
+
+/* Tiny option scanner: argv[*i] is "--name" or "--name=value". Returns true
+ * when it matches @name; *val gets the value (next arg or after '='),
+ * dies if a value is missing. For flags without value pass val = NULL. */
+bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
+/* Dies with "unknown option" for argv[i]. */
+void cli_unknown(const char *cmd, const char *arg) __attribute__((noreturn));
+
+/* Resolve an env id or dies listing the known ones. */
+struct sr_env_spec;
+void cli_env(const char *name, struct sr_env_spec *out);
+
+/* Monotonic clock in ns. */
+uint64_t cli_now_ns(void);
+
+/* Machine description for JSON lines: "cpu_model", cores, numa nodes. */
+void cli_json_machine(FILE *f);
+
+#endif
