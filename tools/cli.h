@@ -13,6 +13,10 @@ typedef int (*sr_cmd_fn)(int argc, char **argv);
 
 #define SR_CLI_EXIT_USAGE 2
 
+/* `stepring bench WHAT` dispatches (tools/cmd_bench.c) to
+ * int bench_WHAT(int argc, char **argv), also weak: bench_env, bench_ring,
+ * bench_replay, bench_pool, bench_checkpoint. */
+
 /* Print "stepring: <msg>" to stderr and exit(2). */
 void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

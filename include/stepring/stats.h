@@ -1,0 +1,67 @@
+/*
+ * Live statistics of a pool in shared memory, for `stepring top` and other
+ * read-only observers in other processes.
+ *
+ * CONTRACT: a pool created with SR_POOL_F_RING_NAME publishes this block in
+ * a segment named "<ring_name>.stats" (shm_open, 0600). The pool thread and
+ * the workers are the only writers; readers map it read-only, check magic
+ * and version, and read it seqlock style: read `seq` (acquire), copy,
+ * re-read `seq`; retry if it changed or is odd. Per-worker counters are
+ * plain monotonic uint64 written with relaxed atomics (a reader may see a
+ * slightly stale value, never a torn one). `state` goes to
+ * SR_STATS_STATE_ENDED when the pool is destroyed, then the segment is
+ * unlinked.
+ */
+#ifndef STEPRING_STATS_H
+#define STEPRING_STATS_H
+
+#include <stdint.h>
+
+#define SR_STATS_MAGIC 0x5354415453525453ull /* "STSRSTATS" */
+#define SR_STATS_VERSION 1u
+#define SR_STATS_MAX_WORKERS 256
+
+enum {
+	SR_STATS_STATE_RUNNING = 1,
+	SR_STATS_STATE_ENDED = 2,
+};
+
+enum {
+	SR_CKPT_STATE_IDLE = 0,
+	SR_CKPT_STATE_SNAPSHOT = 1,
+	SR_CKPT_STATE_WRITING = 2,
+	SR_CKPT_STATE_FAILED = 3,
+};
+
+typedef struct sr_stats_worker {
+	uint64_t steps;       /* env steps done by this worker */
+	uint64_t ns_busy;     /* time stepping envs and publishing */
+	uint64_t ns_idle;     /* time spinning or sleeping */
+	uint64_t cpu;         /* the CPU it is bound to, or UINT64_MAX */
+} sr_stats_worker;
+
+typedef struct sr_stats_shm {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t state;         /* SR_STATS_STATE_* */
+	uint64_t seq;           /* seqlock over the aggregate fields below */
+	int64_t pid;            /* owner */
+	char env_id[64];
+	uint32_t num_envs, num_threads, batch_size, mode; /* mode 0 sync, 1 async */
+	uint64_t start_ns;      /* CLOCK_MONOTONIC at create */
+	uint64_t now_ns;        /* CLOCK_MONOTONIC of the last update */
+	uint64_t steps;         /* env steps */
+	uint64_t batches;       /* batches returned */
+	uint64_t episodes;
+	double mean_return, mean_length;
+	double p50_us, p99_us;  /* batch latency over a recent window */
+	uint64_t ring_capacity, ring_head, ring_cursor;
+	uint32_t ckpt_state;    /* SR_CKPT_STATE_* */
+	uint32_t reserved0;
+	uint64_t ckpt_count;    /* checkpoints completed */
+	uint64_t ckpt_bytes;    /* bytes of the last checkpoint */
+	uint64_t reserved[16];
+	sr_stats_worker workers[SR_STATS_MAX_WORKERS];
+} sr_stats_shm;
+
+#endif
