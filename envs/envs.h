@@ -5,7 +5,9 @@
 
 #include "stepring/env.h"
 
-#define SR_BUILTIN_ENVS(X)
+#define SR_BUILTIN_ENVS(X) X(sr__env_cartpole)
+
+extern const sr_env_spec sr__env_cartpole;
 
 /* Apply "key=value,..." parameters to a copy of a spec (spin); -EINVAL for
  * an env that takes none or a bad key. */

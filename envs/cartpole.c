@@ -1,0 +1,139 @@
+/*
+ * CartPole-v1 (Gymnasium 1.4.0), bit-exact against the reference data in
+ * tests/refdata: double-precision state, explicit Euler, float32 obs.
+ *
+ * State (64 bytes, one cache line): the instance RNG, then x, x_dot, theta,
+ * theta_dot as doubles. Termination is decided on the doubles before the
+ * obs is rounded.
+ */
+#include <math.h>
+
+#include "envs.h"
+
+struct cartpole {
+	sr_rng rng;
+	double x, x_dot, theta, theta_dot;
+};
+
+_Static_assert(sizeof(struct cartpole) == 64, "cartpole state is one cache line");
+
+#define GRAVITY 9.8
+#define MASSPOLE 0.1
+#define TOTAL_MASS (0.1 + 1.0)
+#define LENGTH 0.5
+#define POLEMASS_LENGTH (0.1 * 0.5)
+#define FORCE_MAG 10.0
+#define TAU 0.02
+#define THETA_THRESHOLD (12 * 2 * M_PI / 360)
+#define X_THRESHOLD 2.4
+
+static const float obs_high[4] = {4.8f, INFINITY, (float)(2 * THETA_THRESHOLD), INFINITY};
+static const float obs_low[4] = {-4.8f, -INFINITY, -(float)(2 * THETA_THRESHOLD), -INFINITY};
+
+static inline void write_obs(const struct cartpole *s, float *obs)
+{
+	obs[0] = (float)s->x;
+	obs[1] = (float)s->x_dot;
+	obs[2] = (float)s->theta;
+	obs[3] = (float)s->theta_dot;
+}
+
+static void cp_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t seed,
+		    uint64_t first_index)
+{
+	struct cartpole *s = states;
+
+	for (size_t i = 0; i < n; i++)
+		sr_rng_seed(&s[i].rng, seed, first_index + i);
+}
+
+static void cp_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+{
+	struct cartpole *s = states;
+
+	for (size_t i = 0; i < n; i++) {
+		/* Gymnasium: np_random.uniform(-0.05, 0.05, size=(4,)) */
+		s[i].x = sr_rng_range(&s[i].rng, -0.05, 0.05);
+		s[i].x_dot = sr_rng_range(&s[i].rng, -0.05, 0.05);
+		s[i].theta = sr_rng_range(&s[i].rng, -0.05, 0.05);
+		s[i].theta_dot = sr_rng_range(&s[i].rng, -0.05, 0.05);
+		write_obs(&s[i], obs + 4 * i);
+	}
+}
+
+static void cp_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,
+		    float *obs, double *reward, uint8_t *terminated)
+{
+	struct cartpole *s = states;
+	const int32_t *act = actions;
+
+	for (size_t i = 0; i < n; i++) {
+		struct cartpole *c = &s[i];
+		double force = act[i] == 1 ? FORCE_MAG : -FORCE_MAG;
+		double costheta = cos(c->theta), sintheta = sin(c->theta);
+		double temp = (force + (POLEMASS_LENGTH * (c->theta_dot * c->theta_dot)) * sintheta) /
+			      TOTAL_MASS;
+		double thetaacc = (GRAVITY * sintheta - costheta * temp) /
+				  (LENGTH * (4.0 / 3.0 - (MASSPOLE * (costheta * costheta)) /
+								 TOTAL_MASS));
+		double xacc = temp - ((POLEMASS_LENGTH * thetaacc) * costheta) / TOTAL_MASS;
+
+		c->x = c->x + TAU * c->x_dot;
+		c->x_dot = c->x_dot + TAU * xacc;
+		c->theta = c->theta + TAU * c->theta_dot;
+		c->theta_dot = c->theta_dot + TAU * thetaacc;
+		terminated[i] = (c->x < -X_THRESHOLD) | (c->x > X_THRESHOLD) |
+				(c->theta < -THETA_THRESHOLD) | (c->theta > THETA_THRESHOLD);
+		reward[i] = 1.0;
+		write_obs(c, obs + 4 * i);
+	}
+}
+
+static void cp_observe(const sr_env_spec *spec, const void *state, float *obs)
+{
+	write_obs(state, obs);
+}
+
+static void cp_get_phys(const sr_env_spec *spec, const void *state, double *phys)
+{
+	const struct cartpole *c = state;
+
+	phys[0] = c->x;
+	phys[1] = c->x_dot;
+	phys[2] = c->theta;
+	phys[3] = c->theta_dot;
+}
+
+static void cp_set_phys(const sr_env_spec *spec, void *state, const double *phys)
+{
+	struct cartpole *c = state;
+
+	c->x = phys[0];
+	c->x_dot = phys[1];
+	c->theta = phys[2];
+	c->theta_dot = phys[3];
+}
+
+const sr_env_spec sr__env_cartpole = {
+	.abi_version = SR_ENV_ABI_VERSION,
+	.spec_size = sizeof(sr_env_spec),
+	.id = "CartPole-v1",
+	.name = "cartpole",
+	.state_size = sizeof(struct cartpole),
+	.max_episode_steps = 500,
+	.obs_ndim = 1,
+	.obs_shape = {4},
+	.obs_dim = 4,
+	.obs_low = obs_low,
+	.obs_high = obs_high,
+	.act_kind = SR_SPACE_DISCRETE,
+	.act_n = 2,
+	.act_dim = 1,
+	.n_phys = 4,
+	.seed = cp_seed,
+	.reset = cp_reset,
+	.step = cp_step,
+	.observe = cp_observe,
+	.get_phys = cp_get_phys,
+	.set_phys = cp_set_phys,
+};
