@@ -1,0 +1,262 @@
+/* Tuning logic of sweep and diagnose on synthetic numbers: the bound
+ * classification, the diagnose verdicts, the table layout, the
+ * `--envs auto` series and the JSONL context. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../tools/tune.h"
+
+static void test_classify(void **st)
+{
+	struct tune_shares env = {.env = 0.7, .ring = 0.05, .copy = 0.05, .policy = 0.1, .wait = 0.1};
+	struct tune_shares pol = {.env = 0.2, .ring = 0.0, .copy = 0.05, .policy = 0.6, .wait = 0.15};
+	/* ring and copy add up: 0.25 + 0.2 beats env's 0.4 */
+	struct tune_shares copy = {.env = 0.4, .ring = 0.25, .copy = 0.2, .policy = 0.1, .wait = 0.05};
+	struct tune_shares sync = {.env = 0.3, .ring = 0.02, .copy = 0.03, .policy = 0.1, .wait = 0.55};
+	struct tune_shares junk = {.env = NAN, .ring = -1, .copy = 0, .policy = 0.01, .wait = 0};
+	struct tune_shares tie = {.env = 0.5, .policy = 0.5};
+
+	(void)st;
+	assert_int_equal(tune_classify(&env), TUNE_BOUND_ENV);
+	assert_int_equal(tune_classify(&pol), TUNE_BOUND_POLICY);
+	assert_int_equal(tune_classify(&copy), TUNE_BOUND_COPY);
+	assert_int_equal(tune_classify(&sync), TUNE_BOUND_SYNC);
+	assert_int_equal(tune_classify(&junk), TUNE_BOUND_POLICY);
+	assert_int_equal(tune_classify(&tie), TUNE_BOUND_ENV);
+	assert_string_equal(tune_bound_name(TUNE_BOUND_COPY), "copy");
+	assert_string_equal(tune_verdict_name(TUNE_BOUND_POLICY), "policy/GPU-bound");
+	assert_string_equal(tune_bound_name(TUNE_BOUND_COUNT), "?");
+}
+
+static void test_table(void **st)
+{
+	struct tune_row r = {
+		.envs = 256, .threads = 2, .batch = 128, .async = 1, .steps_per_sec = 1234567.4,
+		.p50_us = 80.04, .p90_us = 95.55, .p99_us = 190.0, .efficiency = 0.871,
+		.sh = {.env = 0.6, .ring = 0.05, .copy = 0.05, .policy = 0.2, .wait = 0.1},
+	};
+	size_t len;
+	FILE *f;
+	char *buf;
+	const char *want =
+		"num_envs threads batch  mode      steps/s    p50_us    p90_us    p99_us   eff  env "
+		"ring copy policy wait  bound\n"
+		"-------- ------- ----- ----- ------------ --------- --------- --------- ----- ---- "
+		"---- ---- ------ ---- ------\n"
+		"     256       2   128 async      1234567      80.0      95.5     190.0   87%  60% "
+		"  5%   5%    20%  10%    env\n";
+
+	(void)st;
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	tune_table_header(f);
+	tune_table_row(f, &r);
+	fclose(f);
+	assert_string_equal(buf, want);
+	free(buf);
+}
+
+/* Throughput that rises, then flattens: the series stops after two steps
+ * without a >5% gain. */
+static void test_auto_stops_when_flat(void **st)
+{
+	struct tune_auto a;
+	uint32_t envs, seen[16];
+	double sps = -1;
+	int n = 0;
+	const double curve[] = {100, 200, 400, 410, 415, 1000, 2000};
+
+	(void)st;
+	tune_auto_init(&a, 2, 4096);
+	while (tune_auto_next(&a, sps, &envs)) {
+		assert_true(n < 7);
+		seen[n] = envs;
+		sps = curve[n++];
+	}
+	assert_int_equal(n, 5);
+	assert_int_equal(seen[0], 2);
+	assert_int_equal(seen[4], 32);
+}
+
+/* One dip resets nothing, a gain resets the patience; the series ends at
+ * max when throughput keeps growing. */
+static void test_auto_reaches_max(void **st)
+{
+	struct tune_auto a;
+	uint32_t envs, last = 0;
+	double sps = -1;
+	int n = 0;
+
+	(void)st;
+	tune_auto_init(&a, 3, 64); /* 4, 8, 16, 32, 64 */
+	while (tune_auto_next(&a, sps, &envs)) {
+		last = envs;
+		sps = n == 1 ? 50 : 100.0 * (n + 1); /* a dip at 8, then growth */
+		n++;
+	}
+	assert_int_equal(n, 5);
+	assert_int_equal(last, 64);
+
+	tune_auto_init(&a, 5000, 4096); /* start beyond max: nothing to run */
+	assert_false(tune_auto_next(&a, -1, &envs));
+}
+
+static bool has(const struct tune_verdict *v, const char *needle)
+{
+	for (int i = 0; i < v->nadvice; i++)
+		if (strstr(v->advice[i], needle))
+			return true;
+	for (int i = 0; i < v->nwhy; i++)
+		if (strstr(v->why[i], needle))
+			return true;
+	return false;
+}
+
+static void test_verdict_env(void **st)
+{
+	/* Cheap policy, envs take most of the time, one of two cores used. */
+	struct tune_diag_in in = {
+		.envs = 8, .threads = 1, .batch = 8, .cores = 2,
+		.env_only_sps = 1e6, .policy_only_sps = 2e7, .loop_sps = 9e5,
+		.loop = {.env = 0.8, .ring = 0.03, .copy = 0.02, .policy = 0.05, .wait = 0.1},
+	};
+	struct tune_verdict v;
+
+	(void)st;
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_ENV);
+	assert_true(has(&v, "more threads (--threads 2)"));
+	assert_true(has(&v, "more envs per thread (8 now"));
+	/* sync: 1/(1/1e6 + 1/2e7) */
+	assert_true(fabs(v.expected_sps - 1.0 / (1e-6 + 5e-8)) < 1);
+	assert_true(has(&v, "envs alone: 1000000 steps/s; policy alone: 20000000 rows/s"));
+}
+
+static void test_verdict_policy(void **st)
+{
+	struct tune_diag_in in = {
+		.envs = 256, .threads = 2, .batch = 256, .cores = 2,
+		.env_only_sps = 2e6, .policy_only_sps = 3e5, .loop_sps = 2.5e5,
+		.loop = {.env = 0.1, .ring = 0.01, .copy = 0.01, .policy = 0.85, .wait = 0.03},
+	};
+	struct tune_verdict v;
+	FILE *f;
+	char *buf = NULL;
+	size_t len;
+
+	(void)st;
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_POLICY);
+	assert_true(has(&v, "bigger batch"));
+	assert_true(has(&v, "async mode"));
+	assert_true(has(&v, "GPU"));
+	f = open_memstream(&buf, &len);
+	tune_print_verdict(f, &v);
+	fclose(f);
+	assert_true(strncmp(buf, "verdict: policy/GPU-bound\n  because ", 36) == 0);
+	assert_non_null(strstr(buf, "\n  try     "));
+	free(buf);
+
+	/* Policy not measured on its own: its share decides. On a GPU already
+	 * and in async mode, neither of those is suggested again. */
+	in.policy_only_sps = 0;
+	in.async = 1;
+	in.cuda = 1;
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_POLICY);
+	assert_false(has(&v, "async mode:"));
+	assert_false(has(&v, "device cuda"));
+	assert_true(has(&v, "not measured"));
+}
+
+static void test_verdict_copy(void **st)
+{
+	struct tune_diag_in in = {
+		.envs = 1024, .threads = 2, .batch = 1024, .cores = 2,
+		.env_only_sps = 3e6, .policy_only_sps = 5e7, .loop_sps = 2.4e6,
+		.loop = {.env = 0.3, .ring = 0.2, .copy = 0.3, .policy = 0.1, .wait = 0.1},
+	};
+	struct tune_verdict v;
+
+	(void)st;
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_COPY);
+	assert_true(has(&v, "pinned memory"));
+	assert_true(has(&v, "ring + copy take 50%"));
+}
+
+static void test_verdict_sync(void **st)
+{
+	/* Both alone are fast, the loop is not, and it mostly waits. */
+	struct tune_diag_in in = {
+		.envs = 4, .threads = 4, .batch = 4, .cores = 2,
+		.env_only_sps = 1e6, .policy_only_sps = 1e7, .loop_sps = 2e5,
+		.loop = {.env = 0.2, .ring = 0.02, .copy = 0.03, .policy = 0.05, .wait = 0.7},
+		.other_mode_sps = 5e5,
+	};
+	struct tune_verdict v;
+
+	(void)st;
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_SYNC);
+	assert_true(v.loop_vs_expected < 0.6);
+	assert_true(has(&v, "--mode async"));
+	assert_true(has(&v, "fewer threads (4 > 2 cores)"));
+	assert_true(has(&v, "more envs per thread (1 now"));
+	assert_true(has(&v, "async mode: 500000 steps/s (2.50x)"));
+
+	/* The same shares but a loop near its expected rate: not sync-bound,
+	 * the waiting is the envs' own time as seen from the trainer. */
+	in.loop_sps = 8.5e5;
+	tune_diagnose(&in, &v);
+	assert_int_not_equal(v.bound, TUNE_BOUND_SYNC);
+}
+
+static void test_json_context(void **st)
+{
+	FILE *f;
+	char *buf = NULL;
+	size_t len;
+
+	(void)st;
+	f = open_memstream(&buf, &len);
+	tune_json_str(f, "a\"b\\c\n");
+	fputc(' ', f);
+	tune_json_machine(f);
+	fputc(' ', f);
+	tune_json_build(f);
+	fclose(f);
+	assert_true(strncmp(buf, "\"a\\\"b\\\\c\\u000a\" ", 16) == 0);
+	assert_non_null(strstr(buf, "\"machine\":{\"cpu_model\":\""));
+	assert_non_null(strstr(buf, ",\"numa_nodes\":"));
+	assert_non_null(strstr(buf, ",\"gpu\":\""));
+	assert_non_null(strstr(buf, "\"build\":{\"version\":\""));
+	assert_non_null(strstr(buf, "\"backends\":[\"host\""));
+	free(buf);
+	assert_true(tune_allowed_cpus() >= 1);
+	assert_true(tune_physical_cores() >= 1);
+	assert_true(tune_numa_nodes() >= 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_classify),
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_auto_stops_when_flat),
+		cmocka_unit_test(test_auto_reaches_max),
+		cmocka_unit_test(test_verdict_env),
+		cmocka_unit_test(test_verdict_policy),
+		cmocka_unit_test(test_verdict_copy),
+		cmocka_unit_test(test_verdict_sync),
+		cmocka_unit_test(test_json_context),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,494 @@
+/*
+ * Shared tuning logic of `stepring sweep` and `stepring diagnose`: the
+ * bound classification, the diagnose verdict, the sweep table, the
+ * `--envs auto` series, the progress line and the JSONL context (machine,
+ * build). This file defines no subcommand of its own (cmd_tune is not in
+ * the dispatcher's list); it sits in tools/cmd_*.c so the CLI build picks
+ * it up. Pure functions only: no pool is run here, so tests/test_tune.c
+ * links it alone.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stepring.h"
+#include "tune.h"
+
+static const char *const bound_names[TUNE_BOUND_COUNT] = {"env", "policy", "copy", "sync"};
+static const char *const verdict_names[TUNE_BOUND_COUNT] = {"env-bound", "policy/GPU-bound",
+							    "copy-bound", "sync-bound"};
+
+const char *tune_bound_name(enum tune_bound b)
+{
+	return (unsigned)b < TUNE_BOUND_COUNT ? bound_names[b] : "?";
+}
+
+const char *tune_verdict_name(enum tune_bound b)
+{
+	return (unsigned)b < TUNE_BOUND_COUNT ? verdict_names[b] : "?";
+}
+
+static double pos(double x)
+{
+	return x > 0 && isfinite(x) ? x : 0;
+}
+
+enum tune_bound tune_classify(const struct tune_shares *s)
+{
+	double v[TUNE_BOUND_COUNT] = {
+		[TUNE_BOUND_ENV] = pos(s->env),
+		[TUNE_BOUND_POLICY] = pos(s->policy),
+		[TUNE_BOUND_COPY] = pos(s->ring) + pos(s->copy),
+		[TUNE_BOUND_SYNC] = pos(s->wait),
+	};
+	enum tune_bound best = TUNE_BOUND_ENV;
+
+	for (int b = 1; b < TUNE_BOUND_COUNT; b++)
+		if (v[b] > v[best])
+			best = (enum tune_bound)b;
+	return best;
+}
+
+/* ---- table ------------------------------------------------------------- */
+
+void tune_table_header(FILE *f)
+{
+	fprintf(f, "%8s %7s %5s %5s %12s %9s %9s %9s %5s %4s %4s %4s %6s %4s %6s\n", "num_envs",
+		"threads", "batch", "mode", "steps/s", "p50_us", "p90_us", "p99_us", "eff", "env",
+		"ring", "copy", "policy", "wait", "bound");
+	fprintf(f, "%8s %7s %5s %5s %12s %9s %9s %9s %5s %4s %4s %4s %6s %4s %6s\n", "--------",
+		"-------", "-----", "-----", "------------", "---------", "---------", "---------",
+		"-----", "----", "----", "----", "------", "----", "------");
+}
+
+/* A share as a whole percentage, clamped to [0, 100]. */
+static int pct(double x)
+{
+	x = pos(x) * 100.0;
+	return x > 100.0 ? 100 : (int)lround(x);
+}
+
+void tune_table_row(FILE *f, const struct tune_row *r)
+{
+	fprintf(f, "%8u %7u %5u %5s %12.0f %9.1f %9.1f %9.1f %4d%% %3d%% %3d%% %3d%% %5d%% %3d%% %6s\n",
+		r->envs, r->threads, r->batch, r->async ? "async" : "sync", r->steps_per_sec,
+		r->p50_us, r->p90_us, r->p99_us, pct(r->efficiency), pct(r->sh.env), pct(r->sh.ring),
+		pct(r->sh.copy), pct(r->sh.policy), pct(r->sh.wait),
+		tune_bound_name(tune_classify(&r->sh)));
+}
+
+/* ---- --envs auto -------------------------------------------------------- */
+
+void tune_auto_init(struct tune_auto *a, uint32_t start, uint32_t max)
+{
+	uint32_t p = 1;
+
+	while (p < start && p < (1u << 30))
+		p <<= 1;
+	a->next = p;
+	a->max = max;
+	a->best = 0;
+	a->flat = 0;
+}
+
+bool tune_auto_next(struct tune_auto *a, double last_sps, uint32_t *envs)
+{
+	if (last_sps >= 0) {
+		if (last_sps > a->best * TUNE_AUTO_GAIN) {
+			a->flat = 0;
+		} else if (++a->flat >= TUNE_AUTO_PATIENCE) {
+			return false;
+		}
+		if (last_sps > a->best)
+			a->best = last_sps;
+		if (a->next > a->max / 2)
+			return false;
+		a->next <<= 1;
+	}
+	if (a->next > a->max)
+		return false;
+	*envs = a->next;
+	return true;
+}
+
+/* ---- diagnose verdict --------------------------------------------------- */
+
+#define SYNC_EFFICIENCY 0.60 /* loop below this fraction of the expected rate */
+#define SYNC_WAIT_SHARE 0.30 /* ... and waiting at least this share */
+
+static void why(struct tune_verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void advise(struct tune_verdict *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void why(struct tune_verdict *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (v->nwhy >= TUNE_MAX_LINES)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(v->why[v->nwhy++], TUNE_LINE, fmt, ap);
+	va_end(ap);
+}
+
+static void advise(struct tune_verdict *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (v->nadvice >= TUNE_MAX_LINES)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(v->advice[v->nadvice++], TUNE_LINE, fmt, ap);
+	va_end(ap);
+}
+
+/* Rate a closed loop could reach if it only paid for envs and policy:
+ * sync runs them one after the other (harmonic sum), async overlaps them
+ * (the slower one sets the pace). */
+static double expected_rate(const struct tune_diag_in *in)
+{
+	double e = pos(in->env_only_sps), p = pos(in->policy_only_sps);
+
+	if (e <= 0)
+		return 0;
+	if (p <= 0)
+		return e;
+	return in->async ? fmin(e, p) : 1.0 / (1.0 / e + 1.0 / p);
+}
+
+void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
+{
+	const struct tune_shares *s = &in->loop;
+	double data = pos(s->ring) + pos(s->copy);
+	double e = pos(in->env_only_sps), p = pos(in->policy_only_sps), l = pos(in->loop_sps);
+	uint32_t per_thread = in->threads ? in->envs / in->threads : in->envs;
+	bool policy_slower;
+
+	memset(v, 0, sizeof(*v));
+	v->expected_sps = expected_rate(in);
+	v->loop_vs_expected = v->expected_sps > 0 ? l / v->expected_sps : 0;
+	policy_slower = p > 0 ? p < e : pos(s->policy) > pos(s->env);
+
+	if (v->expected_sps > 0 && v->loop_vs_expected < SYNC_EFFICIENCY &&
+	    (tune_classify(s) == TUNE_BOUND_SYNC || pos(s->wait) >= SYNC_WAIT_SHARE))
+		v->bound = TUNE_BOUND_SYNC;
+	else if (data > pos(s->env) && data > pos(s->policy))
+		v->bound = TUNE_BOUND_COPY;
+	else if (policy_slower)
+		v->bound = TUNE_BOUND_POLICY;
+	else
+		v->bound = TUNE_BOUND_ENV;
+
+	if (p > 0)
+		why(v, "envs alone: %.0f steps/s; policy alone: %.0f rows/s; closed loop (%s): "
+		       "%.0f steps/s",
+		    e, p, in->async ? "async" : "sync", l);
+	else
+		why(v, "envs alone: %.0f steps/s; policy alone: not measured; closed loop (%s): "
+		       "%.0f steps/s",
+		    e, in->async ? "async" : "sync", l);
+	if (v->expected_sps > 0)
+		why(v, "the loop reaches %.0f%% of the %.0f steps/s that envs and policy alone "
+		       "allow (%s)",
+		    100.0 * v->loop_vs_expected, v->expected_sps,
+		    in->async ? "async overlaps them: the slower sets the pace"
+			      : "sync runs them one after the other");
+	why(v, "time per batch: env %d%%, ring %d%%, copy %d%%, policy %d%%, wait %d%%", pct(s->env),
+	    pct(s->ring), pct(s->copy), pct(s->policy), pct(s->wait));
+
+	switch (v->bound) {
+	case TUNE_BOUND_SYNC:
+		why(v, "%d%% of each batch is spent waiting for workers, not working",
+		    pct(s->wait));
+		if (!in->async)
+			advise(v, "async mode (--mode async, batch = num_envs/2): the policy runs "
+				  "while the other half of the envs steps");
+		if (in->other_mode_sps > 0)
+			why(v, "the same loop in %s mode: %.0f steps/s (%.2fx)",
+			    in->async ? "sync" : "async", in->other_mode_sps,
+			    l > 0 ? in->other_mode_sps / l : 0);
+		if (per_thread < 64)
+			advise(v, "more envs per thread (%u now; try >= 64, e.g. --envs %u): each "
+				  "wake-up then buys more work",
+			       per_thread, in->threads * 64);
+		if (in->threads > in->cores)
+			advise(v, "fewer threads (%u > %u cores): oversubscribed workers are "
+				  "descheduled and everyone waits for them",
+			       in->threads, in->cores);
+		else
+			advise(v, "keep workers bound (--bind core) and other processes off their "
+				  "cores: one late worker delays every sync batch");
+		break;
+	case TUNE_BOUND_COPY:
+		why(v, "ring + copy take %d%% of the batch, more than env (%d%%) and policy (%d%%)",
+		    pct(data), pct(s->env), pct(s->policy));
+		advise(v, "a bigger batch: each column is one copy per batch, so fixed per-copy "
+			  "costs are shared by more rows");
+		advise(v, "pinned memory (register the ring with the device) so batches go "
+			  "straight from the ring without a staging copy");
+		advise(v, "keep the collector on the GPU's NUMA node, and observations compact "
+			  "(float32, no padding)");
+		break;
+	case TUNE_BOUND_POLICY:
+		if (p > 0)
+			why(v, "the policy alone (%.0f rows/s) is slower than the envs alone (%.0f "
+			       "steps/s)",
+			    p, e);
+		else
+			why(v, "policy takes %d%% of the batch against env's %d%%", pct(s->policy),
+			    pct(s->env));
+		advise(v, "a bigger batch (--batch / --envs): a forward pass costs little more "
+			  "for more rows, above all on a GPU");
+		if (!in->async)
+			advise(v, "async mode: envs step while the policy runs, so the loop "
+				  "approaches min(env, policy) instead of their harmonic sum");
+		if (!in->cuda)
+			advise(v, "run the policy on a GPU (device cuda) when one is present");
+		advise(v, "a smaller model, or fewer policy calls per env step (frame skip)");
+		break;
+	default:
+		why(v, "env stepping takes %d%% of the batch; the policy alone would allow %s",
+		    pct(s->env), p > 0 ? "more" : "(not measured)");
+		if (in->threads < in->cores)
+			advise(v, "more threads (--threads %u): %u of %u cores are stepping envs",
+			       in->cores, in->threads, in->cores);
+		if (per_thread < 16)
+			advise(v, "more envs per thread (%u now; try >= 16): batched stepping "
+				  "amortises the per-call cost",
+			       per_thread);
+		if (!in->async && in->other_mode_sps > l * 1.05)
+			advise(v, "async mode: measured %.0f steps/s against %.0f in sync",
+			       in->other_mode_sps, l);
+		if (in->threads >= in->cores)
+			advise(v, "all %u cores are stepping envs: the env's own step cost is the "
+				  "limit (a cheaper env step, or more cores)",
+			       in->cores);
+		break;
+	}
+}
+
+void tune_print_verdict(FILE *f, const struct tune_verdict *v)
+{
+	fprintf(f, "verdict: %s\n", tune_verdict_name(v->bound));
+	for (int i = 0; i < v->nwhy; i++)
+		fprintf(f, "  because %s\n", v->why[i]);
+	for (int i = 0; i < v->nadvice; i++)
+		fprintf(f, "  try     %s\n", v->advice[i]);
+}
+
+/* ---- JSONL context ------------------------------------------------------ */
+
+void tune_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+uint32_t tune_allowed_cpus(void)
+{
+	cpu_set_t set;
+	int n;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && (n = CPU_COUNT(&set)) > 0)
+		return (uint32_t)n;
+	n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (uint32_t)n : 1;
+}
+
+static long read_long(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+uint32_t tune_physical_cores(void)
+{
+	/* Distinct (package, core) pairs; small fixed table, machines with
+	 * more cores than it holds report what it counted. */
+	enum { MAXC = 4096 };
+	static long seen[MAXC][2];
+	uint32_t n = 0;
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	char path[128];
+
+	for (long c = 0; c < ncpu && n < MAXC; c++) {
+		long pkg, core;
+		uint32_t i;
+
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%ld/topology/core_id", c);
+		core = read_long(path);
+		snprintf(path, sizeof(path),
+			 "/sys/devices/system/cpu/cpu%ld/topology/physical_package_id", c);
+		pkg = read_long(path);
+		if (core < 0)
+			continue;
+		for (i = 0; i < n; i++)
+			if (seen[i][0] == pkg && seen[i][1] == core)
+				break;
+		if (i == n) {
+			seen[n][0] = pkg;
+			seen[n][1] = core;
+			n++;
+		}
+	}
+	return n ? n : tune_allowed_cpus();
+}
+
+uint32_t tune_numa_nodes(void)
+{
+	DIR *d = opendir("/sys/devices/system/node");
+	struct dirent *e;
+	uint32_t n = 0;
+
+	if (!d)
+		return 1;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "node", 4) && isdigit((unsigned char)e->d_name[4]))
+			n++;
+	closedir(d);
+	return n ? n : 1;
+}
+
+static void cpu_model(char *buf, size_t len)
+{
+	char line[512];
+	FILE *c = fopen("/proc/cpuinfo", "r");
+
+	snprintf(buf, len, "unknown");
+	if (!c)
+		return;
+	while (fgets(line, sizeof(line), c)) {
+		if (!strncmp(line, "model name", 10)) {
+			char *p = strchr(line, ':');
+
+			if (p) {
+				p++;
+				while (*p == ' ' || *p == '\t')
+					p++;
+				p[strcspn(p, "\n")] = '\0';
+				snprintf(buf, len, "%s", p);
+			}
+			break;
+		}
+	}
+	fclose(c);
+}
+
+/* The device engineer's API may name the GPU; it is optional here (weak),
+ * so this file builds and links without it. */
+int sr_device_describe(char *buf, size_t len) __attribute__((weak));
+
+void tune_json_machine(FILE *f)
+{
+	char model[256], gpu[256] = "none";
+
+	cpu_model(model, sizeof(model));
+	if (sr_device_describe && sr_device_describe(gpu, sizeof(gpu)) != 0)
+		snprintf(gpu, sizeof(gpu), "none");
+	fputs("\"machine\":{\"cpu_model\":", f);
+	tune_json_str(f, model);
+	fprintf(f, ",\"cpus\":%u,\"cores\":%u,\"numa_nodes\":%u,\"gpu\":", tune_allowed_cpus(),
+		tune_physical_cores(), tune_numa_nodes());
+	tune_json_str(f, gpu);
+	fputc('}', f);
+}
+
+void tune_json_build(FILE *f)
+{
+	/* sr_build_info(): "stepring X.Y.Z (FLAGS; backends: a b; COMPILER)" */
+	const char *info = sr_build_info();
+	const char *lp = strchr(info, '('), *semi, *bk;
+	char flags[128] = "", backends[128] = "";
+
+	if (lp && (semi = strchr(lp, ';'))) {
+		snprintf(flags, sizeof(flags), "%.*s", (int)(semi - lp - 1), lp + 1);
+		bk = strstr(semi, "backends: ");
+		if (bk) {
+			bk += strlen("backends: ");
+			snprintf(backends, sizeof(backends), "%.*s", (int)strcspn(bk, ";)"), bk);
+		}
+	}
+	fputs("\"build\":{\"version\":", f);
+	tune_json_str(f, sr_version_string());
+	fputs(",\"info\":", f);
+	tune_json_str(f, info);
+	fputs(",\"flags\":", f);
+	tune_json_str(f, flags);
+	fputs(",\"backends\":[", f);
+	{
+		char *save = NULL, *tok;
+		int n = 0;
+
+		for (tok = strtok_r(backends, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+			if (n++)
+				fputc(',', f);
+			tune_json_str(f, tok);
+		}
+	}
+	fputs("]}", f);
+}
+
+/* ---- progress ----------------------------------------------------------- */
+
+void tune_progress_init(struct tune_progress *p, unsigned total, bool enabled)
+{
+	p->tty = isatty(STDERR_FILENO);
+	p->enabled = enabled;
+	p->done = 0;
+	p->total = total;
+}
+
+void tune_progress_step(struct tune_progress *p, const char *what)
+{
+	enum { W = 24 };
+	char bar[W + 1];
+	unsigned fill;
+
+	if (!p->enabled)
+		return;
+	if (!p->tty) {
+		if (p->total)
+			fprintf(stderr, "[%u/%u] %s\n", p->done + 1, p->total, what);
+		else
+			fprintf(stderr, "[%u] %s\n", p->done + 1, what);
+		p->done++;
+		return;
+	}
+	fill = p->total ? (p->done * W) / p->total : (p->done % (W + 1));
+	for (unsigned i = 0; i < W; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[W] = '\0';
+	/* \r + erase-line: redraw in place. */
+	if (p->total)
+		fprintf(stderr, "\r\033[2K[%s] %u/%u %s", bar, p->done + 1, p->total, what);
+	else
+		fprintf(stderr, "\r\033[2K[%s] %u %s", bar, p->done + 1, what);
+	fflush(stderr);
+	p->done++;
+}
+
+void tune_progress_end(struct tune_progress *p)
+{
+	if (p->enabled && p->tty)
+		fputs("\r\033[2K", stderr);
+}

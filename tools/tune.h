@@ -1,0 +1,143 @@
+/*
+ * Tuning helpers shared by `stepring sweep` and `stepring diagnose`
+ * (implemented in tools/cmd_tune.c, unit-tested in tests/test_tune.c).
+ *
+ * Everything here is a pure function of its arguments, or prints to a
+ * FILE *, so the classification, the verdict, the table and the JSONL
+ * context can be tested on synthetic numbers without running a pool.
+ */
+#ifndef SR_TUNE_H
+#define SR_TUNE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* What limits a configuration. The order is the table's and the docs'. */
+enum tune_bound {
+	TUNE_BOUND_ENV = 0,    /* stepping the envs (worker CPU time) */
+	TUNE_BOUND_POLICY = 1, /* the policy forward pass (host or GPU) */
+	TUNE_BOUND_COPY = 2,   /* moving data: ring publish + batch copy */
+	TUNE_BOUND_SYNC = 3,   /* waiting: barriers, wake-ups, stragglers */
+	TUNE_BOUND_COUNT
+};
+
+/* Fractions of a batch's wall-clock time (they sum to about 1). */
+struct tune_shares {
+	double env, ring, copy, policy, wait;
+};
+
+/** Short name of a bound: "env", "policy", "copy", "sync". */
+const char *tune_bound_name(enum tune_bound b);
+
+/**
+ * Classify one measured configuration by the largest slice of its time:
+ * env, policy, copy (ring + copy) or sync (wait). Ties go to the earlier
+ * bound in enum order. Shares that are negative or NaN count as 0.
+ */
+enum tune_bound tune_classify(const struct tune_shares *s);
+
+/* One row of the sweep table. */
+struct tune_row {
+	uint32_t envs, threads, batch;
+	int async;
+	double steps_per_sec;
+	double p50_us, p90_us, p99_us;
+	double efficiency;
+	struct tune_shares sh;
+};
+
+/** Print the sweep table's header (two lines: names and a rule). */
+void tune_table_header(FILE *f);
+/** Print one row of the sweep table; its bound is tune_classify(&r->sh). */
+void tune_table_row(FILE *f, const struct tune_row *r);
+
+/*
+ * `--envs auto`: powers of two from the first one >= @start up to @max;
+ * stop early once throughput has failed to beat the best so far by more
+ * than 5% for two steps in a row.
+ */
+struct tune_auto {
+	uint32_t next, max;
+	double best;
+	int flat; /* consecutive steps without a >5% gain */
+};
+
+#define TUNE_AUTO_GAIN 1.05
+#define TUNE_AUTO_PATIENCE 2
+
+void tune_auto_init(struct tune_auto *a, uint32_t start, uint32_t max);
+/**
+ * First call: @last_sps is ignored (pass a negative value) and *envs gets
+ * the first value. Later calls: pass the throughput measured at the value
+ * returned last. Returns false when the series is done.
+ */
+bool tune_auto_next(struct tune_auto *a, double last_sps, uint32_t *envs);
+
+/* Inputs of the diagnose verdict: three measurements and the setting. */
+struct tune_diag_in {
+	uint32_t envs, threads, batch, cores;
+	int async;
+	int cuda;               /* the policy ran on a CUDA device */
+	double env_only_sps;    /* pool without a policy, steps/s */
+	double policy_only_sps; /* policy alone, rows/s; <= 0: not measured */
+	double loop_sps;        /* the closed loop, steps/s */
+	struct tune_shares loop; /* breakdown of the closed loop */
+	double other_mode_sps;  /* closed loop in the other mode; <= 0: not run */
+};
+
+#define TUNE_MAX_LINES 6
+#define TUNE_LINE 256
+
+struct tune_verdict {
+	enum tune_bound bound;
+	double expected_sps; /* what env and policy alone would allow */
+	double loop_vs_expected;
+	int nwhy, nadvice;
+	char why[TUNE_MAX_LINES][TUNE_LINE];    /* the numbers behind it */
+	char advice[TUNE_MAX_LINES][TUNE_LINE]; /* what to change */
+};
+
+/** Name of a verdict: "env-bound", "policy/GPU-bound", "copy-bound", "sync-bound". */
+const char *tune_verdict_name(enum tune_bound b);
+
+/**
+ * The diagnose verdict (see docs/tuning.md for the rules and examples):
+ * sync-bound when the loop reaches < 60% of what env and policy alone
+ * allow and waiting is its largest or >= 30% share; else copy-bound when
+ * ring + copy outweigh both env and policy; else policy-bound when the
+ * policy alone is slower than the envs alone (or, unmeasured, when its
+ * share beats env's); else env-bound.
+ */
+void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v);
+/** Print a verdict block ("verdict: ...", "  because ...", "  try ..."). */
+void tune_print_verdict(FILE *f, const struct tune_verdict *v);
+
+/* JSONL context of every line sweep writes. */
+/** Write @s as a JSON string literal (quotes and escapes included). */
+void tune_json_str(FILE *f, const char *s);
+/** "machine":{"cpu_model":..,"cpus":..,"cores":..,"numa_nodes":..,"gpu":..} */
+void tune_json_machine(FILE *f);
+/** "build":{"version":..,"info":..,"flags":..,"backends":[..]} */
+void tune_json_build(FILE *f);
+
+/** Online CPUs this process may run on (sched_getaffinity), at least 1. */
+uint32_t tune_allowed_cpus(void);
+/** Physical cores of the machine (distinct package/core ids), at least 1. */
+uint32_t tune_physical_cores(void);
+/** NUMA nodes listed under /sys/devices/system/node (1 when unknown). */
+uint32_t tune_numa_nodes(void);
+
+/* Progress on stderr: a bar that redraws itself on a terminal, one plain
+ * line per step otherwise. @total 0 means unknown (auto series). */
+struct tune_progress {
+	bool tty;
+	bool enabled;
+	unsigned done, total;
+};
+
+void tune_progress_init(struct tune_progress *p, unsigned total, bool enabled);
+void tune_progress_step(struct tune_progress *p, const char *what);
+void tune_progress_end(struct tune_progress *p);
+
+#endif
