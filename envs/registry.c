@@ -145,7 +145,11 @@ int sr_env_load_plugin(const char *path, sr_env_spec *out)
 	return 0;
 }
 
+volatile double sr__pow_two = 2.0;
+
 int sr__env_configure(sr_env_spec *spec, const char *params)
 {
+	if (!strcmp(spec->name, "spin"))
+		return sr__spin_configure(spec, params);
 	return sr__errorf(-EINVAL, "env '%s' takes no parameters (got '%s')", spec->id, params);
 }

@@ -23,6 +23,10 @@ struct ref_env {
 
 static const struct ref_env ref_envs[] = {
 	{"CartPole-v1", SR_REFDATA_DIR "/CartPole-v1.csv"},
+	{"Pendulum-v1", SR_REFDATA_DIR "/Pendulum-v1.csv"},
+	{"MountainCar-v0", SR_REFDATA_DIR "/MountainCar-v0.csv"},
+	{"MountainCarContinuous-v0", SR_REFDATA_DIR "/MountainCarContinuous-v0.csv"},
+	{"Acrobot-v1", SR_REFDATA_DIR "/Acrobot-v1.csv"},
 };
 #define N_REF (sizeof(ref_envs) / sizeof(ref_envs[0]))
 

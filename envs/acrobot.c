@@ -1,0 +1,172 @@
+/*
+ * Acrobot-v1 (Gymnasium 1.4.0, "book" dynamics, no torque noise),
+ * bit-exact against tests/refdata.
+ *
+ * State: the instance RNG, then theta1, theta2, dtheta1, dtheta2 as doubles
+ * (float32 values right after reset, as Gymnasium casts them). One step is
+ * one classical RK4 step of h = 0.2 on (theta1, theta2, dtheta1, dtheta2,
+ * torque), evaluated in exactly the operation order of the reference (see
+ * tests/refdata/README.md); then the angles are wrapped into [-pi, pi] and
+ * the velocities clipped.
+ */
+#include <math.h>
+
+#include "envs.h"
+
+struct acrobot {
+	sr_rng rng;
+	double s[4];
+};
+
+#define MAX_VEL_1 (4 * M_PI)
+#define MAX_VEL_2 (9 * M_PI)
+#define PI_2 1.5707963267948966
+
+static const float obs_high[6] = {1.0f, 1.0f, 1.0f, 1.0f, (float)MAX_VEL_1, (float)MAX_VEL_2};
+static const float obs_low[6] = {-1.0f, -1.0f, -1.0f, -1.0f, -(float)MAX_VEL_1, -(float)MAX_VEL_2};
+
+static inline void write_obs(const struct acrobot *a, float *obs)
+{
+	obs[0] = (float)cos(a->s[0]);
+	obs[1] = (float)sin(a->s[0]);
+	obs[2] = (float)cos(a->s[1]);
+	obs[3] = (float)sin(a->s[1]);
+	obs[4] = (float)a->s[2];
+	obs[5] = (float)a->s[3];
+}
+
+/* Derivative of (theta1, theta2, dtheta1, dtheta2) under torque @tau. The
+ * constant sub-products are folded as the reference evaluates them. */
+static inline void dsdt(const double *y, double tau, double two, double *dy)
+{
+	double th1 = y[0], th2 = y[1], w1 = y[2], w2 = y[3];
+	double c2 = cos(th2), s2 = sin(th2);
+	double d1 = ((0.25 + (1.25 + c2)) + 1.0) + 1.0;
+	double d2 = (0.25 + 0.5 * c2) + 1.0;
+	double phi2 = 4.9 * cos((th1 + th2) - PI_2);
+	double phi1 = (((-0.5 * pow(w2, two)) * s2 - (w2 * w1) * s2) +
+		       14.700000000000001 * cos(th1 - PI_2)) +
+		      phi2;
+	double ddth2 = (((tau + (d2 / d1) * phi1) - (0.5 * pow(w1, two)) * s2) - phi2) /
+		       (1.25 - pow(d2, two) / d1);
+	double ddth1 = -(d2 * ddth2 + phi1) / d1;
+
+	dy[0] = w1;
+	dy[1] = w2;
+	dy[2] = ddth1;
+	dy[3] = ddth2;
+}
+
+static inline double wrap(double x)
+{
+	const double diff = M_PI - (-M_PI);
+
+	while (x > M_PI)
+		x = x - diff;
+	while (x < -M_PI)
+		x = x + diff;
+	return x;
+}
+
+static void ac_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t seed,
+		    uint64_t first_index)
+{
+	struct acrobot *s = states;
+
+	for (size_t i = 0; i < n; i++)
+		sr_rng_seed(&s[i].rng, seed, first_index + i);
+}
+
+static void ac_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+{
+	struct acrobot *s = states;
+
+	for (size_t i = 0; i < n; i++) {
+		/* Gymnasium: uniform(-0.1, 0.1, size=(4,)).astype(float32) */
+		for (int k = 0; k < 4; k++)
+			s[i].s[k] = (double)(float)sr_rng_range(&s[i].rng, -0.1, 0.1);
+		write_obs(&s[i], obs + 6 * i);
+	}
+}
+
+static void ac_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,
+		    float *obs, double *reward, uint8_t *terminated)
+{
+	struct acrobot *s = states;
+	const int32_t *act = actions;
+	const double two = sr__pow_two;
+
+	for (size_t i = 0; i < n; i++) {
+		struct acrobot *a = &s[i];
+		double tau = (double)(act[i] - 1);
+		double *y0 = a->s, k1[4], k2[4], k3[4], k4[4], y[4];
+		bool term;
+
+		dsdt(y0, tau, two, k1);
+		for (int k = 0; k < 4; k++)
+			y[k] = y0[k] + 0.1 * k1[k];
+		dsdt(y, tau, two, k2);
+		for (int k = 0; k < 4; k++)
+			y[k] = y0[k] + 0.1 * k2[k];
+		dsdt(y, tau, two, k3);
+		for (int k = 0; k < 4; k++)
+			y[k] = y0[k] + 0.2 * k3[k];
+		dsdt(y, tau, two, k4);
+		for (int k = 0; k < 4; k++)
+			y[k] = y0[k] + (0.2 / 6.0) * (((k1[k] + 2 * k2[k]) + 2 * k3[k]) + k4[k]);
+
+		a->s[0] = wrap(y[0]);
+		a->s[1] = wrap(y[1]);
+		a->s[2] = fmin(fmax(y[2], -MAX_VEL_1), MAX_VEL_1);
+		a->s[3] = fmin(fmax(y[3], -MAX_VEL_2), MAX_VEL_2);
+		term = -cos(a->s[0]) - cos(a->s[1] + a->s[0]) > 1.0;
+		terminated[i] = term;
+		reward[i] = term ? 0.0 : -1.0;
+		write_obs(a, obs + 6 * i);
+	}
+}
+
+static void ac_observe(const sr_env_spec *spec, const void *state, float *obs)
+{
+	write_obs(state, obs);
+}
+
+static void ac_get_phys(const sr_env_spec *spec, const void *state, double *phys)
+{
+	const struct acrobot *a = state;
+
+	for (int k = 0; k < 4; k++)
+		phys[k] = a->s[k];
+}
+
+static void ac_set_phys(const sr_env_spec *spec, void *state, const double *phys)
+{
+	struct acrobot *a = state;
+
+	for (int k = 0; k < 4; k++)
+		a->s[k] = phys[k];
+}
+
+const sr_env_spec sr__env_acrobot = {
+	.abi_version = SR_ENV_ABI_VERSION,
+	.spec_size = sizeof(sr_env_spec),
+	.id = "Acrobot-v1",
+	.name = "acrobot",
+	.state_size = sizeof(struct acrobot),
+	.max_episode_steps = 500,
+	.obs_ndim = 1,
+	.obs_shape = {6},
+	.obs_dim = 6,
+	.obs_low = obs_low,
+	.obs_high = obs_high,
+	.act_kind = SR_SPACE_DISCRETE,
+	.act_n = 3,
+	.act_dim = 1,
+	.n_phys = 4,
+	.seed = ac_seed,
+	.reset = ac_reset,
+	.step = ac_step,
+	.observe = ac_observe,
+	.get_phys = ac_get_phys,
+	.set_phys = ac_set_phys,
+};

@@ -1,0 +1,186 @@
+/*
+ * MountainCar-v0 and MountainCarContinuous-v0 (Gymnasium 1.4.0),
+ * bit-exact against tests/refdata.
+ *
+ * State: the instance RNG, then position and velocity as doubles. The
+ * continuous variant rounds its state to float32 at the end of every step
+ * (as Gymnasium stores it), after the termination test on the doubles.
+ * Clipping order: velocity update, velocity clip, position update, position
+ * clip, left-wall stop, termination test.
+ */
+#include <math.h>
+
+#include "envs.h"
+
+struct mountaincar {
+	sr_rng rng;
+	double pos, vel;
+};
+
+#define MIN_POS -1.2
+#define MAX_POS 0.6
+#define MAX_SPEED 0.07
+
+static const float obs_high[2] = {0.6f, 0.07f};
+static const float obs_low[2] = {-1.2f, -0.07f};
+static const float act_high[1] = {1.0f};
+static const float act_low[1] = {-1.0f};
+
+static inline void write_obs(const struct mountaincar *s, float *obs)
+{
+	obs[0] = (float)s->pos;
+	obs[1] = (float)s->vel;
+}
+
+static void mc_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t seed,
+		    uint64_t first_index)
+{
+	struct mountaincar *s = states;
+
+	for (size_t i = 0; i < n; i++)
+		sr_rng_seed(&s[i].rng, seed, first_index + i);
+}
+
+static void mc_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+{
+	struct mountaincar *s = states;
+
+	for (size_t i = 0; i < n; i++) {
+		/* Gymnasium: [uniform(-0.6, -0.4), 0]; the continuous variant keeps
+		 * the double until its first step. */
+		s[i].pos = sr_rng_range(&s[i].rng, -0.6, -0.4);
+		s[i].vel = 0.0;
+		write_obs(&s[i], obs + 2 * i);
+	}
+}
+
+static void mc_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,
+		    float *obs, double *reward, uint8_t *terminated)
+{
+	struct mountaincar *s = states;
+	const int32_t *act = actions;
+
+	for (size_t i = 0; i < n; i++) {
+		struct mountaincar *m = &s[i];
+		double v = m->vel + ((double)(act[i] - 1) * 0.001 + cos(3 * m->pos) * (-0.0025));
+		double p;
+
+		v = v < -MAX_SPEED ? -MAX_SPEED : v;
+		v = v > MAX_SPEED ? MAX_SPEED : v;
+		p = m->pos + v;
+		p = p < MIN_POS ? MIN_POS : p;
+		p = p > MAX_POS ? MAX_POS : p;
+		if (p == MIN_POS && v < 0)
+			v = 0.0;
+		m->pos = p;
+		m->vel = v;
+		terminated[i] = p >= 0.5 && v >= 0.0;
+		reward[i] = -1.0;
+		write_obs(m, obs + 2 * i);
+	}
+}
+
+static void mcc_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,
+		     float *obs, double *reward, uint8_t *terminated)
+{
+	struct mountaincar *s = states;
+	const float *act = actions;
+
+	for (size_t i = 0; i < n; i++) {
+		struct mountaincar *m = &s[i];
+		double a = (double)act[i];
+		double f = fmin(fmax(a, -1.0), 1.0);
+		double v = m->vel + (f * 0.0015 - 0.0025 * cos(3 * m->pos));
+		double p;
+		bool term;
+
+		if (v > MAX_SPEED)
+			v = MAX_SPEED;
+		if (v < -MAX_SPEED)
+			v = -MAX_SPEED;
+		p = m->pos + v;
+		if (p > MAX_POS)
+			p = MAX_POS;
+		if (p < MIN_POS)
+			p = MIN_POS;
+		if (p == MIN_POS && v < 0)
+			v = 0.0;
+		term = p >= 0.45 && v >= 0.0;
+		terminated[i] = term;
+		reward[i] = (term ? 100.0 : 0.0) - (a * a) * 0.1;
+		m->pos = (double)(float)p;
+		m->vel = (double)(float)v;
+		write_obs(m, obs + 2 * i);
+	}
+}
+
+static void mc_observe(const sr_env_spec *spec, const void *state, float *obs)
+{
+	write_obs(state, obs);
+}
+
+static void mc_get_phys(const sr_env_spec *spec, const void *state, double *phys)
+{
+	const struct mountaincar *m = state;
+
+	phys[0] = m->pos;
+	phys[1] = m->vel;
+}
+
+static void mc_set_phys(const sr_env_spec *spec, void *state, const double *phys)
+{
+	struct mountaincar *m = state;
+
+	m->pos = phys[0];
+	m->vel = phys[1];
+}
+
+const sr_env_spec sr__env_mountaincar = {
+	.abi_version = SR_ENV_ABI_VERSION,
+	.spec_size = sizeof(sr_env_spec),
+	.id = "MountainCar-v0",
+	.name = "mountaincar",
+	.state_size = sizeof(struct mountaincar),
+	.max_episode_steps = 200,
+	.obs_ndim = 1,
+	.obs_shape = {2},
+	.obs_dim = 2,
+	.obs_low = obs_low,
+	.obs_high = obs_high,
+	.act_kind = SR_SPACE_DISCRETE,
+	.act_n = 3,
+	.act_dim = 1,
+	.n_phys = 2,
+	.seed = mc_seed,
+	.reset = mc_reset,
+	.step = mc_step,
+	.observe = mc_observe,
+	.get_phys = mc_get_phys,
+	.set_phys = mc_set_phys,
+};
+
+const sr_env_spec sr__env_mountaincar_continuous = {
+	.abi_version = SR_ENV_ABI_VERSION,
+	.spec_size = sizeof(sr_env_spec),
+	.id = "MountainCarContinuous-v0",
+	.name = "mountaincar_continuous",
+	.state_size = sizeof(struct mountaincar),
+	.max_episode_steps = 999,
+	.obs_ndim = 1,
+	.obs_shape = {2},
+	.obs_dim = 2,
+	.obs_low = obs_low,
+	.obs_high = obs_high,
+	.act_kind = SR_SPACE_BOX,
+	.act_n = 0,
+	.act_dim = 1,
+	.act_low = act_low,
+	.act_high = act_high,
+	.n_phys = 2,
+	.seed = mc_seed,
+	.reset = mc_reset,
+	.step = mcc_step,
+	.observe = mc_observe,
+	.get_phys = mc_get_phys,
+	.set_phys = mc_set_phys,
+};

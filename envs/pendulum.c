@@ -1,0 +1,141 @@
+/*
+ * Pendulum-v1 (Gymnasium 1.4.0), bit-exact against tests/refdata.
+ *
+ * State: the instance RNG, then theta (not wrapped: it accumulates freely,
+ * only the cost normalises it) and theta_dot, doubles. The float32 action is
+ * clipped in float32, then widened to double. Squares Gymnasium writes as
+ * x**2 are pow(x, 2.0) with an exponent the compiler cannot fold (glibc's
+ * pow differs from x*x by an ulp for a few inputs).
+ */
+#include <math.h>
+
+#include "envs.h"
+
+struct pendulum {
+	sr_rng rng;
+	double th, thdot;
+};
+
+#define MAX_SPEED 8.0
+#define MAX_TORQUE 2.0f
+#define DT 0.05
+
+static const float obs_high[3] = {1.0f, 1.0f, 8.0f};
+static const float obs_low[3] = {-1.0f, -1.0f, -8.0f};
+static const float act_high[1] = {2.0f};
+static const float act_low[1] = {-2.0f};
+
+static inline void write_obs(const struct pendulum *s, float *obs)
+{
+	obs[0] = (float)cos(s->th);
+	obs[1] = (float)sin(s->th);
+	obs[2] = (float)s->thdot;
+}
+
+/* NumPy's floored modulo of ((x + pi) % (2 pi)) - pi. */
+static inline double angle_normalize(double x)
+{
+	double r = fmod(x + M_PI, 2 * M_PI);
+
+	if (r != 0 && r < 0)
+		r += 2 * M_PI;
+	else if (r == 0)
+		r = 0.0; /* Python returns +0.0 */
+	return r - M_PI;
+}
+
+static void pd_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t seed,
+		    uint64_t first_index)
+{
+	struct pendulum *s = states;
+
+	for (size_t i = 0; i < n; i++)
+		sr_rng_seed(&s[i].rng, seed, first_index + i);
+}
+
+static void pd_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+{
+	struct pendulum *s = states;
+
+	for (size_t i = 0; i < n; i++) {
+		/* Gymnasium: uniform(low=-[pi, 1], high=[pi, 1]) */
+		s[i].th = sr_rng_range(&s[i].rng, -M_PI, M_PI);
+		s[i].thdot = sr_rng_range(&s[i].rng, -1.0, 1.0);
+		write_obs(&s[i], obs + 3 * i);
+	}
+}
+
+static void pd_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,
+		    float *obs, double *reward, uint8_t *terminated)
+{
+	struct pendulum *s = states;
+	const float *act = actions;
+	const double two = sr__pow_two;
+
+	for (size_t i = 0; i < n; i++) {
+		struct pendulum *p = &s[i];
+		float uf = act[i];
+		double u, cost, newthdot;
+
+		uf = uf < -MAX_TORQUE ? -MAX_TORQUE : uf;
+		uf = uf > MAX_TORQUE ? MAX_TORQUE : uf;
+		u = (double)uf;
+		cost = pow(angle_normalize(p->th), two) + 0.1 * pow(p->thdot, two) +
+		       0.001 * (u * u);
+		newthdot = p->thdot + (15.0 * sin(p->th) + 3.0 * u) * DT;
+		newthdot = newthdot < -MAX_SPEED ? -MAX_SPEED : newthdot;
+		newthdot = newthdot > MAX_SPEED ? MAX_SPEED : newthdot;
+		p->th = p->th + newthdot * DT;
+		p->thdot = newthdot;
+		reward[i] = -cost;
+		terminated[i] = 0;
+		write_obs(p, obs + 3 * i);
+	}
+}
+
+static void pd_observe(const sr_env_spec *spec, const void *state, float *obs)
+{
+	write_obs(state, obs);
+}
+
+static void pd_get_phys(const sr_env_spec *spec, const void *state, double *phys)
+{
+	const struct pendulum *p = state;
+
+	phys[0] = p->th;
+	phys[1] = p->thdot;
+}
+
+static void pd_set_phys(const sr_env_spec *spec, void *state, const double *phys)
+{
+	struct pendulum *p = state;
+
+	p->th = phys[0];
+	p->thdot = phys[1];
+}
+
+const sr_env_spec sr__env_pendulum = {
+	.abi_version = SR_ENV_ABI_VERSION,
+	.spec_size = sizeof(sr_env_spec),
+	.id = "Pendulum-v1",
+	.name = "pendulum",
+	.state_size = sizeof(struct pendulum),
+	.max_episode_steps = 200,
+	.obs_ndim = 1,
+	.obs_shape = {3},
+	.obs_dim = 3,
+	.obs_low = obs_low,
+	.obs_high = obs_high,
+	.act_kind = SR_SPACE_BOX,
+	.act_n = 0,
+	.act_dim = 1,
+	.act_low = act_low,
+	.act_high = act_high,
+	.n_phys = 2,
+	.seed = pd_seed,
+	.reset = pd_reset,
+	.step = pd_step,
+	.observe = pd_observe,
+	.get_phys = pd_get_phys,
+	.set_phys = pd_set_phys,
+};
