@@ -86,7 +86,8 @@ SR_EXPORT int sr_ring_create(const sr_ring_opts *opts, sr_ring **out);
  * version and geometry before trusting anything. Read-only unless
  * SR_RING_RDWR. Returns 0, -ENOENT (no such name), -EPROTO (another format
  * version: the message names both), -EBADMSG (not a ring, or a geometry
- * that does not fit the segment size).
+ * that does not fit the segment size), -EAGAIN (the creator has not
+ * finished initialising it), -EACCES (permissions).
  */
 SR_EXPORT int sr_ring_attach(const char *name, unsigned flags, sr_ring **out);
 
@@ -118,8 +119,14 @@ SR_EXPORT void *sr_ring_base(const sr_ring *r, size_t *len);
  * number. With SR_RESERVE_CONTIG the range does not wrap (slots up to the
  * end of the lap are published as SR_SLOT_PAD filler). Waits while the
  * range would overwrite unconsumed slots. Returns 0 or -EINVAL (n == 0 or
- * n > capacity). Thread safe (many producers). sr_ring_try_reserve returns
- * -EAGAIN instead of waiting.
+ * n > capacity), -EPERM (ring attached read-only). Thread safe (many
+ * producers, also in other processes attached with SR_RING_RDWR).
+ * sr_ring_try_reserve returns -EAGAIN instead of waiting (with
+ * SR_RESERVE_CONTIG it may have published the lap-end filler first).
+ * Progress: reserve is lock-free against other producers but blocks while
+ * the consumer lags by a full capacity (spin, sched_yield, then 50 us
+ * sleeps). After reserve the slots read as unpublished (sr_ring_slot_valid
+ * is false) until sr_ring_publish.
  */
 SR_EXPORT int sr_ring_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq);
 SR_EXPORT int sr_ring_try_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq);
@@ -132,7 +139,9 @@ SR_EXPORT void sr_ring_publish(sr_ring *r, uint64_t seq, uint32_t n);
  * Consumer (one thread): the longest contiguous published range from the
  * consumer cursor, at most @max slots, without consuming it. *@first gets
  * its first sequence number. Returns the count (0 if nothing is ready).
- * The range may wrap: columns are then copied in two pieces.
+ * The range may wrap: columns are then copied in two pieces. The range can
+ * contain SR_SLOT_PAD filler slots (from SR_RESERVE_CONTIG): skip them.
+ * Needs a writable handle (the creator's, or attached SR_RING_RDWR).
  */
 SR_EXPORT uint32_t sr_ring_peek(sr_ring *r, uint32_t max, uint64_t *first);
 /** Consumer: advance the cursor by @n (after peek); producers may then reuse them. */
@@ -145,11 +154,19 @@ SR_EXPORT uint64_t sr_ring_cursor(const sr_ring *r);
 SR_EXPORT uint64_t sr_ring_oldest(const sr_ring *r);
 
 /**
- * Is slot @seq still the transition published under @seq? A reader copies
- * what it needs, then calls this: false means it was overwritten meanwhile
- * (retry or skip). Acquire ordering pairs with sr_ring_publish's release.
+ * Is slot @seq still the transition published under @seq? Seqlock style:
+ * a reader calls it before copying (false: not published yet, or already
+ * overwritten), copies what it needs, then calls it again: false means the
+ * slot was overwritten meanwhile and the copy may be torn (retry or skip).
+ * Acquire ordering pairs with sr_ring_publish's release; an acquire fence
+ * orders the caller's earlier reads before the check. Any thread, any
+ * process (read-only attach is enough). Wait-free.
  */
 SR_EXPORT bool sr_ring_slot_valid(const sr_ring *r, uint64_t seq);
+
+/** True when @r was attached without SR_RING_RDWR (producer and consumer
+ * calls are then refused or must not be made). */
+SR_EXPORT bool sr_ring_read_only(const sr_ring *r);
 
 #ifdef __cplusplus
 }

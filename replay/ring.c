@@ -1,0 +1,636 @@
+/*
+ * Shared-memory transition ring: segment lifecycle, producers, consumer.
+ *
+ * DESIGN
+ * One segment (memfd, or shm_open with SR_RING_SHM) holds a header and one
+ * column per field (struct of arrays, each column page aligned). Sequence
+ * numbers are free-running uint64; slot = seq & (capacity - 1).
+ *
+ * Producers (any number of threads, possibly in several processes when the
+ * segment is attached read-write) reserve a range with one atomic
+ * fetch-add on head (SR_RESERVE_CONTIG and try_reserve use a CAS loop
+ * instead, because they must decide before claiming). A reservation never
+ * overwrites unconsumed slots: the producer waits until
+ * cursor + capacity >= end of its range (spin, then sched_yield, then short
+ * sleeps). It then invalidates its slots (seq = 0, R3), writes the columns
+ * outside any lock and publishes each slot (seq = s + 1, R1). A slow
+ * producer delays only the consumer, which needs contiguity; other
+ * producers keep reserving ahead of it up to the capacity.
+ *
+ * The single consumer peeks the longest published run from its cursor and
+ * consumes it (R2). Consumed slots stay readable as the replay window
+ * until a producer laps them; samplers detect that by the sequence check
+ * (see ring_internal.h and replay.c).
+ *
+ * The orderings R1..R4 are described in ring_internal.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ring_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define cpu_relax() atomic_signal_fence(memory_order_seq_cst)
+#endif
+
+static uint64_t align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
+int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,
+		    struct sr__ring_hdr *h)
+{
+	uint64_t off = align_up(sizeof(*h), SR__RING_COL_ALIGN);
+	/* Bound the geometry so that no product below can overflow. */
+	if (capacity < 2 || (capacity & (capacity - 1)) || capacity > (1ull << 40) ||
+	    obs_dim == 0 || act_size == 0 || obs_dim > (1u << 24) || act_size > (1u << 24))
+		return -EINVAL;
+#define COL(field, width)                                                                  \
+	do {                                                                               \
+		h->field = off;                                                            \
+		off = align_up(off + capacity * (uint64_t)(width), SR__RING_COL_ALIGN);    \
+	} while (0)
+	COL(off_obs, 4ull * obs_dim);
+	COL(off_action, act_size);
+	COL(off_reward, 4);
+	COL(off_terminated, 1);
+	COL(off_truncated, 1);
+	COL(off_flags, 1);
+	COL(off_env_id, 4);
+	COL(off_prev, 8);
+	COL(off_seq, 8);
+#undef COL
+	if (off > (1ull << 46))
+		return -EINVAL;
+	h->total_size = off;
+	return 0;
+}
+
+int sr__ring_norm_name(const char *name, char out[SR__RING_NAME_MAX])
+{
+	const char *p;
+
+	if (!name || !*name)
+		return -EINVAL;
+	p = name[0] == '/' ? name + 1 : name;
+	if (!*p || strchr(p, '/') || strlen(p) + 2 > SR__RING_NAME_MAX)
+		return -EINVAL;
+	snprintf(out, SR__RING_NAME_MAX, "/%s", p);
+	return 0;
+}
+
+void __attribute__((noinline)) sr__racy_copy(void *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n);
+}
+
+size_t sr_ring_memsize(const sr_ring_opts *opts)
+{
+	struct sr__ring_hdr h;
+
+	if (!opts || sr__ring_layout(opts->capacity, opts->obs_dim, opts->act_size, &h))
+		return 0;
+	return (size_t)h.total_size;
+}
+
+static void bind_columns(struct sr_ring *r)
+{
+	struct sr__ring_hdr *h = r->hdr;
+	char *b = r->base;
+
+	r->cap = h->capacity;
+	r->mask = h->capacity - 1;
+	r->obs_dim = h->obs_dim;
+	r->act_size = h->act_size;
+	r->obs = (float *)(b + h->off_obs);
+	r->action = (uint8_t *)(b + h->off_action);
+	r->reward = (float *)(b + h->off_reward);
+	r->terminated = (uint8_t *)(b + h->off_terminated);
+	r->truncated = (uint8_t *)(b + h->off_truncated);
+	r->flags = (uint8_t *)(b + h->off_flags);
+	r->env_id = (uint32_t *)(b + h->off_env_id);
+	r->prev = (uint64_t *)(b + h->off_prev);
+	r->seq = (_Atomic uint64_t *)(b + h->off_seq);
+}
+
+int sr_ring_create(const sr_ring_opts *opts, sr_ring **out)
+{
+	struct sr__ring_hdr geo;
+	struct sr_ring *r;
+	size_t len;
+	int err, fd;
+	void *base;
+
+	if (!opts || !out)
+		return sr__errorf(-EINVAL, "ring: opts and out must not be NULL");
+	*out = NULL;
+	if (opts->flags & ~(uint32_t)SR_RING_SHM)
+		return sr__errorf(-EINVAL, "ring: unknown flags 0x%x", opts->flags);
+	memset(&geo, 0, sizeof(geo));
+	if (sr__ring_layout(opts->capacity, opts->obs_dim, opts->act_size, &geo))
+		return sr__errorf(-EINVAL,
+				  "ring: bad geometry capacity=%llu (power of two >= 2 needed) "
+				  "obs_dim=%u act_size=%u (>= 1 each)",
+				  (unsigned long long)opts->capacity, opts->obs_dim,
+				  opts->act_size);
+	len = (size_t)geo.total_size;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return sr__errorf(-ENOMEM, "ring: out of memory");
+	r->fd = -1;
+	if (opts->flags & SR_RING_SHM) {
+		if (sr__ring_norm_name(opts->name, r->name)) {
+			err = sr__errorf(-EINVAL, "ring: bad segment name '%s' (use \"sr-foo\")",
+					 opts->name ? opts->name : "(null)");
+			goto err_free;
+		}
+		fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+		if (fd < 0) {
+			err = -errno;
+			err = sr__errorf(err, "ring: cannot create '%s': %s", r->name,
+					 err == -EEXIST ? "already exists (stepring ring rm?)"
+							: strerror(-err));
+			goto err_free;
+		}
+		r->named = true;
+	} else {
+		fd = memfd_create("stepring-ring", MFD_CLOEXEC);
+		if (fd < 0) {
+			err = sr__errorf(-errno, "ring: memfd_create: %s", strerror(errno));
+			goto err_free;
+		}
+	}
+	r->fd = fd;
+	if (ftruncate(fd, (off_t)len)) {
+		err = -errno;
+		err = sr__errorf(err == -EFBIG ? -ENOMEM : err, "ring: ftruncate %zu bytes: %s", len,
+				 strerror(-err));
+		goto err_unlink;
+	}
+	/* Pre-fault: allocate every page of the tmpfs file now, so that a
+	 * too-small /dev/shm fails here (ENOSPC) instead of SIGBUS later. */
+	err = posix_fallocate(fd, 0, (off_t)len);
+	if (err) {
+		err = sr__errorf(-err, "ring: cannot allocate %zu bytes of shared memory%s: %s",
+				 len, r->named ? " in /dev/shm" : "", strerror(err));
+		goto err_unlink;
+	}
+	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (base == MAP_FAILED) {
+		err = sr__errorf(-errno, "ring: mmap %zu bytes: %s", len, strerror(errno));
+		goto err_unlink;
+	}
+	r->base = base;
+	r->len = len;
+	r->hdr = base;
+	r->owner = true;
+
+	/* A fresh tmpfs file reads as zeros: seq 0 means "never published",
+	 * prev 0 columns are never read before a publish. Fill the header. */
+	memcpy(r->hdr, &geo, sizeof(geo));
+	r->hdr->magic = SR_RING_MAGIC;
+	r->hdr->version = SR_RING_FORMAT_VERSION;
+	r->hdr->hdr_size = sizeof(struct sr__ring_hdr);
+	r->hdr->capacity = opts->capacity;
+	r->hdr->obs_dim = opts->obs_dim;
+	r->hdr->act_size = opts->act_size;
+	r->hdr->creator_pid = getpid();
+	r->hdr->create_time = (uint64_t)time(NULL);
+	snprintf(r->hdr->name, sizeof(r->hdr->name), "%s", r->named ? r->name : "");
+	atomic_store_explicit(&r->hdr->head, 0, memory_order_relaxed);
+	atomic_store_explicit(&r->hdr->cursor, 0, memory_order_relaxed);
+	bind_columns(r);
+	/* R4: everything above is visible to an attacher that sees ready. */
+	atomic_store_explicit(&r->hdr->ready, 1, memory_order_release);
+	*out = r;
+	return 0;
+
+err_unlink:
+	if (r->named)
+		shm_unlink(r->name);
+	close(fd);
+err_free:
+	free(r);
+	return err;
+}
+
+int sr_ring_attach(const char *name, unsigned flags, sr_ring **out)
+{
+	struct sr__ring_hdr want, *h;
+	struct sr_ring *r;
+	struct stat st;
+	int err, fd;
+	bool rw = flags & SR_RING_RDWR;
+	void *base;
+
+	if (!out)
+		return sr__errorf(-EINVAL, "ring attach: out must not be NULL");
+	*out = NULL;
+	if (flags & ~(unsigned)SR_RING_RDWR)
+		return sr__errorf(-EINVAL, "ring attach: unknown flags 0x%x", flags);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return sr__errorf(-ENOMEM, "ring attach: out of memory");
+	if (sr__ring_norm_name(name, r->name)) {
+		err = sr__errorf(-EINVAL, "ring attach: bad segment name '%s'",
+				 name ? name : "(null)");
+		goto err_free;
+	}
+	fd = shm_open(r->name, rw ? O_RDWR : O_RDONLY, 0);
+	if (fd < 0) {
+		err = -errno;
+		if (err == -ENOENT)
+			err = sr__errorf(err, "ring attach: no segment named '%s'", r->name);
+		else
+			err = sr__errorf(err, "ring attach: cannot open '%s': %s", r->name,
+					 strerror(-err));
+		goto err_free;
+	}
+	if (fstat(fd, &st)) {
+		err = sr__errorf(-errno, "ring attach: fstat '%s': %s", r->name, strerror(errno));
+		goto err_close;
+	}
+	if ((uint64_t)st.st_size < sizeof(struct sr__ring_hdr)) {
+		err = sr__errorf(-EBADMSG,
+				 "ring attach: '%s' is not a stepring ring (%lld bytes, too small "
+				 "for a header)",
+				 r->name, (long long)st.st_size);
+		goto err_close;
+	}
+	base = mmap(NULL, (size_t)st.st_size, rw ? PROT_READ | PROT_WRITE : PROT_READ,
+		    MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		err = sr__errorf(-errno, "ring attach: mmap '%s': %s", r->name, strerror(errno));
+		goto err_close;
+	}
+	r->base = base;
+	r->len = (size_t)st.st_size;
+	h = base;
+	if (h->magic != SR_RING_MAGIC) {
+		err = sr__errorf(-EBADMSG, "ring attach: '%s' is not a stepring ring (bad magic)",
+				 r->name);
+		goto err_unmap;
+	}
+	if (h->version != SR_RING_FORMAT_VERSION) {
+		err = sr__errorf(-EPROTO,
+				 "ring attach: '%s' has ring format version %u, this library "
+				 "reads version %u",
+				 r->name, h->version, SR_RING_FORMAT_VERSION);
+		goto err_unmap;
+	}
+	/* R4: the geometry is only trusted once ready is seen with acquire. */
+	if (atomic_load_explicit(&h->ready, memory_order_acquire) != 1) {
+		err = sr__errorf(-EAGAIN, "ring attach: '%s' is still being created", r->name);
+		goto err_unmap;
+	}
+	memset(&want, 0, sizeof(want));
+	if (h->hdr_size != sizeof(struct sr__ring_hdr) ||
+	    sr__ring_layout(h->capacity, h->obs_dim, h->act_size, &want)) {
+		err = sr__errorf(-EBADMSG,
+				 "ring attach: '%s' has a bad geometry (header %u bytes, "
+				 "capacity %llu, obs_dim %u, act_size %u)",
+				 r->name, h->hdr_size, (unsigned long long)h->capacity, h->obs_dim,
+				 h->act_size);
+		goto err_unmap;
+	}
+	if (want.total_size != (uint64_t)st.st_size || h->total_size != want.total_size ||
+	    h->off_obs != want.off_obs || h->off_action != want.off_action ||
+	    h->off_reward != want.off_reward || h->off_terminated != want.off_terminated ||
+	    h->off_truncated != want.off_truncated || h->off_flags != want.off_flags ||
+	    h->off_env_id != want.off_env_id || h->off_prev != want.off_prev ||
+	    h->off_seq != want.off_seq) {
+		err = sr__errorf(-EBADMSG,
+				 "ring attach: '%s': geometry (capacity %llu, obs_dim %u, "
+				 "act_size %u) needs %llu bytes, the segment has %lld",
+				 r->name, (unsigned long long)h->capacity, h->obs_dim, h->act_size,
+				 (unsigned long long)want.total_size, (long long)st.st_size);
+		goto err_unmap;
+	}
+	r->hdr = h;
+	r->fd = fd;
+	r->rdonly = !rw;
+	r->named = true;
+	bind_columns(r);
+	*out = r;
+	return 0;
+
+err_unmap:
+	munmap(base, (size_t)st.st_size);
+err_close:
+	close(fd);
+err_free:
+	free(r);
+	return err;
+}
+
+void sr_ring_destroy(sr_ring *r)
+{
+	if (!r)
+		return;
+	if (r->owner && r->named)
+		shm_unlink(r->name);
+	munmap(r->base, r->len);
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r);
+}
+
+int sr_ring_unlink(const char *name)
+{
+	char n[SR__RING_NAME_MAX];
+
+	if (sr__ring_norm_name(name, n))
+		return sr__errorf(-EINVAL, "ring unlink: bad segment name '%s'",
+				  name ? name : "(null)");
+	if (shm_unlink(n)) {
+		int err = -errno;
+		return sr__errorf(err, "ring unlink: '%s': %s", n,
+				  err == -ENOENT ? "no such segment" : strerror(-err));
+	}
+	return 0;
+}
+
+uint64_t sr_ring_capacity(const sr_ring *r)
+{
+	return r->cap;
+}
+
+uint32_t sr_ring_obs_dim(const sr_ring *r)
+{
+	return r->obs_dim;
+}
+
+uint32_t sr_ring_act_size(const sr_ring *r)
+{
+	return r->act_size;
+}
+
+float *sr_ring_obs_col(const sr_ring *r)
+{
+	return r->obs;
+}
+
+uint8_t *sr_ring_action_col(const sr_ring *r)
+{
+	return r->action;
+}
+
+float *sr_ring_reward_col(const sr_ring *r)
+{
+	return r->reward;
+}
+
+uint8_t *sr_ring_terminated_col(const sr_ring *r)
+{
+	return r->terminated;
+}
+
+uint8_t *sr_ring_truncated_col(const sr_ring *r)
+{
+	return r->truncated;
+}
+
+uint8_t *sr_ring_flags_col(const sr_ring *r)
+{
+	return r->flags;
+}
+
+uint32_t *sr_ring_env_id_col(const sr_ring *r)
+{
+	return r->env_id;
+}
+
+uint64_t *sr_ring_prev_col(const sr_ring *r)
+{
+	return r->prev;
+}
+
+void *sr_ring_base(const sr_ring *r, size_t *len)
+{
+	if (len)
+		*len = r->len;
+	return r->base;
+}
+
+bool sr_ring_read_only(const sr_ring *r)
+{
+	return r->rdonly;
+}
+
+/* ---------------------------------------------------------------------------
+ * Producers
+ * ------------------------------------------------------------------------- */
+
+/* Wait until slots below @end may be written: end - cursor <= capacity.
+ * R2: the acquire load pairs with sr_ring_consume's release store. */
+static void wait_room(sr_ring *r, uint64_t end)
+{
+	unsigned spins = 0;
+
+	if (SR_LIKELY(end - atomic_load_explicit(&r->hdr->cursor, memory_order_acquire) <=
+		      r->cap))
+		return;
+	atomic_fetch_add_explicit(&r->hdr->reserve_waits, 1, memory_order_relaxed);
+	while (end - atomic_load_explicit(&r->hdr->cursor, memory_order_acquire) > r->cap) {
+		if (spins < 64) {
+			cpu_relax();
+		} else if (spins < 256) {
+			sched_yield();
+		} else {
+			struct timespec ts = {0, 50000}; /* 50 us */
+			nanosleep(&ts, NULL);
+		}
+		spins++;
+	}
+}
+
+/* R3: mark [seq, seq + n) unpublished before any column is written, so a
+ * sampler copying the old transition of one of these slots notices. */
+static void invalidate(sr_ring *r, uint64_t seq, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		atomic_store_explicit(&r->seq[(seq + i) & r->mask], 0, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+/* Fill [seq, seq + n) with SR_SLOT_PAD filler and publish it. */
+static void write_pad(sr_ring *r, uint64_t seq, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t s = (seq + i) & r->mask;
+
+		atomic_store_explicit(&r->seq[s], 0, memory_order_relaxed);
+	}
+	atomic_thread_fence(memory_order_release); /* R3 */
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t s = (seq + i) & r->mask;
+
+		r->flags[s] = SR_SLOT_PAD;
+		r->terminated[s] = 0;
+		r->truncated[s] = 0;
+		r->reward[s] = 0.0f;
+		r->env_id[s] = UINT32_MAX;
+		r->prev[s] = SR_RING_NO_PREV;
+		/* R1: publish the filler at once; the consumer skips it. */
+		atomic_store_explicit(&r->seq[s], seq + i + 1, memory_order_release);
+	}
+	atomic_fetch_add_explicit(&r->hdr->pad_slots, n, memory_order_relaxed);
+}
+
+static int check_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq)
+{
+	if (SR_UNLIKELY(r->rdonly))
+		return sr__errorf(-EPERM, "ring reserve: ring attached read-only");
+	if (SR_UNLIKELY(n == 0 || n > r->cap || !seq))
+		return sr__errorf(-EINVAL, "ring reserve: n=%u must be in [1, capacity=%llu]", n,
+				  (unsigned long long)r->cap);
+	if (SR_UNLIKELY(flags & ~(unsigned)SR_RESERVE_CONTIG))
+		return sr__errorf(-EINVAL, "ring reserve: unknown flags 0x%x", flags);
+	return 0;
+}
+
+static int reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq, bool wait)
+{
+	uint64_t h, pad, pos;
+	int err = check_reserve(r, n, flags, seq);
+
+	if (SR_UNLIKELY(err))
+		return err;
+	if (wait && !(flags & SR_RESERVE_CONTIG)) {
+		/* The fast path: one fetch-add claims the range. Relaxed is
+		 * enough, the data is ordered by the seq column (R1/R3). */
+		h = atomic_fetch_add_explicit(&r->hdr->head, n, memory_order_relaxed);
+		wait_room(r, h + n);
+		invalidate(r, h, n);
+		*seq = h;
+		return 0;
+	}
+	/* CONTIG or try: decide from the current head, then claim with CAS. */
+	h = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+	for (;;) {
+		pos = h & r->mask;
+		pad = (flags & SR_RESERVE_CONTIG) && pos + n > r->cap ? r->cap - pos : 0;
+		if (!wait) {
+			uint64_t cur = atomic_load_explicit(&r->hdr->cursor, memory_order_acquire);
+			uint64_t need = pad + n <= r->cap ? h + pad + n : h + pad;
+
+			if (need - cur > r->cap)
+				return -EAGAIN;
+			if (pad + n > r->cap) {
+				/* The range cannot fit before the pad is consumed:
+				 * claim and publish the pad alone, ask to retry. */
+				if (!atomic_compare_exchange_weak_explicit(
+					    &r->hdr->head, &h, h + pad, memory_order_relaxed,
+					    memory_order_relaxed))
+					continue;
+				write_pad(r, h, pad);
+				return -EAGAIN;
+			}
+		}
+		if (atomic_compare_exchange_weak_explicit(&r->hdr->head, &h, h + pad + n,
+							  memory_order_relaxed,
+							  memory_order_relaxed))
+			break;
+	}
+	if (pad) {
+		/* Pads first, so the consumer can move past them even when
+		 * pad + n > capacity. */
+		wait_room(r, h + pad);
+		write_pad(r, h, pad);
+	}
+	wait_room(r, h + pad + n);
+	invalidate(r, h + pad, n);
+	*seq = h + pad;
+	return 0;
+}
+
+int sr_ring_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq)
+{
+	return reserve(r, n, flags, seq, true);
+}
+
+int sr_ring_try_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq)
+{
+	return reserve(r, n, flags, seq, false);
+}
+
+void sr_ring_publish(sr_ring *r, uint64_t seq, uint32_t n)
+{
+	/* R1: each release store makes the columns of its slot visible to a
+	 * reader that loads seq[slot] == s + 1 with acquire. */
+	for (uint32_t i = 0; i < n; i++)
+		atomic_store_explicit(&r->seq[(seq + i) & r->mask], seq + i + 1,
+				      memory_order_release);
+}
+
+/* ---------------------------------------------------------------------------
+ * Consumer
+ * ------------------------------------------------------------------------- */
+
+uint32_t sr_ring_peek(sr_ring *r, uint32_t max, uint64_t *first)
+{
+	/* Only the consumer writes cursor: a relaxed load reads its own value. */
+	uint64_t c = atomic_load_explicit(&r->hdr->cursor, memory_order_relaxed);
+	uint32_t n = 0;
+
+	if (first)
+		*first = c;
+	if (max > r->cap)
+		max = (uint32_t)(r->cap > UINT32_MAX ? UINT32_MAX : r->cap);
+	/* R1: acquire pairs with the producer's publish; a stale value from
+	 * an earlier lap (c - capacity + 1 or 0) never equals c + 1. */
+	while (n < max &&
+	       atomic_load_explicit(&r->seq[(c + n) & r->mask], memory_order_acquire) == c + n + 1)
+		n++;
+	return n;
+}
+
+void sr_ring_consume(sr_ring *r, uint32_t n)
+{
+	uint64_t c;
+
+	if (!n)
+		return;
+	c = atomic_load_explicit(&r->hdr->cursor, memory_order_relaxed);
+	/* R2: the consumer's reads of [c, c + n) happen before a producer
+	 * that sees the new cursor overwrites them. */
+	atomic_store_explicit(&r->hdr->cursor, c + n, memory_order_release);
+	atomic_fetch_add_explicit(&r->hdr->consumed_batches, 1, memory_order_relaxed);
+}
+
+uint64_t sr_ring_head(const sr_ring *r)
+{
+	return atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+}
+
+uint64_t sr_ring_cursor(const sr_ring *r)
+{
+	return atomic_load_explicit(&r->hdr->cursor, memory_order_acquire);
+}
+
+uint64_t sr_ring_oldest(const sr_ring *r)
+{
+	uint64_t h = sr_ring_head(r);
+
+	return h > r->cap ? h - r->cap : 0;
+}
+
+bool sr_ring_slot_valid(const sr_ring *r, uint64_t seq)
+{
+	/* R3 then R1: reads before this call are ordered before the load. */
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&r->seq[seq & r->mask], memory_order_acquire) == seq + 1;
+}

@@ -1,0 +1,138 @@
+/*
+ * Ring internals shared by the replay .c files and the `stepring ring` tool: the
+ * segment header layout (the on-disk / in-shm ABI of SR_RING_FORMAT_VERSION)
+ * and the process-local handle.
+ *
+ * Memory ordering pairs used by the ring (named in the code as R1..R4):
+ *
+ *  R1  publish: producer stores seq[slot] = s + 1 with release after writing
+ *      the columns of slot s; a consumer or sampler loads it with acquire
+ *      and then sees the columns.
+ *  R2  consume: the consumer stores cursor with release after it is done
+ *      reading slots below it; a producer waiting for room loads cursor with
+ *      acquire before it overwrites those slots.
+ *  R3  invalidate: a producer that has reserved slot s stores seq[slot] = 0
+ *      (relaxed) then issues a release fence before writing any column; a
+ *      sampler that read a column written after that fence and then issues
+ *      an acquire fence is guaranteed to see the 0 (or a later value) when
+ *      it re-checks seq[slot]: the seqlock rule that rejects torn copies.
+ *  R4  ready: the creator writes the whole header and then stores ready = 1
+ *      with release; an attacher loads it with acquire before trusting the
+ *      geometry.
+ */
+#ifndef SR_RING_INTERNAL_H
+#define SR_RING_INTERNAL_H
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+#include "stepring/ring.h"
+
+#define SR__RING_NAME_MAX 128
+#define SR__RING_COL_ALIGN 4096u
+
+/* Segment header. Identity first (written once by the creator, then
+ * read-only), then each hot counter on its own 128-byte line. */
+struct sr__ring_hdr {
+	/* line 0: identity */
+	uint64_t magic;        /* SR_RING_MAGIC */
+	uint32_t version;      /* SR_RING_FORMAT_VERSION */
+	uint32_t hdr_size;     /* sizeof(struct sr__ring_hdr) */
+	uint64_t capacity;     /* slots, power of two */
+	uint32_t obs_dim;      /* float32 per obs */
+	uint32_t act_size;     /* bytes per action */
+	uint64_t total_size;   /* bytes of the whole segment */
+	int64_t creator_pid;
+	uint64_t create_time;  /* CLOCK_REALTIME seconds */
+	_Atomic uint32_t ready; /* R4: 1 once the header and columns are set up */
+	uint32_t reserved0;
+	uint64_t reserved1[6];
+	/* line 1: column offsets from the segment base */
+	uint64_t off_obs, off_action, off_reward, off_terminated, off_truncated;
+	uint64_t off_flags, off_env_id, off_prev, off_seq;
+	uint64_t reserved2[7];
+	/* line 2: segment name (for `stepring ring inspect`) */
+	char name[SR__RING_NAME_MAX];
+	/* line 3: producers' reservation head (next sequence to reserve) */
+	_Alignas(SR_CACHELINE) _Atomic uint64_t head;
+	/* line 4: consumer cursor (first sequence not consumed) */
+	_Alignas(SR_CACHELINE) _Atomic uint64_t cursor;
+	/* line 5: statistics, updated off the fast path (relaxed) */
+	_Alignas(SR_CACHELINE) _Atomic uint64_t reserve_waits; /* producers that had to wait */
+	_Atomic uint64_t pad_slots;     /* SR_SLOT_PAD filler slots written */
+	_Atomic uint64_t consumed_batches; /* sr_ring_consume calls with n > 0 */
+	/* line 6: reserved for future counters */
+	_Alignas(SR_CACHELINE) uint64_t reserved3[16];
+};
+
+_Static_assert(offsetof(struct sr__ring_hdr, head) % SR_CACHELINE == 0, "head on its own line");
+_Static_assert(offsetof(struct sr__ring_hdr, cursor) - offsetof(struct sr__ring_hdr, head) >=
+		       SR_CACHELINE,
+	       "cursor not sharing head's line");
+_Static_assert(offsetof(struct sr__ring_hdr, reserve_waits) -
+			       offsetof(struct sr__ring_hdr, cursor) >=
+		       SR_CACHELINE,
+	       "stats not sharing cursor's line");
+_Static_assert(offsetof(struct sr__ring_hdr, name) >= SR_CACHELINE, "identity on line 0");
+_Static_assert(sizeof(struct sr__ring_hdr) % SR_CACHELINE == 0, "header is whole lines");
+_Static_assert(sizeof(struct sr__ring_hdr) <= SR__RING_COL_ALIGN, "header fits one page");
+_Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
+	       "atomics have plain layout");
+
+/* Process-local handle. */
+struct sr_ring {
+	struct sr__ring_hdr *hdr;
+	uint64_t cap;
+	uint64_t mask;
+	uint32_t obs_dim;
+	uint32_t act_size;
+	float *obs;
+	uint8_t *action;
+	float *reward;
+	uint8_t *terminated;
+	uint8_t *truncated;
+	uint8_t *flags;
+	uint32_t *env_id;
+	uint64_t *prev;
+	_Atomic uint64_t *seq; /* publish sequence column: s + 1 once slot s is published */
+	void *base;
+	size_t len;
+	int fd;
+	bool owner;    /* created it: unlink a named segment on destroy */
+	bool rdonly;
+	bool named;
+	char name[SR__RING_NAME_MAX]; /* "/sr-foo" */
+};
+
+/* Column layout for a geometry: fills the off_* and total_size of @h.
+ * Returns 0 or -EINVAL (overflow). */
+int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,
+		    struct sr__ring_hdr *h);
+/* "sr-foo" or "/sr-foo" -> "/sr-foo" in @out. Returns 0 or -EINVAL. */
+int sr__ring_norm_name(const char *name, char out[SR__RING_NAME_MAX]);
+
+/*
+ * Seqlock read helpers for samplers. A reader calls sr__slot_begin(r, s)
+ * (acquire, R1) and only if it is true copies the columns, then
+ * sr__slot_end(r, s) (acquire fence, R3): true means the copy is not torn.
+ */
+static inline bool sr__slot_begin(const struct sr_ring *r, uint64_t s)
+{
+	return atomic_load_explicit(&r->seq[s & r->mask], memory_order_acquire) == s + 1;
+}
+
+static inline bool sr__slot_end(const struct sr_ring *r, uint64_t s)
+{
+	atomic_thread_fence(memory_order_acquire); /* R3: column reads before the re-check */
+	return atomic_load_explicit(&r->seq[s & r->mask], memory_order_relaxed) == s + 1;
+}
+
+/* Copy that may race with a producer overwriting the slot; the caller
+ * discards the result unless sr__slot_end() agrees. Kept in one named
+ * function so that the TSan suppression can name it (tests/tsan.supp). */
+void sr__racy_copy(void *dst, const void *src, size_t n);
+
+#endif
