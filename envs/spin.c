@@ -32,11 +32,14 @@ struct spin {
 static pthread_once_t calib_once = PTHREAD_ONCE_INIT;
 static double iters_per_us; /* written once under calib_once, read after it */
 
-/* The busy loop: a dependent multiply-add chain the compiler must keep
- * (the empty asm consumes its result). */
+/* The busy loop: a dependent multiply-add chain the compiler must keep.
+ * The empty asms hide the start value (else constant propagation finds the
+ * fixed point and deletes the loop) and consume the result. */
 static inline void burn(uint64_t iters)
 {
 	double acc = 1.0;
+
+	__asm__ volatile("" : "+x"(acc));
 
 	for (uint64_t i = 0; i < iters; i++)
 		acc = acc * 0.9999999 + 1e-7;

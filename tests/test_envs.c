@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "stepring.h"
 #include "refcsv.h"
+#include "envs.h"
 
 struct ref_env {
 	const char *id;
@@ -140,6 +142,335 @@ static void test_perturbed_action_detected(void **st)
 	}
 }
 
+
+/* ---- reset distributions ------------------------------------------------ */
+
+struct reset_dist {
+	const char *id;
+	double lo[4], hi[4]; /* lo == hi: a constant */
+	bool f32;            /* values are float32 (Acrobot) */
+};
+
+static const struct reset_dist dists[] = {
+	{"CartPole-v1", {-0.05, -0.05, -0.05, -0.05}, {0.05, 0.05, 0.05, 0.05}, false},
+	{"Pendulum-v1", {-M_PI, -1.0}, {M_PI, 1.0}, false},
+	{"MountainCar-v0", {-0.6, 0.0}, {-0.4, 0.0}, false},
+	{"MountainCarContinuous-v0", {-0.6, 0.0}, {-0.4, 0.0}, false},
+	{"Acrobot-v1", {-0.1, -0.1, -0.1, -0.1}, {0.1, 0.1, 0.1, 0.1}, true},
+};
+
+/* Gymnasium draws each component uniformly in (lo, hi): check the bounds,
+ * the mean and the variance over many seeds, that components are not
+ * correlated, and that the obs lies in the observation space. */
+static void test_reset_distribution(void **st)
+{
+	enum { N = 20000 };
+
+	for (size_t e = 0; e < sizeof(dists) / sizeof(dists[0]); e++) {
+		const struct reset_dist *d = &dists[e];
+		sr_env_spec spec;
+		double sum[4] = {0}, sq[4] = {0}, cross = 0, phys[4];
+		float *obs;
+		char *s;
+
+		assert_int_equal(sr_env_find(d->id, &spec), 0);
+		s = aligned_alloc(64, (size_t)N * spec.state_size);
+		obs = malloc(sizeof(float) * N * spec.obs_dim);
+		spec.seed(&spec, s, N, 12345, 0);
+		spec.reset(&spec, s, N, obs);
+		for (size_t i = 0; i < N; i++) {
+			spec.get_phys(&spec, s + i * spec.state_size, phys);
+			for (uint32_t k = 0; k < spec.n_phys; k++) {
+				if (d->lo[k] == d->hi[k]) {
+					assert_true(phys[k] == d->lo[k]);
+				} else {
+					assert_true(phys[k] >= d->lo[k] && phys[k] < d->hi[k]);
+				}
+				if (d->f32)
+					assert_true(phys[k] == (double)(float)phys[k]);
+				sum[k] += phys[k];
+				sq[k] += phys[k] * phys[k];
+			}
+			cross += phys[0] * phys[spec.n_phys - 1];
+			for (uint32_t k = 0; k < spec.obs_dim; k++) {
+				float o = obs[i * spec.obs_dim + k];
+				assert_true(o >= spec.obs_low[k] && o <= spec.obs_high[k]);
+			}
+		}
+		for (uint32_t k = 0; k < spec.n_phys; k++) {
+			double w = d->hi[k] - d->lo[k], c = (d->hi[k] + d->lo[k]) / 2;
+			double mean = sum[k] / N, var = sq[k] / N - mean * mean;
+
+			if (w == 0)
+				continue;
+			/* sd of the mean is w / sqrt(12 N) ~ 0.002 w: allow 5 sd. */
+			assert_true(fabs(mean - c) < 0.011 * w);
+			assert_true(fabs(var / (w * w / 12) - 1) < 0.05);
+		}
+		if (d->lo[spec.n_phys - 1] != d->hi[spec.n_phys - 1]) {
+			double m0 = sum[0] / N, m1 = sum[spec.n_phys - 1] / N;
+			double cov = cross / N - m0 * m1;
+			double sd0 = sqrt(sq[0] / N - m0 * m0);
+			double sd1 = sqrt(sq[spec.n_phys - 1] / N - m1 * m1);
+			assert_true(fabs(cov / (sd0 * sd1)) < 0.05);
+		}
+		free(s);
+		free(obs);
+	}
+}
+
+/* ---- seeding ------------------------------------------------------------ */
+
+static void run_steps(const sr_env_spec *spec, char *s, size_t n, int steps, float *obs,
+		      double *rew, uint8_t *term, uint64_t act_seed)
+{
+	size_t asz = sr_env_action_size(spec);
+	char *act = malloc(asz * n);
+	sr_rng r;
+
+	sr_rng_seed(&r, act_seed, 0);
+	for (int t = 0; t < steps; t++) {
+		for (size_t i = 0; i < n; i++) {
+			if (spec->act_kind == SR_SPACE_DISCRETE) {
+				int32_t a = (int32_t)(sr_rng_next(&r) % spec->act_n);
+				memcpy(act + i * asz, &a, 4);
+			} else {
+				float a = (float)sr_rng_range(&r, -1.5, 1.5);
+				memcpy(act + i * asz, &a, 4);
+			}
+		}
+		spec->step(spec, s, n, act, obs + (size_t)t * n * spec->obs_dim, rew + t * n,
+			   term + t * n);
+		/* Reset terminated instances one by one, as the runtime does. */
+		for (size_t i = 0; i < n; i++)
+			if (term[t * n + i]) {
+				float tmp[64];
+				spec->reset(spec, s + i * spec->state_size, 1, tmp);
+			}
+	}
+	free(act);
+}
+
+/* (seed, index) alone decides an instance's trajectory: seeding a batch or
+ * each instance alone gives the same bytes; other indices or seeds differ. */
+static void test_seeding(void **st)
+{
+	enum { N = 8, T = 60 };
+
+	for (size_t e = 0; e < sr_env_count(); e++) {
+		sr_env_spec spec = *sr_env_at(e);
+		size_t od = spec.obs_dim, ss = spec.state_size;
+		char *a = aligned_alloc(64, N * ss), *b = aligned_alloc(64, N * ss);
+		char *c = aligned_alloc(64, N * ss);
+		float *oa = malloc(sizeof(float) * (T + 1) * N * od);
+		float *ob = malloc(sizeof(float) * (T + 1) * N * od);
+		float *oc = malloc(sizeof(float) * (T + 1) * N * od);
+		double ra[T * N], rb[T * N];
+		uint8_t ta[T * N], tb[T * N];
+
+		spec.seed(&spec, a, N, 99, 1000);
+		spec.reset(&spec, a, N, oa);
+		for (size_t i = 0; i < N; i++) { /* alone, in reverse order */
+			size_t j = N - 1 - i;
+			spec.seed(&spec, b + j * ss, 1, 99, 1000 + j);
+			spec.reset(&spec, b + j * ss, 1, ob + j * od);
+		}
+		assert_memory_equal(a, b, N * ss);
+		assert_memory_equal(oa, ob, sizeof(float) * N * od);
+		/* Neighbouring instances start differently. */
+		assert_memory_not_equal(oa, oa + od, sizeof(float) * od);
+		/* Another seed gives other starts for the same index. */
+		spec.seed(&spec, c, N, 100, 1000);
+		spec.reset(&spec, c, N, oc);
+		assert_memory_not_equal(oa, oc, sizeof(float) * N * od);
+
+		/* Same actions: identical trajectories, including autoresets. */
+		run_steps(&spec, a, N, T, oa + N * od, ra, ta, 5);
+		run_steps(&spec, b, N, T, ob + N * od, rb, tb, 5);
+		assert_memory_equal(oa, ob, sizeof(float) * (T + 1) * N * od);
+		assert_memory_equal(ra, rb, sizeof(ra));
+		assert_memory_equal(ta, tb, sizeof(ta));
+		assert_memory_equal(a, b, N * ss);
+		/* Other actions: another trajectory (the test can fail). */
+		run_steps(&spec, b, N, 5, ob, rb, tb, 6);
+		run_steps(&spec, a, N, 5, oa, ra, ta, 7);
+		assert_memory_not_equal(oa, ob, sizeof(float) * 5 * N * od);
+
+		/* The state is plain data: a byte copy resumes bit-exactly. */
+		memcpy(c, a, N * ss);
+		run_steps(&spec, a, N, 20, oa, ra, ta, 8);
+		run_steps(&spec, c, N, 20, oc, rb, tb, 8);
+		assert_memory_equal(oa, oc, sizeof(float) * 20 * N * od);
+		assert_memory_equal(ra, rb, sizeof(double) * 20 * N);
+
+		free(a);
+		free(b);
+		free(c);
+		free(oa);
+		free(ob);
+		free(oc);
+	}
+}
+
+/* ---- lookup and validation ---------------------------------------------- */
+
+static void test_find(void **st)
+{
+	static const char *const ids[] = {"CartPole-v1", "Pendulum-v1", "MountainCar-v0",
+					  "MountainCarContinuous-v0", "Acrobot-v1", "Spin-v0"};
+	static const char *const names[] = {"cartpole", "pendulum", "mountaincar",
+					    "mountaincar_continuous", "acrobot", "spin"};
+	sr_env_spec a, b;
+
+	assert_int_equal(sr_env_count(), 6);
+	assert_null(sr_env_at(6));
+	for (size_t i = 0; i < 6; i++) {
+		assert_int_equal(sr_env_validate(sr_env_at(i)), 0);
+		assert_int_equal(sr_env_find(ids[i], &a), 0);
+		assert_int_equal(sr_env_find(names[i], &b), 0);
+		assert_memory_equal(&a, &b, sizeof(a));
+		assert_string_equal(a.id, ids[i]);
+		assert_string_equal(a.name, names[i]);
+	}
+	assert_int_equal(sr_env_find("CartPole-v0", &a), -ENOENT);
+	assert_non_null(strstr(sr_last_error(), "unknown env 'CartPole-v0'"));
+	for (size_t i = 0; i < 6; i++) {
+		assert_non_null(strstr(sr_last_error(), ids[i]));
+		assert_non_null(strstr(sr_last_error(), names[i]));
+	}
+	assert_int_equal(sr_env_find("", &a), -ENOENT);
+	assert_int_equal(sr_env_find("cart", &a), -ENOENT);
+	assert_int_equal(sr_env_find(NULL, &a), -EINVAL);
+	/* Parameters: only spin takes them. */
+	assert_int_equal(sr_env_find("cartpole:x=1", &a), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "takes no parameters"));
+}
+
+static void test_spin_params(void **st)
+{
+	sr_env_spec s;
+
+	assert_int_equal(sr_env_find("spin", &s), 0);
+	assert_int_equal(s.obs_dim, 16);
+	assert_int_equal(s.max_episode_steps, 0);
+	assert_int_equal(s.act_n, 2);
+	assert_int_equal(sr_env_find("spin:cost_us=50,obs_dim=64,ep_len=7", &s), 0);
+	assert_int_equal(s.obs_dim, 64);
+	assert_int_equal(s.obs_shape[0], 64);
+	assert_int_equal(s.params[0], 50);
+	assert_int_equal(s.params[2], 7);
+	assert_int_equal(sr_env_validate(&s), 0);
+	assert_int_equal(sr_env_find("Spin-v0:act_n=5", &s), 0);
+	assert_int_equal(s.act_n, 5);
+	assert_int_equal(sr_env_find("spin:obs_dim=0", &s), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "obs_dim"));
+	assert_int_equal(sr_env_find("spin:cost_us=-1", &s), -EINVAL);
+	assert_int_equal(sr_env_find("spin:cost_us=1x", &s), -EINVAL);
+	assert_int_equal(sr_env_find("spin:cost_us=", &s), -EINVAL);
+	assert_int_equal(sr_env_find("spin:speed=3", &s), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "unknown parameter 'speed'"));
+	assert_int_equal(sr_env_find("spin:cost_us", &s), -EINVAL);
+}
+
+/* spin: terminated exactly every ep_len steps, and trajectories do not
+ * depend on the cost (the calibration never reaches the obs). */
+static void test_spin_behaviour(void **st)
+{
+	enum { N = 4, T = 25 };
+	sr_env_spec s0, s1;
+	char a[N * 64] __attribute__((aligned(64))), b[N * 64] __attribute__((aligned(64)));
+	float oa[N * 8], ob[N * 8];
+	double ra[N], rb[N];
+	uint8_t ta[N], tb[N];
+	int32_t act[N] = {0, 1, 1, 0};
+	uint64_t t0;
+
+	assert_int_equal(sr_env_find("spin:obs_dim=8,ep_len=10", &s0), 0);
+	assert_int_equal(sr_env_find("spin:obs_dim=8,ep_len=10,cost_us=20", &s1), 0);
+	assert_true(s0.state_size * N <= sizeof(a));
+	s0.seed(&s0, a, N, 3, 0);
+	s1.seed(&s1, b, N, 3, 0);
+	s0.reset(&s0, a, N, oa);
+	s1.reset(&s1, b, N, ob);
+	assert_memory_equal(oa, ob, sizeof(oa));
+	for (int t = 1; t <= T; t++) {
+		s0.step(&s0, a, N, act, oa, ra, ta);
+		s1.step(&s1, b, N, act, ob, rb, tb);
+		assert_memory_equal(oa, ob, sizeof(oa));
+		assert_memory_equal(ra, rb, sizeof(ra));
+		for (int i = 0; i < N; i++) {
+			assert_int_equal(ta[i], t % 10 == 0);
+			assert_int_equal(tb[i], t % 10 == 0);
+			assert_true(oa[i * 8] >= -1 && oa[i * 8] < 1);
+		}
+		if (t % 10 == 0) {
+			s0.reset(&s0, a, N, oa);
+			s1.reset(&s1, b, N, ob);
+		}
+	}
+	/* The cost is real: 4 steps of 2000 us take at least ~half of 8 ms
+	 * (more when the machine is busy, never much less). */
+	assert_true(sr__spin_iters_per_us() > 0);
+	assert_int_equal(sr_env_find("spin:cost_us=2000", &s1), 0);
+	s1.seed(&s1, b, N, 3, 0);
+	s1.reset(&s1, b, N, ob);
+	{
+		struct timespec x, y;
+		clock_gettime(CLOCK_MONOTONIC, &x);
+		s1.step(&s1, b, N, act, ob, rb, tb);
+		clock_gettime(CLOCK_MONOTONIC, &y);
+		t0 = (uint64_t)(y.tv_sec - x.tv_sec) * 1000000000ull + (uint64_t)y.tv_nsec -
+		     (uint64_t)x.tv_nsec;
+	}
+	print_message("spin: %.0f iterations/us; 4 x 2000 us took %.2f ms\n",
+		      sr__spin_iters_per_us(), t0 / 1e6);
+	assert_true(t0 >= 4000000);
+}
+
+static void test_validate(void **st)
+{
+	const sr_env_spec *cp = sr_env_at(0);
+	sr_env_spec s;
+	static const float lo[1] = {-1}, hi[1] = {1};
+
+	assert_int_equal(sr_env_validate(NULL), -EINVAL);
+#define BAD(mutation, code, text)                                                          \
+	do {                                                                               \
+		s = *cp;                                                                   \
+		mutation;                                                                  \
+		assert_int_equal(sr_env_validate(&s), code);                               \
+		assert_non_null(strstr(sr_last_error(), text));                            \
+	} while (0)
+	BAD(s.abi_version = 7, -EPROTO, "version 7");
+	BAD(s.abi_version = 7, -EPROTO, "version 1");
+	BAD(s.spec_size = 16, -EPROTO, "size");
+	BAD(s.id = NULL, -EINVAL, "no id");
+	BAD(s.name = "", -EINVAL, "no id");
+	BAD(s.step = NULL, -EINVAL, "required");
+	BAD(s.seed = NULL, -EINVAL, "required");
+	BAD(s.state_size = 12, -EINVAL, "multiple of 8");
+	BAD(s.state_size = 0, -EINVAL, "multiple of 8");
+	BAD(s.obs_ndim = 0, -EINVAL, "obs_ndim");
+	BAD(s.obs_ndim = 5, -EINVAL, "obs_ndim");
+	BAD(s.obs_dim = 5, -EINVAL, "shape");
+	BAD(s.act_n = 0, -EINVAL, "discrete");
+	BAD(s.act_dim = 2, -EINVAL, "discrete");
+	BAD((s.act_kind = SR_SPACE_BOX, s.act_low = NULL), -EINVAL, "bounds");
+	BAD(s.act_kind = 9, -EINVAL, "unknown action kind");
+	BAD(s.get_phys = NULL, -EINVAL, "get_phys");
+#undef BAD
+	s = *cp;
+	s.act_kind = SR_SPACE_BOX;
+	s.act_low = lo;
+	s.act_high = hi;
+	assert_int_equal(sr_env_validate(&s), 0);
+	s = *cp;
+	s.n_phys = 0;
+	s.get_phys = NULL;
+	s.set_phys = NULL;
+	assert_int_equal(sr_env_validate(&s), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -147,6 +478,12 @@ int main(void)
 		cmocka_unit_test(test_one_step),
 		cmocka_unit_test(test_rollout),
 		cmocka_unit_test(test_perturbed_action_detected),
+		cmocka_unit_test(test_reset_distribution),
+		cmocka_unit_test(test_seeding),
+		cmocka_unit_test(test_find),
+		cmocka_unit_test(test_spin_params),
+		cmocka_unit_test(test_spin_behaviour),
+		cmocka_unit_test(test_validate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
