@@ -1,0 +1,69 @@
+/* stepring bench WHAT: dispatch to the benchmark functions bench_WHAT in
+ * tools/cmd_bench_*.c (weak: absent ones are not listed). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Called by the dispatcher (declared weak there). */
+int cmd_bench(int argc, char **argv);
+
+#define SR_BENCHES(X)                                                                      \
+	X(env, "raw single-thread batched step loop of one env type (the ceiling)")       \
+	X(ring, "shared-memory ring: push/pop throughput")                                 \
+	X(replay, "replay sampling from the ring")                                         \
+	X(pool, "the worker pool end to end")                                              \
+	X(checkpoint, "checkpoint write and restore")
+
+#define X(name, help) int bench_##name(int argc, char **argv) __attribute__((weak));
+SR_BENCHES(X)
+#undef X
+
+static const struct {
+	const char *name;
+	const char *help;
+} benches[] = {
+#define X(name, help) {#name, help},
+	SR_BENCHES(X)
+#undef X
+};
+
+static sr_cmd_fn lookup(const char *name)
+{
+#define X(n, help)                                                                         \
+	if (!strcmp(name, #n))                                                             \
+		return bench_##n;
+	SR_BENCHES(X)
+#undef X
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stepring bench WHAT [OPTIONS]   (stepring bench WHAT --help)\n\n"
+		   "benchmarks in this build:\n");
+	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
+		if (lookup(benches[i].name))
+			fprintf(f, "  %-11s %s\n", benches[i].name, benches[i].help);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	sr_cmd_fn fn;
+
+	if (argc < 2) {
+		usage(stderr);
+		return SR_CLI_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	fn = lookup(argv[1]);
+	if (!fn) {
+		fprintf(stderr, "stepring: bench: unknown benchmark '%s'\n", argv[1]);
+		usage(stderr);
+		return SR_CLI_EXIT_USAGE;
+	}
+	return fn(argc - 1, argv + 1);
+}
