@@ -1,0 +1,453 @@
+/*
+ * `stepring sweep`: measure a grid of configurations (num_envs x threads x
+ * batch x mode) through the shared pool benchmark (bench_pool_run: warm-up,
+ * active window, cool-down), print one table row per configuration with
+ * its bound, and write one JSON line per configuration (machine, build,
+ * configuration, results, and the command that reproduces it).
+ *
+ * Runs are strictly one after the other: a sweep measures the machine, so
+ * it never overlaps two pools.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "stepring.h"
+#include "tune.h"
+
+int cmd_sweep(int argc, char **argv);
+
+#if !__has_include("bench_pool.h")
+/* The pool benchmark is not in this tree yet: say so instead of failing
+ * the build. */
+int cmd_sweep(int argc, char **argv)
+{
+	fprintf(stderr, "stepring: sweep needs the pool benchmark (bench_pool), "
+			"which this build lacks\n");
+	return 1;
+}
+#else
+#include "bench_pool.h"
+
+#define MAX_LIST 64
+
+struct sweep {
+	const char *env;
+	long long envs[MAX_LIST], threads[MAX_LIST], batch[MAX_LIST];
+	int n_envs, n_threads, n_batch; /* n_envs 0: auto; n_batch 0: num_envs/2 */
+	bool sync, async;
+	const char *policy;
+	const char *device_name;
+	int device;
+	double seconds, warmup, cooldown;
+	uint64_t seed;
+	const char *bind_name;
+	int bind;
+	const char *cpuset;
+	uint32_t max_envs;
+	const char *out_path;
+	FILE *out;
+	bool progress;
+	/* results */
+	unsigned runs, failures;
+	double best_sps[2];
+	struct bench_pool_cfg best_cfg[2];
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: stepring sweep [--env ID] [--envs N,N,...|auto] [--threads T,...]\n"
+		"                      [--batch B,...] [--mode sync|async|sync,async]\n"
+		"                      [--policy none|mlp:WxD] [--seconds S] [--out FILE.jsonl]\n"
+		"\n"
+		"Run the pool once per configuration (warm-up, active window, cool-down) and\n"
+		"print a table: steps/s, batch latency P50/P90/P99, efficiency, where the\n"
+		"time goes (env, ring, copy, policy, wait) and what bounds it.\n"
+		"\n"
+		"  --env ID          env id or short name (default CartPole-v1)\n"
+		"  --envs LIST|auto  num_envs values; auto: powers of two from the thread\n"
+		"                    count up to --max-envs, stopping once throughput gains\n"
+		"                    <= 5%% twice in a row (default auto)\n"
+		"  --max-envs N      upper end of auto (default 4096)\n"
+		"  --threads LIST    worker threads (default 0: one per core)\n"
+		"  --batch LIST      async batch sizes, each < num_envs (default num_envs/2);\n"
+		"                    sync batches are always num_envs\n"
+		"  --mode LIST       sync, async or sync,async (default sync)\n"
+		"  --policy P        none or mlp:WxD (synthetic MLP in the loop; default none)\n"
+		"  --device D        host, cuda or auto (default host)\n"
+		"  --seconds S       active window per configuration (default 1)\n"
+		"  --warmup S        warm-up before it (default 0.2)\n"
+		"  --cooldown S      cool-down after it (default 0.1)\n"
+		"  --seed N          pool seed (default 0)\n"
+		"  --bind B          core, numa or none (default core)\n"
+		"  --cpuset LIST     CPUs the workers may use, like taskset -c\n"
+		"  --out FILE        write one JSON line per configuration\n"
+		"  --no-progress     no progress on stderr\n"
+		"\n"
+		"Plot a JSONL file: /usr/bin/python3 tools/plot_sweep.py FILE.jsonl\n");
+}
+
+/* "none", "mlp:WxD" or "mlp:WxD:tanh|relu"; dies otherwise. */
+static void check_policy(const char *p)
+{
+	unsigned w, d;
+	int n = 0;
+
+	if (!strcmp(p, "none"))
+		return;
+	if (sscanf(p, "mlp:%ux%u%n", &w, &d, &n) == 2 && w >= 1 && d >= 1 && w <= 65536 &&
+	    d <= 64 && (p[n] == '\0' || !strcmp(p + n, ":tanh") || !strcmp(p + n, ":relu")))
+		return;
+	cli_die("--policy: '%s' is not 'none' or 'mlp:WxD' (e.g. mlp:64x2)", p);
+}
+
+static int parse_device(const char *s)
+{
+	if (!strcmp(s, "host"))
+		return SR_DEVICE_HOST;
+	if (!strcmp(s, "cuda"))
+		return SR_DEVICE_CUDA;
+	if (!strcmp(s, "auto"))
+		return SR_DEVICE_AUTO;
+	cli_die("--device: '%s' is not host, cuda or auto", s);
+}
+
+static int parse_bind(const char *s)
+{
+	if (!strcmp(s, "core"))
+		return SR_BIND_CORE;
+	if (!strcmp(s, "numa"))
+		return SR_BIND_NUMA;
+	if (!strcmp(s, "none"))
+		return SR_BIND_NONE;
+	cli_die("--bind: '%s' is not core, numa or none", s);
+}
+
+static void parse_mode(struct sweep *s, const char *v)
+{
+	char buf[64], *save = NULL, *tok;
+
+	if (strlen(v) >= sizeof(buf))
+		cli_die("--mode: '%s' is not sync, async or sync,async", v);
+	strcpy(buf, v);
+	s->sync = s->async = false;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "sync"))
+			s->sync = true;
+		else if (!strcmp(tok, "async"))
+			s->async = true;
+		else
+			cli_die("--mode: '%s' is not sync or async", tok);
+	}
+	if (!s->sync && !s->async)
+		cli_die("--mode: empty list");
+}
+
+/* The command line that reproduces one configuration. */
+static void json_command(FILE *f, const struct sweep *s, const struct bench_pool_cfg *c)
+{
+	char cmd[512], batch[32] = "";
+
+	if (c->async)
+		snprintf(batch, sizeof(batch), " --batch %u", c->batch);
+	snprintf(cmd, sizeof(cmd),
+		 "stepring sweep --env %s --envs %u --threads %u%s --mode %s --policy %s "
+		 "--device %s --seconds %g --warmup %g --cooldown %g --seed %llu --bind %s%s%s",
+		 c->env, c->envs, c->threads, batch, c->async ? "async" : "sync", c->policy,
+		 s->device_name, c->seconds, c->warmup,
+		 c->cooldown, (unsigned long long)c->seed, s->bind_name,
+		 s->cpuset ? " --cpuset " : "", s->cpuset ? s->cpuset : "");
+	tune_json_str(f, cmd);
+}
+
+static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
+		       const struct bench_pool_result *r, const struct tune_shares *sh)
+{
+	FILE *f = s->out;
+	char when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fputs("{\"schema\":\"stepring.sweep/1\",\"time\":", f);
+	tune_json_str(f, when);
+	fputs(",\"command\":", f);
+	json_command(f, s, c);
+	fputc(',', f);
+	tune_json_machine(f);
+	fputc(',', f);
+	tune_json_build(f);
+	fputs(",\"config\":{\"env\":", f);
+	tune_json_str(f, c->env);
+	fprintf(f, ",\"num_envs\":%u,\"threads\":%u,\"batch\":%u,\"mode\":\"%s\",\"policy\":",
+		c->envs, r->threads_used ? r->threads_used : c->threads, c->batch,
+		c->async ? "async" : "sync");
+	tune_json_str(f, c->policy);
+	fprintf(f, ",\"device\":\"%s\",\"seconds\":%g,\"warmup\":%g,\"cooldown\":%g,"
+		   "\"seed\":%llu,\"bind\":\"%s\",\"cpuset\":",
+		s->device_name, c->seconds, c->warmup, c->cooldown, (unsigned long long)c->seed,
+		s->bind_name);
+	tune_json_str(f, c->cpuset ? c->cpuset : "");
+	fprintf(f, ",\"threads_requested\":%u,\"batch_rule\":\"%s\"}", c->threads,
+		!c->async ? "num_envs" : s->n_batch ? "fixed" : "num_envs/2");
+	fprintf(f,
+		",\"result\":{\"steps_per_sec\":%.1f,\"raw_steps_per_sec\":%.1f,"
+		"\"efficiency\":%.4f,\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,"
+		"\"cpu_pct\":%.1f,\"rss_kb\":%llu,\"threads_used\":%u,"
+		"\"ns_per_batch\":{\"env\":%.0f,\"ring\":%.0f,\"copy\":%.0f,\"policy\":%.0f,"
+		"\"wait\":%.0f},"
+		"\"shares\":{\"env\":%.4f,\"ring\":%.4f,\"copy\":%.4f,\"policy\":%.4f,\"wait\":%.4f},"
+		"\"bound\":\"%s\"}}\n",
+		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
+		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb, r->threads_used, r->ns_env_step,
+		r->ns_ring, r->ns_copy, r->ns_policy, r->ns_wait, sh->env, sh->ring, sh->copy,
+		sh->policy, sh->wait, tune_bound_name(tune_classify(sh)));
+	fflush(f);
+}
+
+/* Run one configuration; returns its steps/s, or -1 after a failure that
+ * leaves the sweep going. Configuration errors end the sweep (exit 2). */
+static double run_one(struct sweep *s, struct tune_progress *pg, uint32_t envs, uint32_t threads,
+		      uint32_t batch, bool async)
+{
+	struct bench_pool_cfg c;
+	struct bench_pool_result r;
+	struct tune_row row;
+	char what[160];
+	int err;
+
+	bench_pool_cfg_init(&c);
+	c.env = s->env;
+	c.envs = envs;
+	c.threads = threads;
+	c.batch = async ? batch : envs;
+	c.async = async;
+	c.seconds = s->seconds;
+	c.warmup = s->warmup;
+	c.cooldown = s->cooldown;
+	c.policy = s->policy;
+	c.device = s->device;
+	c.seed = s->seed;
+	c.bind = s->bind;
+	c.cpuset = s->cpuset;
+
+	if (threads)
+		snprintf(what, sizeof(what), "%s num_envs=%u threads=%u batch=%u",
+			 async ? "async" : "sync", envs, threads, c.batch);
+	else
+		snprintf(what, sizeof(what), "%s num_envs=%u threads=auto batch=%u",
+			 async ? "async" : "sync", envs, c.batch);
+	tune_progress_step(pg, what);
+	memset(&r, 0, sizeof(r));
+	err = bench_pool_run(&c, &r);
+	tune_progress_end(pg);
+	if (err) {
+		const char *msg = r.msg[0] ? r.msg : sr_strerror(err);
+
+		if (err == -EINVAL || err == -ENOENT || err == -ENOSYS || err == -ENODEV)
+			cli_die("sweep: %s: %s", what, msg);
+		fprintf(stderr, "stepring: sweep: %s: %s\n", what, msg);
+		s->failures++;
+		return -1;
+	}
+	s->runs++;
+	row.envs = envs;
+	row.threads = r.threads_used ? r.threads_used : threads;
+	row.batch = c.batch;
+	row.async = async;
+	row.steps_per_sec = r.steps_per_sec;
+	row.p50_us = r.p50_us;
+	row.p90_us = r.p90_us;
+	row.p99_us = r.p99_us;
+	row.efficiency = r.efficiency;
+	row.sh = (struct tune_shares){r.share_env, r.share_ring, r.share_copy, r.share_policy,
+				      r.share_wait};
+	tune_table_row(stdout, &row);
+	fflush(stdout);
+	if (s->out)
+		write_json(s, &c, &r, &row.sh);
+	if (r.steps_per_sec > s->best_sps[async]) {
+		s->best_sps[async] = r.steps_per_sec;
+		s->best_cfg[async] = c;
+		s->best_cfg[async].threads = row.threads;
+	}
+	return r.steps_per_sec;
+}
+
+static uint32_t auto_start(const struct sweep *s, uint32_t threads, uint32_t batch, bool async)
+{
+	uint32_t start = threads;
+
+	if (!start) {
+		uint32_t cores = tune_physical_cores(), cpus = tune_allowed_cpus();
+
+		start = cores < cpus ? cores : cpus;
+	}
+	if (async)
+		start = start > 2 ? start : 2; /* async needs batch < num_envs */
+	if (async && batch && start <= batch)
+		start = batch + 1;
+	return start;
+}
+
+static void run_series(struct sweep *s, struct tune_progress *pg, uint32_t threads, uint32_t batch,
+		       bool async)
+{
+	if (s->n_envs) {
+		for (int i = 0; i < s->n_envs; i++) {
+			uint32_t envs = (uint32_t)s->envs[i];
+			uint32_t b = batch ? batch : envs / 2;
+
+			if (async && (b == 0 || b >= envs)) {
+				if (s->progress)
+					fprintf(stderr, "stepring: sweep: skipping async num_envs=%u: "
+							"batch %u must be in [1, num_envs)\n",
+						envs, b);
+				continue;
+			}
+			run_one(s, pg, envs, threads, async ? b : envs, async);
+		}
+		return;
+	}
+	{
+		struct tune_auto a;
+		uint32_t envs;
+		double sps = -1;
+
+		tune_auto_init(&a, auto_start(s, threads, batch, async), s->max_envs);
+		while (tune_auto_next(&a, sps, &envs)) {
+			uint32_t b = batch ? batch : envs / 2;
+
+			sps = run_one(s, pg, envs, threads, async ? b : envs, async);
+			if (sps < 0)
+				sps = 0;
+		}
+	}
+}
+
+int cmd_sweep(int argc, char **argv)
+{
+	struct sweep s = {
+		.env = "CartPole-v1",
+		.sync = true,
+		.policy = "none",
+		.device_name = "host",
+		.device = SR_DEVICE_HOST,
+		.seconds = 1.0,
+		.warmup = 0.2,
+		.cooldown = 0.1,
+		.bind_name = "core",
+		.bind = SR_BIND_CORE,
+		.max_envs = 4096,
+		.progress = true,
+	};
+	struct tune_progress pg;
+	struct sr_env_spec spec;
+	const char *val;
+	unsigned total = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (cli_opt(argc, argv, &i, "--env", &val)) {
+			s.env = val;
+		} else if (cli_opt(argc, argv, &i, "--envs", &val)) {
+			s.n_envs = strcmp(val, "auto")
+					   ? cli_int_list("--envs", val, s.envs, MAX_LIST, 1, 1 << 24)
+					   : 0;
+		} else if (cli_opt(argc, argv, &i, "--max-envs", &val)) {
+			s.max_envs = (uint32_t)cli_int("--max-envs", val, 1, 1 << 24);
+		} else if (cli_opt(argc, argv, &i, "--threads", &val)) {
+			s.n_threads = cli_int_list("--threads", val, s.threads, MAX_LIST, 0, 4096);
+		} else if (cli_opt(argc, argv, &i, "--batch", &val)) {
+			s.n_batch = cli_int_list("--batch", val, s.batch, MAX_LIST, 1, 1 << 24);
+		} else if (cli_opt(argc, argv, &i, "--mode", &val)) {
+			parse_mode(&s, val);
+		} else if (cli_opt(argc, argv, &i, "--policy", &val)) {
+			check_policy(val);
+			s.policy = val;
+		} else if (cli_opt(argc, argv, &i, "--device", &val)) {
+			s.device = parse_device(val);
+			s.device_name = val;
+		} else if (cli_opt(argc, argv, &i, "--seconds", &val)) {
+			s.seconds = cli_double("--seconds", val, 0.01, 3600);
+		} else if (cli_opt(argc, argv, &i, "--warmup", &val)) {
+			s.warmup = cli_double("--warmup", val, 0, 3600);
+		} else if (cli_opt(argc, argv, &i, "--cooldown", &val)) {
+			s.cooldown = cli_double("--cooldown", val, 0, 3600);
+		} else if (cli_opt(argc, argv, &i, "--seed", &val)) {
+			s.seed = (uint64_t)cli_int("--seed", val, 0, INT64_MAX);
+		} else if (cli_opt(argc, argv, &i, "--bind", &val)) {
+			s.bind = parse_bind(val);
+			s.bind_name = val;
+		} else if (cli_opt(argc, argv, &i, "--cpuset", &val)) {
+			s.cpuset = val;
+		} else if (cli_opt(argc, argv, &i, "--out", &val)) {
+			s.out_path = val;
+		} else if (cli_opt(argc, argv, &i, "--no-progress", NULL)) {
+			s.progress = false;
+		} else {
+			cli_unknown("sweep", argv[i]);
+		}
+	}
+	cli_env(s.env, &spec);
+	if (!s.n_threads) {
+		s.threads[0] = 0;
+		s.n_threads = 1;
+	}
+	if (s.out_path) {
+		s.out = fopen(s.out_path, "w");
+		if (!s.out)
+			cli_die("--out: cannot write '%s': %s", s.out_path, strerror(errno));
+	}
+	if (s.n_envs)
+		total = (unsigned)(s.n_envs * s.n_threads *
+				   ((s.sync ? 1 : 0) + (s.async ? (s.n_batch ? s.n_batch : 1) : 0)));
+	tune_progress_init(&pg, total, s.progress);
+
+	printf("sweep %s: policy %s, device %s, %gs per configuration (+%gs warm-up, %gs "
+	       "cool-down)\n",
+	       spec.id, s.policy, s.device_name, s.seconds, s.warmup, s.cooldown);
+	tune_table_header(stdout);
+	fflush(stdout);
+	for (int m = 0; m < 2; m++) {
+		bool async = m == 1;
+
+		if ((async && !s.async) || (!async && !s.sync))
+			continue;
+		for (int t = 0; t < s.n_threads; t++) {
+			if (!async) {
+				run_series(&s, &pg, (uint32_t)s.threads[t], 0, false);
+				continue;
+			}
+			if (!s.n_batch)
+				run_series(&s, &pg, (uint32_t)s.threads[t], 0, true);
+			for (int b = 0; b < s.n_batch; b++)
+				run_series(&s, &pg, (uint32_t)s.threads[t], (uint32_t)s.batch[b], true);
+		}
+	}
+	for (int m = 0; m < 2; m++)
+		if (s.best_sps[m] > 0)
+			printf("best %-5s %.0f steps/s at num_envs=%u threads=%u batch=%u\n",
+			       m ? "async" : "sync", s.best_sps[m], s.best_cfg[m].envs,
+			       s.best_cfg[m].threads, s.best_cfg[m].batch);
+	if (s.out) {
+		fclose(s.out);
+		printf("wrote %u JSON lines to %s (plot: /usr/bin/python3 tools/plot_sweep.py %s)\n",
+		       s.runs, s.out_path, s.out_path);
+	}
+	if (s.failures) {
+		fprintf(stderr, "stepring: sweep: %u of %u configurations failed\n", s.failures,
+			s.failures + s.runs);
+		return 1;
+	}
+	return 0;
+}
+#endif
