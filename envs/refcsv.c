@@ -113,6 +113,7 @@ int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv
 	int c_ep = -1, c_t = -1, c_act = -1, c_rew = -1, c_term = -1, c_trunc = -1;
 	int c_state[MAX_COLS], c_obs[MAX_COLS], n_state = 0, n_obs = 0, ncols, err;
 	char *line = NULL, *tok[MAX_COLS + 1];
+	const char *unexpected = NULL;
 	size_t len = 0, cap = 0, lineno = 1;
 	struct sr__refcsv c;
 	FILE *f;
@@ -151,16 +152,18 @@ int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv
 			c_obs[n_obs++] = i;
 		else if (c_t >= 0 && c_act < 0)
 			c_state[n_state++] = i;
-		else {
-			err = sr__errorf(-EINVAL, "%s:1: unexpected column '%s'", path, h);
-			goto out;
-		}
+		else if (!unexpected)
+			unexpected = h;
 	}
 	if (c_ep < 0 || c_t < 0 || c_act < 0 || c_rew < 0 || c_term < 0 || c_trunc < 0) {
 		err = sr__errorf(-EINVAL,
 				 "%s:1: not a reference CSV: the header needs episode, t, <state>, "
 				 "action, obs_*, reward, terminated, truncated",
 				 path);
+		goto out;
+	}
+	if (unexpected) {
+		err = sr__errorf(-EINVAL, "%s:1: unexpected column '%s'", path, unexpected);
 		goto out;
 	}
 	if ((uint32_t)n_obs != spec->obs_dim || (uint32_t)n_state != spec->n_phys) {
