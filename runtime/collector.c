@@ -1,0 +1,271 @@
+/*
+ * DESIGN: the collector.
+ *
+ * The collector is the ring's single consumer. It runs on the thread that
+ * drives the pool (the trainer's thread, which also runs the policy and
+ * talks to the device), inside sr_pool_step / sr_pool_recv: a separate
+ * collector thread would cost a core and a wake-up per batch, and the
+ * batch has to reach that thread anyway. It:
+ *
+ *  1. takes the longest contiguous published range from the ring cursor
+ *     (sr_ring_peek, acquire: pairs with the workers' sr_ring_publish);
+ *  2. picks the batch rows in it: sync mode, the num_envs slots the pool
+ *     reserved (SR_RESERVE_CONTIG, so one view); async mode, the first
+ *     batch_size slots that are env results (not SR_SLOT_PAD filler and
+ *     not the SR_SLOT_FINAL extras of same-step autoreset);
+ *  3. updates the episode accumulators and statistics from every consumed
+ *     slot (transitions only: FIRST and PAD slots are not transitions);
+ *  4. hands the rows to the device (device.h), which gives a view of the
+ *     ring or a copy;
+ *  5. consumes the range (sr_ring_consume): producers may reuse those
+ *     slots, but only after a full lap, and the pool keeps the ring at
+ *     least 4 * num_envs slots, so the batch stays valid until the next
+ *     call (at most 2 * num_envs slots are written meanwhile).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool_internal.h"
+
+int sr__collector_open(sr_pool *p)
+{
+	struct sr__device_cfg cfg = {
+		.kind = p->dev_kind,
+		.index = p->dev_index,
+		.ring = p->ring,
+		.obs_dim = p->obs_dim,
+		.act_size = (uint32_t)p->act_size,
+		.max_rows = p->async ? p->batch_size : p->num_envs,
+		.final_obs = p->keep_final,
+	};
+	int err;
+
+	p->acc = calloc(p->num_envs, sizeof(*p->acc));
+	p->gather = calloc(cfg.max_rows, sizeof(*p->gather));
+	if (p->keep_final && p->async)
+		p->final_stage = calloc((size_t)cfg.max_rows * p->obs_dim, sizeof(float));
+	if (!p->acc || !p->gather || (p->keep_final && p->async && !p->final_stage))
+		return sr__errorf(-ENOMEM, "cannot allocate the collector's buffers");
+	err = sr__device_open(&cfg, &p->dev);
+	if (err)
+		return err;
+	return 0;
+}
+
+void sr__collector_close(sr_pool *p)
+{
+	sr__device_close(p->dev);
+	p->dev = NULL;
+	free(p->acc);
+	free(p->gather);
+	free(p->final_stage);
+	p->acc = NULL;
+	p->gather = NULL;
+	p->final_stage = NULL;
+}
+
+/* Episode bookkeeping for consumed slots [first, first + n). */
+static void account(sr_pool *p, uint64_t first, uint32_t n)
+{
+	uint64_t mask = p->ring_cap - 1;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t s = (first + i) & mask;
+		uint8_t f = p->c_flags[s];
+		struct sr__env_acc *a;
+
+		if (f & SR_SLOT_PAD)
+			continue;
+		a = &p->acc[p->c_env[s]];
+		if (f & SR_SLOT_FIRST) {
+			/* A reset abandons a partial episode. The FIRST slot of a
+			 * same-step autoreset repeats the final step's flags: its
+			 * episode is closed by the matching FINAL slot. */
+			if (!(p->c_term[s] | p->c_trunc[s]))
+				a->ret = 0, a->len = 0;
+			continue;
+		}
+		a->ret += p->c_rew[s];
+		a->len++;
+		if (p->c_term[s] | p->c_trunc[s]) {
+			uint32_t k = (uint32_t)(p->episodes % SR__EPWIN);
+			p->ep_ret[k] = a->ret;
+			p->ep_len[k] = (double)a->len;
+			p->episodes++;
+			a->ret = 0;
+			a->len = 0;
+		}
+	}
+}
+
+/* Consume everything published from the cursor (up to @upto). */
+static void consume_upto(sr_pool *p, uint64_t upto)
+{
+	uint64_t first;
+
+	while (sr_ring_cursor(p->ring) < upto) {
+		uint64_t left = upto - sr_ring_cursor(p->ring);
+		uint32_t n = sr_ring_peek(p->ring, left > UINT32_MAX ? UINT32_MAX : (uint32_t)left,
+					  &first);
+		if (!n)
+			continue; /* sync: everything is published already */
+		account(p, first, n);
+		sr_ring_consume(p->ring, n);
+	}
+}
+
+int sr__collect_sync(sr_pool *p, uint64_t seq, const sr_batch **out)
+{
+	struct sr__batch_req req = {.first_seq = seq, .n = p->num_envs,
+				    .final_obs = p->keep_final ? p->final_env : NULL};
+	uint64_t t0 = sr__now_ns();
+	int err;
+
+	/* Every worker has published (wait_done's acquire), so the whole
+	 * reservation (pads, batch, same-step extras) is ready. */
+	consume_upto(p, sr_ring_head(p->ring));
+	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
+	if (err)
+		return err;
+	p->batches++;
+	p->ns_collect += sr__now_ns() - t0;
+	*out = &p->batch;
+	return 0;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/*
+ * Scan the published range for batch rows. Returns the number of slots to
+ * consume when @need rows were found (row seqs in p->gather), else 0.
+ */
+static uint32_t scan_rows(sr_pool *p, uint32_t need, uint64_t *first, bool *contig)
+{
+	uint64_t mask = p->ring_cap - 1;
+	uint32_t n = sr_ring_peek(p->ring, (uint32_t)p->ring_cap, first), rows = 0;
+
+	*contig = true;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t q = *first + i;
+		if (p->c_flags[q & mask] & (SR_SLOT_PAD | SR_SLOT_FINAL)) {
+			if (rows)
+				*contig = false;
+			continue;
+		}
+		p->gather[rows++] = q;
+		if (rows == need)
+			return i + 1;
+	}
+	return 0;
+}
+
+int sr__collect_async(sr_pool *p, const sr_batch **out)
+{
+	uint32_t need = p->batch_size, used = 0;
+	uint64_t first, t0 = sr__now_ns(), tw = 0, t1;
+	struct sr__batch_req req;
+	bool contig;
+	int err;
+
+	if (p->n_inflight < need)
+		return sr__errorf(-EINVAL, "recv needs %u envs in flight (batch_size) but only %u "
+				  "were sent and not yet received", need, p->n_inflight);
+	for (;;) {
+		uint32_t spins;
+
+		/* Worker 0 lives on this thread: step what it was sent. */
+		sr__async_inline(p);
+		used = scan_rows(p, need, &first, &contig);
+		if (used)
+			break;
+		/* Wait for a worker's publish (E0/E1). */
+		t1 = sr__now_ns();
+		for (spins = 0; spins < p->spin_iters; spins++) {
+			uint32_t v = atomic_load_explicit(&p->pub_evt, memory_order_acquire);
+			used = scan_rows(p, need, &first, &contig);
+			if (used)
+				break;
+			while (atomic_load_explicit(&p->pub_evt, memory_order_acquire) == v &&
+			       ++spins < p->spin_iters)
+				cpu_relax();
+		}
+		if (!used) {
+			for (;;) {
+				uint32_t v;
+				atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
+				v = atomic_load_explicit(&p->pub_evt, memory_order_seq_cst);
+				used = scan_rows(p, need, &first, &contig);
+				if (used)
+					break;
+				sr__futex_wait(&p->pub_evt, v);
+			}
+			atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
+		}
+		tw += sr__now_ns() - t1;
+		break;
+	}
+	p->ns_wait += tw;
+
+	req.first_seq = p->gather[0];
+	req.seqs = contig ? NULL : p->gather;
+	req.n = need;
+	req.final_obs = NULL;
+	if (p->keep_final) {
+		uint64_t mask = p->ring_cap - 1;
+		for (uint32_t i = 0; i < need; i++) {
+			uint64_t s = p->gather[i] & mask;
+			if (p->c_term[s] | p->c_trunc[s])
+				memcpy(p->final_stage + (size_t)i * p->obs_dim,
+				       p->final_env + (size_t)p->c_env[s] * p->obs_dim,
+				       p->obs_dim * sizeof(float));
+		}
+		req.final_obs = p->final_stage;
+	}
+	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
+	if (err)
+		return err;
+	account(p, first, used);
+	for (uint32_t i = 0; i < need; i++) {
+		uint32_t env = p->c_env[p->gather[i] & (p->ring_cap - 1)];
+		p->inflight[env] = 0;
+		p->last_ids[i] = env;
+	}
+	p->last_n = need;
+	p->n_inflight -= need;
+	sr_ring_consume(p->ring, used);
+	p->batches++;
+	p->ns_collect += sr__now_ns() - t0 - tw;
+	*out = &p->batch;
+	return 0;
+}
+
+void sr__collect_drain(sr_pool *p)
+{
+	uint64_t first, mask = p->ring_cap - 1;
+
+	while (p->n_inflight || sr_ring_cursor(p->ring) != sr_ring_head(p->ring)) {
+		uint32_t n;
+
+		sr__async_inline(p);
+		n = sr_ring_peek(p->ring, (uint32_t)p->ring_cap, &first);
+		if (!n) {
+			cpu_relax();
+			continue;
+		}
+		account(p, first, n);
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t s = (first + i) & mask;
+			if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)) && p->inflight[p->c_env[s]]) {
+				p->inflight[p->c_env[s]] = 0;
+				p->n_inflight--;
+			}
+		}
+		sr_ring_consume(p->ring, n);
+	}
+	p->last_n = 0;
+}

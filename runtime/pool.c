@@ -1,0 +1,460 @@
+/*
+ * DESIGN: the pool (public API of include/stepring/pool.h).
+ *
+ * create: validate options, resolve the env, compute the placement plan
+ * (affinity.c), split the envs into contiguous slices (one per worker,
+ * sizes differ by at most one), create the ring (>= 4 * num_envs slots, so
+ * a batch view stays valid while the next one is written), open the
+ * collector's device, start the workers (worker.c), which allocate and seed
+ * their envs from (seed, env index) on their own node.
+ *
+ * Sync step: validate every action first (nothing is stepped on -EINVAL),
+ * reserve num_envs contiguous slots, run the STEP command on all workers
+ * (worker 0 on this thread), then let the collector expose the slots as
+ * the batch (row i = env i). Results depend only on (seed, env index,
+ * actions): never on the thread count or the binding.
+ *
+ * Async: send validates, copies each action into the env's mailbox and
+ * queues the env on its worker; recv runs worker 0's queue on this thread
+ * and collects the first batch_size results published in the ring.
+ *
+ * Threading: the pool is driven from one thread at a time.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool_internal.h"
+
+#define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
+		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY)
+
+void sr_pool_opts_init(sr_pool_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->autoreset = SR_AUTORESET_NEXT_STEP;
+	o->bind = SR_BIND_CORE;
+	o->device = SR_DEVICE_HOST;
+}
+
+static uint64_t pow2_at_least(uint64_t x)
+{
+	uint64_t c = 2;
+
+	while (c < x)
+		c <<= 1;
+	return c;
+}
+
+static int check_opts(const sr_pool_opts *o)
+{
+	if (o->flags & ~(uint32_t)SR_POOL_F_ALL)
+		return sr__errorf(-EINVAL, "unknown pool flags 0x%x", o->flags & ~(uint32_t)SR_POOL_F_ALL);
+	if (o->num_envs == 0)
+		return sr__errorf(-EINVAL, "num_envs must be > 0");
+	if (o->num_envs >= SR__Q_RESET)
+		return sr__errorf(-EINVAL, "num_envs %u is too large", o->num_envs);
+	if (o->batch_size > o->num_envs)
+		return sr__errorf(-EINVAL, "batch_size %u > num_envs %u (batch_size must be <= "
+				  "num_envs; = num_envs or 0 for sync)", o->batch_size, o->num_envs);
+	if (o->autoreset > SR_AUTORESET_DISABLED)
+		return sr__errorf(-EINVAL, "unknown autoreset mode %u (next_step 0, same_step 1, "
+				  "disabled 2)", o->autoreset);
+	if (o->bind > SR_BIND_NONE)
+		return sr__errorf(-EINVAL, "unknown bind policy %u (core 0, numa 1, none 2)", o->bind);
+	if (o->device > SR_DEVICE_AUTO)
+		return sr__errorf(-EINVAL, "unknown device %u (host 0, cuda 1, auto 2)", o->device);
+	if (!o->spec && !o->env)
+		return sr__errorf(-EINVAL, "no env: set opts.env (id or name) or opts.spec");
+	if ((o->flags & SR_POOL_F_CPUSET) && !o->cpuset)
+		return sr__errorf(-EINVAL, "SR_POOL_F_CPUSET set but cpuset is NULL");
+	if ((o->flags & SR_POOL_F_RING_NAME) && (!o->ring_name || !o->ring_name[0]))
+		return sr__errorf(-EINVAL, "SR_POOL_F_RING_NAME set but ring_name is empty");
+	if ((o->flags & SR_POOL_F_TOPOLOGY) && !o->topology)
+		return sr__errorf(-EINVAL, "SR_POOL_F_TOPOLOGY set but topology is NULL");
+	if (o->ring_capacity && (o->ring_capacity & (o->ring_capacity - 1)))
+		return sr__errorf(-EINVAL, "ring_capacity %llu is not a power of two",
+				  (unsigned long long)o->ring_capacity);
+	if (o->ring_capacity && o->ring_capacity < 4ull * o->num_envs)
+		return sr__errorf(-EINVAL, "ring_capacity %llu < 4 * num_envs (%llu): a batch "
+				  "must stay valid while the next one is written",
+				  (unsigned long long)o->ring_capacity, 4ull * o->num_envs);
+	return 0;
+}
+
+int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
+{
+	sr_ring_opts ro;
+	sr_pool *p;
+	uint32_t T, base, extra, env;
+	int err;
+
+	if (!out)
+		return sr__errorf(-EINVAL, "sr_pool_create: out is NULL");
+	*out = NULL;
+	if (!o)
+		return sr__errorf(-EINVAL, "sr_pool_create: opts is NULL");
+	err = check_opts(o);
+	if (err)
+		return err;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return sr__errorf(-ENOMEM, "out of memory");
+	p->start_ns = sr__now_ns();
+	if (o->spec) {
+		err = sr_env_validate(o->spec);
+		if (err)
+			goto fail;
+		p->spec = *o->spec;
+	} else {
+		err = sr_env_find(o->env, &p->spec);
+		if (err)
+			goto fail;
+	}
+	p->num_envs = o->num_envs;
+	p->batch_size = o->batch_size ? o->batch_size : o->num_envs;
+	p->async = p->batch_size < p->num_envs;
+	p->autoreset = o->autoreset;
+	p->keep_final = o->autoreset == SR_AUTORESET_SAME_STEP || (o->flags & SR_POOL_F_FINAL_OBS);
+	p->seed = (o->flags & SR_POOL_F_SEED) ? o->seed : 0;
+	p->act_size = sr_env_action_size(&p->spec);
+	p->obs_dim = p->spec.obs_dim;
+	p->dev_kind = o->device;
+	p->dev_index = o->device_index;
+	p->spin_iters = 1u << 14;
+	{
+		const char *s = getenv("STEPRING_SPIN");
+		if (s && *s)
+			p->spin_iters = (uint32_t)strtoul(s, NULL, 10);
+	}
+
+	err = sr__plan_compute((o->flags & SR_POOL_F_TOPOLOGY) ? o->topology : NULL,
+			       (o->flags & SR_POOL_F_CPUSET) ? o->cpuset : NULL, o->num_threads,
+			       o->bind, &p->plan);
+	if (err)
+		goto fail;
+	if (o->flags & SR_POOL_F_TOPOLOGY) {
+		/* A described topology is not this machine: plan only, no binding. */
+		for (uint32_t i = 0; i < p->plan->nthreads; i++)
+			p->plan->w[i].cpus[0] = '\0';
+	}
+	T = p->plan->nthreads;
+	if (T > p->num_envs)
+		T = p->num_envs; /* a worker without envs would only cost a thread */
+	p->num_threads = T;
+
+	/* Ring. */
+	memset(&ro, 0, sizeof(ro));
+	ro.obs_dim = p->obs_dim;
+	ro.act_size = (uint32_t)p->act_size;
+	ro.capacity = o->ring_capacity ? o->ring_capacity
+				       : pow2_at_least(4ull * p->num_envs > 1024 ? 4ull * p->num_envs
+										  : 1024);
+	if (o->flags & SR_POOL_F_RING_NAME) {
+		ro.flags = SR_RING_SHM;
+		ro.name = o->ring_name;
+	}
+	err = sr_ring_create(&ro, &p->ring);
+	if (err)
+		goto fail;
+	p->ring_cap = sr_ring_capacity(p->ring);
+	p->c_obs = sr_ring_obs_col(p->ring);
+	p->c_act = sr_ring_action_col(p->ring);
+	p->c_rew = sr_ring_reward_col(p->ring);
+	p->c_term = sr_ring_terminated_col(p->ring);
+	p->c_trunc = sr_ring_truncated_col(p->ring);
+	p->c_flags = sr_ring_flags_col(p->ring);
+	p->c_env = sr_ring_env_id_col(p->ring);
+	p->c_prev = sr_ring_prev_col(p->ring);
+
+	/* Slices: contiguous, sizes differ by at most one. */
+	p->workers = aligned_alloc(SR_CACHELINE, sizeof(*p->workers) * T);
+	p->env_worker = calloc(p->num_envs, sizeof(*p->env_worker));
+	p->inflight = calloc(p->num_envs, 1);
+	p->last_ids = calloc(p->num_envs, sizeof(*p->last_ids));
+	p->async_act = calloc(p->num_envs, p->act_size);
+	if (p->keep_final)
+		p->final_env = calloc((size_t)p->num_envs * p->obs_dim, sizeof(float));
+	if (!p->workers || !p->env_worker || !p->inflight || !p->last_ids || !p->async_act ||
+	    (p->keep_final && !p->final_env)) {
+		err = sr__errorf(-ENOMEM, "out of memory for %u envs", p->num_envs);
+		goto fail;
+	}
+	memset(p->workers, 0, sizeof(*p->workers) * T);
+	base = p->num_envs / T;
+	extra = p->num_envs % T;
+	env = 0;
+	for (uint32_t i = 0; i < T; i++) {
+		struct sr__worker *w = &p->workers[i];
+		w->pool = p;
+		w->index = i;
+		w->first_env = env;
+		w->n_envs = base + (i < extra);
+		w->cpu = p->plan->w[i].cpu;
+		for (uint32_t k = 0; k < w->n_envs; k++)
+			p->env_worker[env + k] = i;
+		env += w->n_envs;
+	}
+	atomic_store_explicit(&p->cmd, p->async ? SR__CMD_ASYNC : SR__CMD_NONE,
+			      memory_order_relaxed);
+
+	err = sr__collector_open(p);
+	if (err)
+		goto fail;
+	if (o->flags & SR_POOL_F_RING_NAME) {
+		err = sr__stats_shm_open(p, o->ring_name);
+		if (err)
+			goto fail;
+	}
+	err = sr__workers_start(p);
+	if (err)
+		goto fail;
+	sr__clear_error();
+	*out = p;
+	return 0;
+fail:
+	sr_pool_destroy(p);
+	return err;
+}
+
+void sr_pool_destroy(sr_pool *p)
+{
+	if (!p)
+		return;
+	sr__workers_stop(p);
+	sr__stats_shm_close(p);
+	sr__collector_close(p);
+	sr_ring_destroy(p->ring);
+	sr__plan_free(p->plan);
+	free(p->workers);
+	free(p->env_worker);
+	free(p->inflight);
+	free(p->last_ids);
+	free(p->async_act);
+	free(p->final_env);
+	free(p);
+}
+
+/* Validate the actions of @n envs (ids or 0..n-1); -EINVAL names the env. */
+static int check_actions(const sr_pool *p, const void *actions, const uint32_t *ids, uint32_t n)
+{
+	const sr_env_spec *s = &p->spec;
+
+	if (!actions)
+		return sr__errorf(-EINVAL, "actions is NULL");
+	if (s->act_kind == SR_SPACE_DISCRETE) {
+		const int32_t *a = actions;
+		for (uint32_t i = 0; i < n; i++)
+			if (a[i] < 0 || (uint32_t)a[i] >= s->act_n)
+				return sr__errorf(-EINVAL, "env %u: action %d is out of range [0, %u)",
+						  ids ? ids[i] : i, a[i], s->act_n);
+	} else {
+		const float *a = actions;
+		for (uint32_t i = 0; i < n; i++)
+			for (uint32_t d = 0; d < s->act_dim; d++) {
+				float v = a[(size_t)i * s->act_dim + d];
+				if (!isfinite(v))
+					return sr__errorf(-EINVAL, "env %u: action[%u] is %s", ids ? ids[i] : i,
+							  d, isnan(v) ? "NaN" : "infinite");
+				if (v < s->act_low[d] || v > s->act_high[d])
+					return sr__errorf(-EINVAL, "env %u: action[%u] = %g is outside "
+							  "[%g, %g]", ids ? ids[i] : i, d, v,
+							  s->act_low[d], s->act_high[d]);
+			}
+	}
+	return 0;
+}
+
+static void lat_record(sr_pool *p, uint64_t t0)
+{
+	p->lat_us[p->lat_n++ % (sizeof(p->lat_us) / sizeof(p->lat_us[0]))] =
+		(double)(sr__now_ns() - t0) / 1e3;
+	if (p->shm)
+		sr__stats_shm_update(p);
+}
+
+static int sync_cmd(sr_pool *p, uint32_t cmd, const void *actions, const uint8_t *mask,
+		    const sr_batch **out)
+{
+	uint64_t seq, t0 = sr__now_ns();
+	int err;
+
+	err = sr_ring_reserve(p->ring, p->num_envs, SR_RESERVE_CONTIG, &seq);
+	if (err)
+		return err;
+	p->cmd_actions = actions;
+	p->cmd_mask = mask;
+	p->cmd_seq = seq;
+	sr__workers_run(p, cmd);
+	err = sr__collect_sync(p, seq, out);
+	lat_record(p, t0);
+	return err;
+}
+
+int sr_pool_reset(sr_pool *p, const sr_batch **out)
+{
+	if (!p)
+		return sr__errorf(-EINVAL, "pool is NULL");
+	if (p->async) {
+		/* Drop whatever is in flight, then queue a reset of every env;
+		 * recv returns them. */
+		sr__collect_drain(p);
+		for (uint32_t e = 0; e < p->num_envs; e++) {
+			p->inflight[e] = 1;
+			sr__async_enqueue(p, e | SR__Q_RESET);
+		}
+		p->n_inflight = p->num_envs;
+		sr__async_kick(p);
+		if (out)
+			*out = NULL;
+		return 0;
+	}
+	if (!out)
+		return sr__errorf(-EINVAL, "out is NULL");
+	return sync_cmd(p, SR__CMD_RESET, NULL, NULL, out);
+}
+
+int sr_pool_step(sr_pool *p, const void *actions, const sr_batch **out)
+{
+	int err;
+
+	if (!p || !out)
+		return sr__errorf(-EINVAL, "sr_pool_step: NULL argument");
+	if (p->async)
+		return sr__errorf(-EINVAL, "sr_pool_step is for sync pools (batch_size == num_envs); "
+				  "this one is async: use sr_pool_send / sr_pool_recv");
+	err = check_actions(p, actions, NULL, p->num_envs);
+	if (err)
+		return err;
+	return sync_cmd(p, SR__CMD_STEP, actions, NULL, out);
+}
+
+int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch **out)
+{
+	if (!p || !mask || !out)
+		return sr__errorf(-EINVAL, "sr_pool_reset_mask: NULL argument");
+	if (p->async)
+		return sr__errorf(-EINVAL, "sr_pool_reset_mask is for sync pools");
+	return sync_cmd(p, SR__CMD_RESET, NULL, mask, out);
+}
+
+int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint32_t n)
+{
+	int err;
+
+	if (!p)
+		return sr__errorf(-EINVAL, "pool is NULL");
+	if (!p->async)
+		return sr__errorf(-EINVAL, "sr_pool_send is for async pools (batch_size < "
+				  "num_envs); this one is sync: use sr_pool_step");
+	if (!env_ids) {
+		if (n != p->last_n)
+			return sr__errorf(-EINVAL, "send with env_ids NULL needs n = %u (the last "
+					  "batch), got %u", p->last_n, n);
+		env_ids = p->last_ids;
+	}
+	if (n == 0)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (env_ids[i] >= p->num_envs)
+			return sr__errorf(-EINVAL, "env id %u out of range [0, %u)", env_ids[i],
+					  p->num_envs);
+		if (p->inflight[env_ids[i]] == 1)
+			return sr__errorf(-EINVAL, "env %u already has an action in flight (send "
+					  "again only after recv returned it)", env_ids[i]);
+		p->inflight[env_ids[i]] = 1; /* provisional: catches duplicates in this call */
+	}
+	err = check_actions(p, actions, env_ids, n);
+	if (err) {
+		for (uint32_t i = 0; i < n; i++)
+			p->inflight[env_ids[i]] = 0;
+		return err;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t e = env_ids[i];
+		memcpy(p->async_act + (size_t)e * p->act_size,
+		       (const unsigned char *)actions + (size_t)i * p->act_size, p->act_size);
+		sr__async_enqueue(p, e);
+	}
+	p->n_inflight += n;
+	p->call_t0 = sr__now_ns();
+	sr__async_kick(p);
+	return 0;
+}
+
+int sr_pool_recv(sr_pool *p, const sr_batch **out)
+{
+	uint64_t t0;
+	int err;
+
+	if (!p || !out)
+		return sr__errorf(-EINVAL, "sr_pool_recv: NULL argument");
+	if (!p->async)
+		return sr__errorf(-EINVAL, "sr_pool_recv is for async pools; use sr_pool_step");
+	t0 = p->call_t0 ? p->call_t0 : sr__now_ns();
+	err = sr__collect_async(p, out);
+	if (!err)
+		lat_record(p, t0);
+	p->call_t0 = 0;
+	return err;
+}
+
+void sr__pool_quiesce(sr_pool *p)
+{
+	if (p->async)
+		sr__collect_drain(p);
+}
+
+const sr_env_spec *sr_pool_spec(const sr_pool *p)
+{
+	return p ? &p->spec : NULL;
+}
+
+sr_ring *sr_pool_ring(const sr_pool *p)
+{
+	return p ? p->ring : NULL;
+}
+
+uint32_t sr_pool_num_envs(const sr_pool *p)
+{
+	return p ? p->num_envs : 0;
+}
+
+uint32_t sr_pool_num_threads(const sr_pool *p)
+{
+	return p ? p->num_threads : 0;
+}
+
+uint32_t sr_pool_batch_size(const sr_pool *p)
+{
+	return p ? p->batch_size : 0;
+}
+
+int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
+{
+	uint32_t k;
+	double r = 0, l = 0;
+
+	if (!p || !out)
+		return sr__errorf(-EINVAL, "sr_pool_stats_get: NULL argument");
+	memset(out, 0, sizeof(*out));
+	for (uint32_t i = 0; i < p->num_threads; i++) {
+		struct sr__worker *w = &p->workers[i];
+		out->steps += atomic_load_explicit(&w->steps, memory_order_relaxed);
+		out->ns_env_step += atomic_load_explicit(&w->ns_env, memory_order_relaxed);
+		out->ns_ring_publish += atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
+		if (i)
+			out->ns_wait += atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
+	}
+	out->ns_collect = p->ns_collect;
+	out->ns_wait += p->ns_wait;
+	out->episodes = p->episodes;
+	k = p->episodes < SR__EPWIN ? (uint32_t)p->episodes : SR__EPWIN;
+	for (uint32_t i = 0; i < k; i++) {
+		r += p->ep_ret[i];
+		l += p->ep_len[i];
+	}
+	out->mean_return = k ? r / k : 0.0;
+	out->mean_length = k ? l / k : 0.0;
+	return 0;
+}

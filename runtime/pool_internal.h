@@ -1,0 +1,270 @@
+/*
+ * Internal layout of a pool (runtime/pool.c, worker.c, collector.c).
+ *
+ * This header is the contract for code that needs to look inside a pool:
+ * the checkpoint engine snapshots and restores the env states, the
+ * elapsed-step counters, the episode accumulators and the statistics; the
+ * device code plugs into the collector through runtime/device.h.
+ *
+ * OWNERSHIP (see docs/pool.md for the whole design)
+ *
+ *  - Env i belongs to exactly one worker for the life of the pool: worker w
+ *    owns the contiguous slice [w->first_env, w->first_env + w->n_envs).
+ *    Its state bytes live in w->states (one allocation per worker, first
+ *    touched by the bound worker thread), together with the per-env
+ *    bookkeeping in struct sr__env_book (w->book[i - first_env]).
+ *  - Worker 0 is "inline": the thread that calls sr_pool_step/recv/reset
+ *    steps worker 0's slice itself. Workers 1..T-1 are pthreads bound by
+ *    the placement plan. So num_threads = T uses T CPUs, not T + 1.
+ *  - Episode accumulators (return, length) and the episode statistics are
+ *    owned by the collector, which runs on the calling thread; workers do
+ *    not touch them.
+ *
+ * QUIESCENT POINTS: between two pool calls in sync mode, and in async mode
+ * once every sent env has been received, no worker touches any of this, so
+ * the checkpoint engine may read or write it from the calling thread
+ * (sr__pool_quiesce() waits for such a point).
+ */
+#ifndef SR_POOL_INTERNAL_H
+#define SR_POOL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+#include "stepring/pool.h"
+#include "stepring/stats.h"
+#include "device.h"
+
+/*
+ * Placement plan (affinity.c, the only file that includes hwloc.h).
+ * Worker w runs on plan->w[w]; worker 0 is the calling thread, which the
+ * pool does not bind (its entry says where it should live).
+ */
+struct sr__plan_worker {
+	int32_t cpu;    /* OS index of the PU it is bound to (bind core), or -1 */
+	int32_t core;   /* logical index of its core, or -1 (bind none) */
+	int32_t numa;   /* OS index of its NUMA node, or -1 */
+	int32_t pack;   /* logical index of its package, or -1 */
+	char cpus[256]; /* cpuset it is bound to, as a list ("0-7"), "" = unbound */
+};
+
+struct sr__plan {
+	uint32_t nthreads; /* workers planned */
+	uint32_t ncores;   /* cores with at least one allowed PU */
+	uint32_t npus;     /* allowed PUs */
+	uint32_t nnuma;    /* NUMA nodes holding allowed PUs */
+	uint32_t bind;     /* enum sr_bind */
+	char allowed[256]; /* allowed cpuset as a list */
+	char warning[256]; /* non-fatal remark ("2 threads per core"), or "" */
+	struct sr__plan_worker w[]; /* nthreads */
+};
+
+/*
+ * Compute the placement plan. @topology: NULL for this machine, an hwloc
+ * synthetic description ("pack:2 numa:2 core:8 pu:2") or the path of an
+ * hwloc XML export (ends in ".xml"). @cpuset: NULL or a list like "0-3,8"
+ * restricting the PUs (like taskset -c). @num_threads: 0 = one per allowed
+ * physical core. Workers are spread over the NUMA nodes in proportion to
+ * their allowed cores, then over cores in order; more threads than cores
+ * use the second PU of each core (warning), more threads than PUs is
+ * -EINVAL. Pure: reads the topology, binds nothing. Returns 0, -EINVAL
+ * (bad description, cpuset, thread count), -ENOMEM; *@out is freed with
+ * sr__plan_free().
+ */
+int sr__plan_compute(const char *topology, const char *cpuset, uint32_t num_threads,
+		     uint32_t bind, struct sr__plan **out);
+void sr__plan_free(struct sr__plan *plan);
+/* Print the plan as text, one line per worker. */
+void sr__plan_print(const struct sr__plan *plan, FILE *f);
+/* Bind the calling thread as worker @w of @plan says (no-op for bind none
+ * or empty cpus). 0 or -errno (the pool treats failure as a warning). */
+int sr__bind_self(const struct sr__plan_worker *w);
+
+/* Per-env bookkeeping kept by the owning worker (in its own allocation). */
+struct sr__env_book {
+	uint64_t prev_seq; /* ring sequence of this env's last slot (SR_RING_NO_PREV after reset) */
+	uint32_t elapsed;  /* steps since the last reset: TimeLimit truncation */
+	uint8_t done;      /* the last step ended the episode (terminated | truncated) */
+	uint8_t term;      /* ... by termination (DISABLED mode repeats it) */
+	uint8_t trunc;     /* ... by truncation */
+	uint8_t pad0;
+};
+
+/* Episode accumulators, per env, owned by the collector. */
+struct sr__env_acc {
+	double ret;   /* sum of rewards of the current episode */
+	uint64_t len; /* steps of the current episode */
+};
+
+#define SR__EPWIN 100 /* episode statistics window */
+
+/* Worker commands (sync mode, and async drains). */
+enum sr__cmd {
+	SR__CMD_NONE = 0,
+	SR__CMD_STEP = 1,  /* step the slice with pool->cmd_actions into pool->cmd_seq + env */
+	SR__CMD_RESET = 2, /* reset the slice (cmd_mask NULL) or the masked envs */
+	SR__CMD_ASYNC = 3, /* drain the worker's queue (async mode) */
+	SR__CMD_STOP = 4,
+};
+
+/* Entries of an async queue: env index, plus this bit for "reset it". */
+#define SR__Q_RESET 0x80000000u
+
+struct sr__worker {
+	/* --- read-mostly, set at create --- */
+	struct sr_pool *pool;
+	uint32_t index;
+	uint32_t first_env;
+	uint32_t n_envs;
+	int32_t cpu;      /* bound CPU (bind core) or -1 */
+	pthread_t thread; /* unused for worker 0 (inline) */
+	bool started;
+
+	/* Memory owned by the worker, allocated by its own thread after it is
+	 * bound (first touch puts it on the worker's NUMA node). */
+	void *mem;                  /* one allocation holding everything below */
+	unsigned char *states;      /* n_envs * spec.state_size */
+	struct sr__env_book *book;  /* n_envs */
+	double *reward_scratch;     /* n_envs: the env writes double rewards */
+	unsigned char *act_scratch; /* n_envs * act_size (async gathers) */
+	uint32_t *run_env;          /* n_envs: async drain list */
+	uint32_t *done_loc;         /* n_envs: SAME_STEP envs that finished this slice */
+	uint64_t *done_seq;         /* ... and their slot sequences */
+	int alloc_err;
+
+	/* --- async queue: single producer (pool thread), single consumer
+	 * (this worker). Free-running indices; capacity >= n_envs, and an env
+	 * is never queued twice, so it cannot overflow. --- */
+	uint32_t *q;
+	uint32_t q_mask;
+	_Alignas(SR_CACHELINE) _Atomic uint32_t q_head; /* written by the pool thread */
+	_Alignas(SR_CACHELINE) _Atomic uint32_t q_tail; /* written by the worker */
+
+	/* --- wake-up word: the pool thread bumps it (release) after setting
+	 * a command; the worker futex-waits on it. --- */
+	_Alignas(SR_CACHELINE) _Atomic uint32_t go;
+	_Atomic uint32_t sleeping; /* worker is (about to be) in futex_wait(go) */
+
+	/* --- counters, written by this worker only (relaxed), read by
+	 * stats and the shm block --- */
+	_Alignas(SR_CACHELINE) _Atomic uint64_t steps;
+	_Atomic uint64_t ns_env;   /* inside spec->step / reset */
+	_Atomic uint64_t ns_ring;  /* reserve, bookkeeping, publish */
+	_Atomic uint64_t ns_idle;  /* spinning or sleeping */
+	sr_stats_worker *shm;      /* this worker's slot in the stats block, or NULL */
+	char pad_end[SR_CACHELINE];
+};
+
+struct sr_pool {
+	/* --- configuration --- */
+	sr_env_spec spec;
+	uint32_t num_envs, num_threads, batch_size;
+	bool async;
+	uint32_t autoreset;
+	bool keep_final;  /* final_obs kept (SAME_STEP or SR_POOL_F_FINAL_OBS) */
+	uint64_t seed;
+	size_t act_size;
+	uint32_t obs_dim;
+	uint32_t spin_iters; /* spin before futex_wait */
+
+	struct sr__plan *plan; /* placement (affinity.c) */
+
+	sr_ring *ring;
+	uint64_t ring_cap;
+	/* Ring columns (cached). */
+	float *c_obs, *c_rew;
+	uint8_t *c_act, *c_term, *c_trunc, *c_flags;
+	uint32_t *c_env;
+	uint64_t *c_prev;
+
+	struct sr__worker *workers; /* num_threads; workers[0] is inline */
+	uint32_t *env_worker;       /* env -> worker index */
+
+	/* --- sync command, written by the pool thread before bumping go
+	 * (release), read by workers after they see go (acquire) --- */
+	_Atomic uint32_t cmd;
+	const unsigned char *cmd_actions;
+	const uint8_t *cmd_mask;
+	uint64_t cmd_seq;
+
+	/* Completion: the last worker to finish a sync command stores
+	 * done_gen = gen (release) and wakes the pool thread if it sleeps. */
+	_Alignas(SR_CACHELINE) _Atomic uint32_t pending;
+	_Atomic uint32_t done_gen;
+	_Atomic uint32_t main_sleeping;
+	uint32_t gen;
+
+	/* Async: bumped (release) by a worker after each publish; the pool
+	 * thread futex-waits on it in recv. */
+	_Alignas(SR_CACHELINE) _Atomic uint32_t pub_evt;
+
+	/* --- async state, pool thread only --- */
+	unsigned char *async_act; /* num_envs * act_size mailbox; see worker.c */
+	uint8_t *inflight;        /* env sent and not yet received */
+	uint32_t n_inflight;
+	uint32_t *last_ids;       /* env ids of the last batch (send with NULL) */
+	uint32_t last_n;
+
+	/* --- final obs side buffer: row = env (written by the owning worker) --- */
+	float *final_env;
+
+	/* --- collector (pool thread) --- */
+	struct sr__device *dev;
+	uint32_t dev_kind;
+	int32_t dev_index;
+	uint64_t *gather;          /* batch_size seqs when a batch is not one range */
+	float *final_stage;        /* async: final obs rows in batch order */
+	struct sr__env_acc *acc;   /* num_envs */
+	double ep_ret[SR__EPWIN], ep_len[SR__EPWIN];
+	uint64_t episodes;
+	uint64_t batches;
+	uint64_t ns_collect, ns_wait;
+	sr_batch batch;
+	double lat_us[256]; /* recent batch latencies for the stats block */
+	uint32_t lat_n;
+	uint64_t call_t0;
+
+	/* --- stats block in shared memory (stats_shm.c), or NULL --- */
+	struct sr_stats_shm *shm;
+	size_t shm_len;
+	char *shm_name;
+	uint64_t start_ns;
+};
+
+/* --- worker.c --- */
+int sr__workers_start(sr_pool *p);
+void sr__workers_stop(sr_pool *p);
+/* Run a sync command on every worker (worker 0 inline) and wait. */
+void sr__workers_run(sr_pool *p, uint32_t cmd);
+/* Async: pool thread queues env (| SR__Q_RESET) to its worker; then kick. */
+void sr__async_enqueue(sr_pool *p, uint32_t env);
+void sr__async_kick(sr_pool *p);
+/* Async: step whatever sits in worker 0's queue, on the calling thread. */
+void sr__async_inline(sr_pool *p);
+void sr__futex_wait(_Atomic uint32_t *addr, uint32_t val);
+void sr__futex_wake(_Atomic uint32_t *addr);
+uint64_t sr__now_ns(void);
+
+/* --- collector.c --- */
+int sr__collector_open(sr_pool *p);
+void sr__collector_close(sr_pool *p);
+/* Sync: consume everything published (pads, batch, extras) and expose
+ * slots [seq, seq + num_envs) as the batch. */
+int sr__collect_sync(sr_pool *p, uint64_t seq, const sr_batch **out);
+/* Async: wait for batch_size ready envs and expose them. */
+int sr__collect_async(sr_pool *p, const sr_batch **out);
+/* Async: wait until nothing is in flight and drop what is published. */
+void sr__collect_drain(sr_pool *p);
+
+/* --- stats_shm.c --- */
+int sr__stats_shm_open(sr_pool *p, const char *ring_name);
+void sr__stats_shm_update(sr_pool *p);
+void sr__stats_shm_close(sr_pool *p);
+
+/* --- pool.c --- */
+/* Wait until no worker touches env state (async: everything received). */
+void sr__pool_quiesce(sr_pool *p);
+
+#endif

@@ -1,0 +1,132 @@
+/*
+ * The pool's statistics block in shared memory (include/stepring/stats.h),
+ * published as "<ring_name>.stats" when the pool has a ring name.
+ *
+ * Writers: the pool thread (aggregates, under the seqlock) and each worker
+ * (its own sr_stats_worker, relaxed stores, see worker.c). The seqlock:
+ * seq is made odd (relaxed store + release fence), the fields are written,
+ * then seq is made even with a release store; a reader loads seq with
+ * acquire, copies, issues an acquire fence and re-reads seq.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "pool_internal.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int sr__stats_shm_open(sr_pool *p, const char *ring_name)
+{
+	const char *base = ring_name[0] == '/' ? ring_name + 1 : ring_name;
+	size_t len = sizeof(struct sr_stats_shm);
+	struct sr_stats_shm *s;
+	char *name;
+	int fd;
+
+	name = malloc(strlen(base) + 16);
+	if (!name)
+		return sr__errorf(-ENOMEM, "out of memory");
+	sprintf(name, "/%s.stats", base);
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0) {
+		int err = -errno;
+		sr__errorf(err, "cannot create the stats segment '%s': %s", name, sr_strerror(err));
+		free(name);
+		return err;
+	}
+	if (ftruncate(fd, (off_t)len) < 0) {
+		int err = -errno;
+		close(fd);
+		shm_unlink(name);
+		sr__errorf(err, "cannot size the stats segment '%s': %s", name, sr_strerror(err));
+		free(name);
+		return err;
+	}
+	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (s == MAP_FAILED) {
+		int err = -errno;
+		shm_unlink(name);
+		sr__errorf(err, "cannot map the stats segment '%s': %s", name, sr_strerror(err));
+		free(name);
+		return err;
+	}
+	memset(s, 0, len);
+	s->version = SR_STATS_VERSION;
+	s->state = SR_STATS_STATE_RUNNING;
+	s->pid = getpid();
+	snprintf(s->env_id, sizeof(s->env_id), "%s", p->spec.id);
+	s->num_envs = p->num_envs;
+	s->num_threads = p->num_threads;
+	s->batch_size = p->batch_size;
+	s->mode = p->async ? 1 : 0;
+	s->start_ns = p->start_ns;
+	s->now_ns = p->start_ns;
+	s->ring_capacity = p->ring_cap;
+	for (uint32_t i = 0; i < SR_STATS_MAX_WORKERS; i++)
+		s->workers[i].cpu = UINT64_MAX;
+	for (uint32_t i = 0; i < p->num_threads && i < SR_STATS_MAX_WORKERS; i++)
+		p->workers[i].shm = &s->workers[i];
+	/* Magic last, with release: a reader that sees it sees the rest. */
+	__atomic_store_n(&s->magic, SR_STATS_MAGIC, __ATOMIC_RELEASE);
+	p->shm = s;
+	p->shm_len = len;
+	p->shm_name = name;
+	return 0;
+}
+
+void sr__stats_shm_update(sr_pool *p)
+{
+	struct sr_stats_shm *s = p->shm;
+	sr_pool_stats st;
+	double lat[256];
+	uint32_t n = p->lat_n < 256 ? p->lat_n : 256;
+	uint64_t seq;
+
+	if (!s)
+		return;
+	/* Every 64 batches: the block is for humans, not for the hot path. */
+	if (p->lat_n % 64 != 1 && p->lat_n > 1)
+		return;
+	sr_pool_stats_get(p, &st);
+	memcpy(lat, p->lat_us, n * sizeof(double));
+	qsort(lat, n, sizeof(double), cmp_double);
+	seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	s->now_ns = sr__now_ns();
+	s->steps = st.steps;
+	s->batches = p->batches;
+	s->episodes = st.episodes;
+	s->mean_return = st.mean_return;
+	s->mean_length = st.mean_length;
+	s->p50_us = n ? lat[n / 2] : 0;
+	s->p99_us = n ? lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] : 0;
+	s->ring_head = sr_ring_head(p->ring);
+	s->ring_cursor = sr_ring_cursor(p->ring);
+	__atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+void sr__stats_shm_close(sr_pool *p)
+{
+	if (!p->shm)
+		return;
+	p->lat_n = 1; /* force an update */
+	sr__stats_shm_update(p);
+	__atomic_store_n(&p->shm->state, SR_STATS_STATE_ENDED, __ATOMIC_RELEASE);
+	for (uint32_t i = 0; i < p->num_threads && p->workers; i++)
+		p->workers[i].shm = NULL;
+	munmap(p->shm, p->shm_len);
+	shm_unlink(p->shm_name);
+	free(p->shm_name);
+	p->shm = NULL;
+}

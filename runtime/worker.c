@@ -1,0 +1,634 @@
+/*
+ * DESIGN: the pool's workers.
+ *
+ * Worker w owns envs [first_env, first_env + n_envs) for the pool's life.
+ * Worker 0 runs on the calling thread (inline); workers 1..T-1 are pthreads
+ * bound by the placement plan, which allocate their own memory after
+ * binding (first touch => their NUMA node) and seed their own envs.
+ *
+ * Sync command (STEP / RESET): the pool thread reserves num_envs
+ * contiguous ring slots, writes the command into the pool (cmd, actions,
+ * first sequence), bumps each worker's `go` word and steps worker 0's
+ * slice itself. Each worker steps its slice straight into slots
+ * [seq + first_env, seq + first_env + n_envs), publishes them, and
+ * decrements `pending`; the last one stores done_gen and wakes the pool
+ * thread if it sleeps.
+ *
+ * Async: the pool thread pushes env indices into the owning worker's SPSC
+ * queue (actions in a per-env mailbox) and bumps `go`. The worker pops
+ * everything, reserves one slot range for it, steps runs of consecutive
+ * envs, publishes, and bumps pool->pub_evt for recv.
+ *
+ * Sleeping: spin (cpu_relax) for spin_iters rounds, then announce
+ * `sleeping` and futex_wait on the word. The waker stores the word, then
+ * reads `sleeping`, and only then makes the futex_wake system call. Both
+ * sides use seq_cst for (store word, load sleeping) / (store sleeping,
+ * load word), so at least one of them sees the other (Dekker): either the
+ * waker sees sleeping = 1 and wakes, or the sleeper sees the new word and
+ * does not sleep; futex_wait itself rechecks the word in the kernel.
+ *
+ * Hot path: no lock, no allocation, no system call except futex for
+ * sleeping and waking a sleeper; clock reads are per slice (vDSO).
+ */
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pool_internal.h"
+
+uint64_t sr__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void sr__futex_wait(_Atomic uint32_t *addr, uint32_t val)
+{
+	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+void sr__futex_wake(_Atomic uint32_t *addr)
+{
+	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static inline void add_relaxed(_Atomic uint64_t *c, uint64_t v)
+{
+	/* Single writer: a relaxed load + store is enough; readers may be stale. */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Memory of a worker                                                      */
+/* ---------------------------------------------------------------------- */
+
+static size_t align64(size_t x)
+{
+	return (x + 63) & ~(size_t)63;
+}
+
+static int worker_alloc(struct sr__worker *w)
+{
+	sr_pool *p = w->pool;
+	size_t n = w->n_envs ? w->n_envs : 1, qcap = 1;
+	size_t o_states = 0;
+	size_t o_book = align64(o_states + n * p->spec.state_size);
+	size_t o_rew = align64(o_book + n * sizeof(struct sr__env_book));
+	size_t o_act = align64(o_rew + n * sizeof(double));
+	size_t o_run = align64(o_act + n * p->act_size);
+	size_t o_dloc = align64(o_run + n * sizeof(uint32_t));
+	size_t o_dseq = align64(o_dloc + n * sizeof(uint32_t));
+	size_t o_q = align64(o_dseq + n * sizeof(uint64_t)), total;
+	unsigned char *m;
+
+	while (qcap < n)
+		qcap <<= 1;
+	total = align64(o_q + qcap * sizeof(uint32_t));
+	m = aligned_alloc(64, total);
+	if (!m)
+		return -ENOMEM;
+	/* First touch from the thread that owns it (bound already). */
+	memset(m, 0, total);
+	w->mem = m;
+	w->states = m + o_states;
+	w->book = (struct sr__env_book *)(m + o_book);
+	w->reward_scratch = (double *)(m + o_rew);
+	w->act_scratch = m + o_act;
+	w->run_env = (uint32_t *)(m + o_run);
+	w->done_loc = (uint32_t *)(m + o_dloc);
+	w->done_seq = (uint64_t *)(m + o_dseq);
+	w->q = (uint32_t *)(m + o_q);
+	w->q_mask = (uint32_t)qcap - 1;
+	for (uint32_t i = 0; i < w->n_envs; i++)
+		w->book[i].prev_seq = SR_RING_NO_PREV;
+	if (w->n_envs)
+		p->spec.seed(&p->spec, w->states, w->n_envs, p->seed, w->first_env);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Stepping                                                                */
+/* ---------------------------------------------------------------------- */
+
+static inline unsigned char *state_of(struct sr__worker *w, uint32_t loc)
+{
+	return w->states + (size_t)loc * w->pool->spec.state_size;
+}
+
+/*
+ * Env calls for local envs [lo, lo + n) writing into slots s .. s + n - 1
+ * (slot indices, no wrap). Live envs are stepped in runs of consecutive
+ * envs (one call each); an env whose episode ended last step is reset
+ * (NEXT_STEP) or just observed (DISABLED) instead.
+ */
+static void env_calls(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t s,
+		      const unsigned char *acts)
+{
+	sr_pool *p = w->pool;
+	const sr_env_spec *sp = &p->spec;
+	uint32_t od = p->obs_dim, i = 0;
+
+	while (i < n) {
+		if (!w->book[lo + i].done) {
+			uint32_t j = i + 1;
+			while (j < n && !w->book[lo + j].done)
+				j++;
+			sp->step(sp, state_of(w, lo + i), j - i, acts + (size_t)i * p->act_size,
+				 p->c_obs + (s + i) * od, w->reward_scratch + lo + i,
+				 p->c_term + s + i);
+			i = j;
+		} else if (p->autoreset == SR_AUTORESET_DISABLED) {
+			sp->observe(sp, state_of(w, lo + i), p->c_obs + (s + i) * od);
+			i++;
+		} else {
+			sp->reset(sp, state_of(w, lo + i), 1, p->c_obs + (s + i) * od);
+			i++;
+		}
+	}
+}
+
+/*
+ * Ring bookkeeping for the same envs after env_calls: reward, truncation
+ * (TimeLimit), flags, env id, prev link, action; remembers which envs
+ * finished (SAME_STEP fix-up). Returns the count of finished envs added
+ * to w->done_loc / done_seq starting at @nd.
+ */
+static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t seq,
+			 const unsigned char *acts, uint32_t nd)
+{
+	sr_pool *p = w->pool;
+	uint64_t s = seq & (p->ring_cap - 1);
+	uint32_t maxs = p->spec.max_episode_steps, od = p->obs_dim;
+
+	memcpy(p->c_act + s * p->act_size, acts, (size_t)n * p->act_size);
+	for (uint32_t i = 0; i < n; i++) {
+		struct sr__env_book *b = &w->book[lo + i];
+		uint64_t sl = s + i, q = seq + i;
+		uint32_t env = w->first_env + lo + i;
+
+		p->c_env[sl] = env;
+		if (!b->done) {
+			uint8_t term = p->c_term[sl] ? 1 : 0, trunc;
+			p->c_term[sl] = term;
+			p->c_rew[sl] = (float)w->reward_scratch[lo + i];
+			b->elapsed++;
+			trunc = maxs && b->elapsed >= maxs;
+			p->c_trunc[sl] = trunc;
+			p->c_flags[sl] = 0;
+			p->c_prev[sl] = b->prev_seq;
+			b->prev_seq = q;
+			if (term | trunc) {
+				b->done = 1;
+				b->term = term;
+				b->trunc = trunc;
+				if (p->keep_final)
+					memcpy(p->final_env + (size_t)env * od, p->c_obs + sl * od,
+					       od * sizeof(float));
+				if (p->autoreset == SR_AUTORESET_SAME_STEP) {
+					w->done_loc[nd] = lo + i;
+					w->done_seq[nd] = q;
+					nd++;
+				}
+			}
+		} else if (p->autoreset == SR_AUTORESET_DISABLED) {
+			/* Not stepped: repeat the state, not a transition. */
+			p->c_rew[sl] = 0.0f;
+			p->c_term[sl] = b->term;
+			p->c_trunc[sl] = b->trunc;
+			p->c_flags[sl] = SR_SLOT_PAD;
+			p->c_prev[sl] = b->prev_seq;
+		} else {
+			/* NEXT_STEP: this slot is the reset obs of a new episode. */
+			p->c_rew[sl] = 0.0f;
+			p->c_term[sl] = 0;
+			p->c_trunc[sl] = 0;
+			p->c_flags[sl] = SR_SLOT_FIRST;
+			p->c_prev[sl] = SR_RING_NO_PREV;
+			b->prev_seq = q;
+			b->elapsed = 0;
+			b->done = b->term = b->trunc = 0;
+		}
+	}
+	return nd;
+}
+
+/* Copy slot @from into slot @to (all columns but flags). */
+static void copy_slot(sr_pool *p, uint64_t from, uint64_t to)
+{
+	uint32_t od = p->obs_dim;
+
+	memcpy(p->c_obs + to * od, p->c_obs + from * od, od * sizeof(float));
+	memcpy(p->c_act + to * p->act_size, p->c_act + from * p->act_size, p->act_size);
+	p->c_rew[to] = p->c_rew[from];
+	p->c_term[to] = p->c_term[from];
+	p->c_trunc[to] = p->c_trunc[from];
+	p->c_env[to] = p->c_env[from];
+	p->c_prev[to] = p->c_prev[from];
+}
+
+/*
+ * SAME_STEP: for each env that finished, move the step's slot (final obs,
+ * the real transition) to an extra slot flagged SR_SLOT_FINAL, and reset
+ * the env into its batch slot, flagged SR_SLOT_FIRST, keeping that step's
+ * reward / terminated / truncated there (Gymnasium's same-step contract).
+ * Replay stays exact: the FINAL slot is the transition, the FIRST slot
+ * starts the next episode's chain.
+ */
+static void same_step_fixup(struct sr__worker *w, uint32_t nd)
+{
+	sr_pool *p = w->pool;
+	uint64_t mask = p->ring_cap - 1, e0;
+
+	if (!nd)
+		return;
+	sr_ring_reserve(p->ring, nd, 0, &e0);
+	for (uint32_t k = 0; k < nd; k++) {
+		uint64_t q = w->done_seq[k], sq = q & mask, se = (e0 + k) & mask;
+		struct sr__env_book *b = &w->book[w->done_loc[k]];
+
+		copy_slot(p, sq, se);
+		p->c_flags[se] = SR_SLOT_FINAL;
+		p->spec.reset(&p->spec, state_of(w, w->done_loc[k]), 1, p->c_obs + sq * p->obs_dim);
+		p->c_flags[sq] = SR_SLOT_FIRST;
+		p->c_prev[sq] = SR_RING_NO_PREV;
+		b->prev_seq = q;
+		b->elapsed = 0;
+		b->done = b->term = b->trunc = 0;
+	}
+	sr_ring_publish(p->ring, e0, nd);
+}
+
+/*
+ * Reset local envs [lo, lo + n) into slots from @seq (no wrap); with
+ * @mask (indexed by global env), envs whose mask byte is 0 are only
+ * observed and their slot is SR_SLOT_PAD.
+ */
+static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t seq,
+			const uint8_t *mask, uint64_t *ns_env)
+{
+	sr_pool *p = w->pool;
+	const sr_env_spec *sp = &p->spec;
+	uint64_t s = seq & (p->ring_cap - 1), t0 = sr__now_ns(), t1;
+	uint32_t od = p->obs_dim, i = 0;
+
+	while (i < n) {
+		bool on = !mask || mask[w->first_env + lo + i];
+		uint32_t j = i + 1;
+		while (j < n && (!mask || mask[w->first_env + lo + j]) == on)
+			j++;
+		if (on)
+			sp->reset(sp, state_of(w, lo + i), j - i, p->c_obs + (s + i) * od);
+		else
+			for (uint32_t k = i; k < j; k++)
+				sp->observe(sp, state_of(w, lo + k), p->c_obs + (s + k) * od);
+		i = j;
+	}
+	t1 = sr__now_ns();
+	*ns_env += t1 - t0;
+	memset(p->c_act + s * p->act_size, 0, (size_t)n * p->act_size);
+	for (i = 0; i < n; i++) {
+		struct sr__env_book *b = &w->book[lo + i];
+		uint64_t sl = s + i;
+		bool on = !mask || mask[w->first_env + lo + i];
+
+		p->c_env[sl] = w->first_env + lo + i;
+		p->c_rew[sl] = 0.0f;
+		p->c_term[sl] = 0;
+		p->c_trunc[sl] = 0;
+		if (on) {
+			p->c_flags[sl] = SR_SLOT_FIRST;
+			p->c_prev[sl] = SR_RING_NO_PREV;
+			b->prev_seq = seq + i;
+			b->elapsed = 0;
+			b->done = b->term = b->trunc = 0;
+		} else {
+			p->c_flags[sl] = SR_SLOT_PAD;
+			p->c_prev[sl] = b->prev_seq;
+		}
+	}
+}
+
+/* Sync command on worker @w's whole slice. */
+static void run_sync(struct sr__worker *w, uint32_t cmd)
+{
+	sr_pool *p = w->pool;
+	uint64_t seq = p->cmd_seq + w->first_env;
+	uint64_t s = seq & (p->ring_cap - 1);
+	uint64_t t0, t1, t2, ns_env = 0;
+	uint32_t nd;
+
+	if (!w->n_envs)
+		return;
+	t0 = sr__now_ns();
+	if (cmd == SR__CMD_STEP) {
+		const unsigned char *acts = p->cmd_actions + (size_t)w->first_env * p->act_size;
+		env_calls(w, 0, w->n_envs, s, acts);
+		t1 = sr__now_ns();
+		ns_env = t1 - t0;
+		nd = bookkeep(w, 0, w->n_envs, seq, acts, 0);
+		same_step_fixup(w, nd);
+	} else {
+		reset_range(w, 0, w->n_envs, seq, p->cmd_mask, &ns_env);
+	}
+	/* R1: release the slots' columns to the consumer (pairs with the
+	 * acquire in sr_ring_peek). */
+	sr_ring_publish(p->ring, seq, w->n_envs);
+	t2 = sr__now_ns();
+	add_relaxed(&w->steps, w->n_envs);
+	add_relaxed(&w->ns_env, ns_env);
+	add_relaxed(&w->ns_ring, (t2 - t0) - ns_env);
+}
+
+/*
+ * Async: pop everything queued for @w, reserve one slot range for it and
+ * step it in runs (consecutive envs, consecutive non-wrapping slots, same
+ * kind). Returns the number of envs handled.
+ */
+static uint32_t drain_async(struct sr__worker *w)
+{
+	sr_pool *p = w->pool;
+	uint32_t tail = atomic_load_explicit(&w->q_tail, memory_order_relaxed);
+	/* A1: acquire pairs with the release in sr__async_enqueue (A0): the
+	 * queue entries and the env's action mailbox are visible. */
+	uint32_t head = atomic_load_explicit(&w->q_head, memory_order_acquire);
+	uint32_t k = head - tail, i = 0, nd = 0;
+	uint64_t seq0, mask = p->ring_cap - 1, t0, ns_env = 0, t1;
+
+	if (!k)
+		return 0;
+	t0 = sr__now_ns();
+	for (uint32_t j = 0; j < k; j++)
+		w->run_env[j] = w->q[(tail + j) & w->q_mask];
+	/* Entries are copied out: the slots may be reused by the producer. */
+	atomic_store_explicit(&w->q_tail, head, memory_order_release);
+	sr_ring_reserve(p->ring, k, 0, &seq0);
+	while (i < k) {
+		uint32_t e = w->run_env[i], reset = e & SR__Q_RESET, env = e & ~SR__Q_RESET;
+		uint64_t q = seq0 + i;
+		uint32_t j = i + 1, lo = env - w->first_env;
+
+		while (j < k && w->run_env[j] == e + (j - i) && ((q + (j - i)) & mask) != 0)
+			j++;
+		if (reset) {
+			reset_range(w, lo, j - i, q, NULL, &ns_env);
+		} else {
+			const unsigned char *acts = p->async_act + (size_t)env * p->act_size;
+			uint64_t a = sr__now_ns();
+			env_calls(w, lo, j - i, q & mask, acts);
+			ns_env += sr__now_ns() - a;
+			nd = bookkeep(w, lo, j - i, q, acts, nd);
+		}
+		i = j;
+	}
+	same_step_fixup(w, nd);
+	/* R1: publish (release) pairs with the collector's peek (acquire). */
+	sr_ring_publish(p->ring, seq0, k);
+	/* E0: tell a waiting recv; seq_cst pairs with main_sleeping (Dekker). */
+	atomic_fetch_add_explicit(&p->pub_evt, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&p->main_sleeping, memory_order_seq_cst))
+		sr__futex_wake(&p->pub_evt);
+	t1 = sr__now_ns();
+	add_relaxed(&w->steps, k);
+	add_relaxed(&w->ns_env, ns_env);
+	add_relaxed(&w->ns_ring, (t1 - t0) - ns_env);
+	return k;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Threads                                                                 */
+/* ---------------------------------------------------------------------- */
+
+static void publish_shm(struct sr__worker *w)
+{
+	if (!w->shm)
+		return;
+	__atomic_store_n(&w->shm->steps, atomic_load_explicit(&w->steps, memory_order_relaxed),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&w->shm->ns_busy,
+			 atomic_load_explicit(&w->ns_env, memory_order_relaxed) +
+				 atomic_load_explicit(&w->ns_ring, memory_order_relaxed),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&w->shm->ns_idle, atomic_load_explicit(&w->ns_idle, memory_order_relaxed),
+			 __ATOMIC_RELAXED);
+}
+
+/* The last worker to finish a sync command wakes the pool thread. */
+static void sync_done(sr_pool *p, uint32_t gen)
+{
+	/* acq_rel: the last decrement sees every other worker's release, so
+	 * its store of done_gen covers all their slot writes. */
+	if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+		/* D0: pairs with the acquire in wait_done (D1). seq_cst with
+		 * main_sleeping for the Dekker handshake. */
+		atomic_store_explicit(&p->done_gen, gen, memory_order_seq_cst);
+		if (atomic_load_explicit(&p->main_sleeping, memory_order_seq_cst))
+			sr__futex_wake(&p->done_gen);
+	}
+}
+
+/* Wait until w->go differs from @seen; returns the new value. */
+static uint32_t wait_go(struct sr__worker *w, uint32_t seen)
+{
+	uint32_t v;
+
+	for (uint32_t i = 0; i < w->pool->spin_iters; i++) {
+		/* G1: acquire pairs with the release part of kick's G0. */
+		v = atomic_load_explicit(&w->go, memory_order_acquire);
+		if (v != seen)
+			return v;
+		cpu_relax();
+	}
+	for (;;) {
+		atomic_store_explicit(&w->sleeping, 1, memory_order_seq_cst);
+		v = atomic_load_explicit(&w->go, memory_order_seq_cst);
+		if (v != seen)
+			break;
+		sr__futex_wait(&w->go, seen);
+	}
+	atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
+	return v;
+}
+
+static void *worker_main(void *arg)
+{
+	struct sr__worker *w = arg;
+	sr_pool *p = w->pool;
+	uint32_t seen = 0;
+
+	if (sr__bind_self(&p->plan->w[w->index]) == 0 && w->shm)
+		__atomic_store_n(&w->shm->cpu, w->cpu >= 0 ? (uint64_t)w->cpu : UINT64_MAX,
+				 __ATOMIC_RELAXED);
+	w->alloc_err = worker_alloc(w);
+	sync_done(p, p->gen);
+	if (w->alloc_err)
+		return NULL;
+	for (;;) {
+		uint64_t t0 = sr__now_ns(), t1;
+		uint32_t cmd, gen;
+
+		seen = wait_go(w, seen);
+		t1 = sr__now_ns();
+		add_relaxed(&w->ns_idle, t1 - t0);
+		/* Ordered by G1's acquire. */
+		cmd = atomic_load_explicit(&p->cmd, memory_order_relaxed);
+		gen = p->gen;
+		if (cmd == SR__CMD_STOP)
+			break;
+		if (cmd == SR__CMD_ASYNC) {
+			while (drain_async(w))
+				;
+		} else {
+			run_sync(w, cmd);
+			publish_shm(w);
+			sync_done(p, gen);
+			continue;
+		}
+		publish_shm(w);
+	}
+	return NULL;
+}
+
+/* D1: wait for the workers of sync command p->gen. */
+static void wait_done(sr_pool *p)
+{
+	uint32_t v;
+
+	for (uint32_t i = 0; i < p->spin_iters; i++) {
+		if (atomic_load_explicit(&p->done_gen, memory_order_acquire) == p->gen)
+			return;
+		cpu_relax();
+	}
+	for (;;) {
+		atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
+		v = atomic_load_explicit(&p->done_gen, memory_order_seq_cst);
+		if (v == p->gen)
+			break;
+		sr__futex_wait(&p->done_gen, v);
+	}
+	atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
+}
+
+/* G0: wake worker @w after the command / queue entries are written. */
+static void kick(struct sr__worker *w)
+{
+	atomic_fetch_add_explicit(&w->go, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst))
+		sr__futex_wake(&w->go);
+}
+
+int sr__workers_start(sr_pool *p)
+{
+	uint32_t T = p->num_threads;
+	int err;
+
+	/* Worker 0 is the calling thread: its memory is first touched here. */
+	err = worker_alloc(&p->workers[0]);
+	if (err)
+		return sr__errorf(err, "cannot allocate the state of worker 0 (%u envs)",
+				  p->workers[0].n_envs);
+	if (T == 1)
+		return 0;
+	p->gen = 1;
+	atomic_store_explicit(&p->pending, T - 1, memory_order_relaxed);
+	for (uint32_t i = 1; i < T; i++) {
+		struct sr__worker *w = &p->workers[i];
+		err = -pthread_create(&w->thread, NULL, worker_main, w);
+		if (err) {
+			/* Account for the ones never started, so wait_done ends. */
+			for (uint32_t j = i; j < T; j++)
+				sync_done(p, p->gen);
+			wait_done(p);
+			return sr__errorf(err, "cannot start worker thread %u: %s", i,
+					  sr_strerror(err));
+		}
+		w->started = true;
+	}
+	wait_done(p);
+	for (uint32_t i = 1; i < T; i++)
+		if (p->workers[i].alloc_err)
+			return sr__errorf(-ENOMEM, "worker %u cannot allocate the state of its %u envs",
+					  i, p->workers[i].n_envs);
+	return 0;
+}
+
+void sr__workers_stop(sr_pool *p)
+{
+	if (!p->workers)
+		return;
+	atomic_store_explicit(&p->cmd, SR__CMD_STOP, memory_order_relaxed);
+	for (uint32_t i = 1; i < p->num_threads; i++)
+		if (p->workers[i].started)
+			kick(&p->workers[i]);
+	for (uint32_t i = 1; i < p->num_threads; i++) {
+		if (p->workers[i].started)
+			pthread_join(p->workers[i].thread, NULL);
+		p->workers[i].started = false;
+	}
+	for (uint32_t i = 0; i < p->num_threads; i++) {
+		free(p->workers[i].mem);
+		p->workers[i].mem = NULL;
+	}
+}
+
+void sr__workers_run(sr_pool *p, uint32_t cmd)
+{
+	uint32_t T = p->num_threads;
+
+	p->gen++;
+	atomic_store_explicit(&p->cmd, cmd, memory_order_relaxed);
+	atomic_store_explicit(&p->pending, T - 1, memory_order_relaxed);
+	/* The kicks' release (G0) orders cmd, gen, pending, cmd_* before them. */
+	for (uint32_t i = 1; i < T; i++)
+		kick(&p->workers[i]);
+	run_sync(&p->workers[0], cmd);
+	publish_shm(&p->workers[0]);
+	if (T > 1) {
+		uint64_t t0 = sr__now_ns();
+		wait_done(p);
+		p->ns_wait += sr__now_ns() - t0;
+	}
+}
+
+void sr__async_enqueue(sr_pool *p, uint32_t e)
+{
+	struct sr__worker *w = &p->workers[p->env_worker[e & ~SR__Q_RESET]];
+	uint32_t h = atomic_load_explicit(&w->q_head, memory_order_relaxed);
+
+	w->q[h & w->q_mask] = e;
+	/* A0: release pairs with A1 in drain_async: entry + mailbox visible. */
+	atomic_store_explicit(&w->q_head, h + 1, memory_order_release);
+}
+
+void sr__async_kick(sr_pool *p)
+{
+	for (uint32_t i = 1; i < p->num_threads; i++) {
+		struct sr__worker *w = &p->workers[i];
+		/* Kick only workers with something queued. Both indices are
+		 * only advanced, so a stale tail at worst costs one spurious kick. */
+		if (atomic_load_explicit(&w->q_head, memory_order_relaxed) !=
+		    atomic_load_explicit(&w->q_tail, memory_order_relaxed))
+			kick(w);
+	}
+}
+
+void sr__async_inline(sr_pool *p)
+{
+	while (drain_async(&p->workers[0]))
+		;
+	publish_shm(&p->workers[0]);
+}
