@@ -1,0 +1,869 @@
+/*
+ * Checkpoint files: format, CRC32C, the background writer job and the
+ * loader/verifier.
+ *
+ * DESIGN
+ *
+ * Layout (every block 4096-aligned, so O_DIRECT works and each write is
+ * large and aligned):
+ *
+ *   [0, 4096)            header: magic, format version, build info, CRC
+ *   [4096, ...)          sections, each at a 4096-aligned offset, zero padded
+ *   [size - 4096, size)  trailer: the section table (type, offset, length,
+ *                        CRC32C of the payload) and, in its last 64 bytes,
+ *                        the footer (magic, file size, table CRC, CRC)
+ *
+ * The header is the first write, the trailer the last one: a file whose
+ * footer is missing or does not match its size was not finished.
+ *
+ * A job owns a temporary file "<dir>/.<name>.tmp.<pid>.<n>" next to the
+ * target. One writer (ckpt_uring.c or ckpt_pwrite.c) pulls pieces from
+ * sr__ckpt_produce() in file order, in the job's thread: the producer copies
+ * section bytes into the writer's staging buffer and folds them into the
+ * section CRC, so the CRC covers exactly the bytes handed to the kernel.
+ * After the last data write the trailer is written and the file fsynced
+ * (io_uring: linked), then closed, renamed over the target and the
+ * directory fsynced. On any error the temporary file is removed and the
+ * target is left as it was.
+ *
+ * Threads: the job's fields are written by the creating thread before the
+ * writer thread starts (pthread_create orders them), then only by the
+ * writer until it stores `done` with release; poll/wait read `done` with
+ * acquire before they read the result and the message (pair D).
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "ckpt_internal.h"
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
+/* ---- CRC32C -------------------------------------------------------------- */
+
+#define CRC32C_POLY 0x82f63b78u /* reflected Castagnoli */
+
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static bool crc_hw;
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = (c >> 1) ^ (CRC32C_POLY & (0u - (c & 1)));
+		crc_tab[0][i] = c;
+	}
+	for (uint32_t i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+	if (getenv("SR_CKPT_CRC_SW"))
+		crc_hw = false;
+}
+
+uint32_t sr__crc32c_sw(uint32_t crc, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	pthread_once(&crc_once, crc_init);
+	crc = ~crc;
+	while (len && ((uintptr_t)p & 7)) {
+		crc = (crc >> 8) ^ crc_tab[0][(crc ^ *p++) & 0xff];
+		len--;
+	}
+	/* Slicing-by-8: one 64-bit load, eight table lookups per step. */
+	while (len >= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		v ^= crc;
+		crc = crc_tab[7][v & 0xff] ^ crc_tab[6][(v >> 8) & 0xff] ^
+		      crc_tab[5][(v >> 16) & 0xff] ^ crc_tab[4][(v >> 24) & 0xff] ^
+		      crc_tab[3][(v >> 32) & 0xff] ^ crc_tab[2][(v >> 40) & 0xff] ^
+		      crc_tab[1][(v >> 48) & 0xff] ^ crc_tab[0][v >> 56];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		crc = (crc >> 8) ^ crc_tab[0][(crc ^ *p++) & 0xff];
+	return ~crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const void *buf,
+							     size_t len)
+{
+	const uint8_t *p = buf;
+	uint64_t c = ~crc;
+
+	while (len && ((uintptr_t)p & 7)) {
+		c = _mm_crc32_u8((uint32_t)c, *p++);
+		len--;
+	}
+	while (len >= 32) {
+		uint64_t v[4];
+		memcpy(v, p, 32);
+		c = _mm_crc32_u64(c, v[0]);
+		c = _mm_crc32_u64(c, v[1]);
+		c = _mm_crc32_u64(c, v[2]);
+		c = _mm_crc32_u64(c, v[3]);
+		p += 32;
+		len -= 32;
+	}
+	while (len >= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		c = _mm_crc32_u64(c, v);
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		c = _mm_crc32_u8((uint32_t)c, *p++);
+	return ~(uint32_t)c;
+}
+#endif
+
+uint32_t sr__crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+#if defined(__x86_64__)
+	if (crc_hw)
+		return crc32c_hw(crc, buf, len);
+#endif
+	return sr__crc32c_sw(crc, buf, len);
+}
+
+/* ---- public small helpers ------------------------------------------------ */
+
+void sr_ckpt_opts_init(sr_ckpt_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->backend = SR_CKPT_BACKEND_AUTO;
+	o->chunk_size = SR_CKPT_DEFAULT_CHUNK;
+	o->nice = 10;
+}
+
+static const char *const backend_names[] = {"auto", "uring", "pwrite", "sync"};
+
+const char *sr_ckpt_backend_name(uint32_t b)
+{
+	return b < 4 ? backend_names[b] : "?";
+}
+
+int sr_ckpt_backend_parse(const char *name)
+{
+	for (int i = 0; name && i < 4; i++)
+		if (!strcmp(name, backend_names[i]))
+			return i;
+	return sr__errorf(-EINVAL, "unknown checkpoint backend '%s' (auto, uring, pwrite, sync)",
+			  name ? name : "(null)");
+}
+
+const char *sr_ckpt_section_name(uint32_t type)
+{
+	switch (type) {
+	case SR_CKPT_SECT_POOL:
+		return "pool";
+	case SR_CKPT_SECT_ENV_STATES:
+		return "env_states";
+	case SR_CKPT_SECT_ENV_COUNTERS:
+		return "env_counters";
+	case SR_CKPT_SECT_STATS:
+		return "stats";
+	case SR_CKPT_SECT_RUNTIME:
+		return "runtime";
+	case SR_CKPT_SECT_REPLAY:
+		return "replay";
+	case SR_CKPT_SECT_REPLAY_META:
+		return "replay_meta";
+	case SR_CKPT_SECT_PRIORITIES:
+		return "priorities";
+	default:
+		return type >= SR_CKPT_SECT_USER ? "user" : "unknown";
+	}
+}
+
+/* ---- the job ------------------------------------------------------------- */
+
+_Atomic uint64_t sr__ckpt_fault_at = UINT64_MAX;
+_Atomic int sr__ckpt_fault_err = ENOSPC;
+_Atomic uint32_t sr__ckpt_chunk_delay_us;
+
+struct sr__ckpt_job {
+	char path[PATH_MAX];
+	char tmp[PATH_MAX];
+	char dir[PATH_MAX];
+	int fd;
+	uint32_t backend; /* asked */
+	uint32_t used;    /* actually used */
+	size_t chunk;
+	int nice;
+	bool set_nice;
+	uint32_t n;
+	struct sr__ckpt_src src[SR_CKPT_MAX_SECTIONS];
+	struct sr__ckpt_entry table[SR_CKPT_MAX_SECTIONS];
+	uint64_t trailer_off, total;
+	/* producer cursor: cur == -1 is the header */
+	int cur;
+	uint64_t pos;
+	uint32_t crc;
+	pthread_t th;
+	bool started, joined;
+	_Atomic int done; /* pair D: release by the writer, acquire by poll/wait */
+	int result;
+	char err[512];
+	uint64_t ns;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t align_up(uint64_t x)
+{
+	return (x + SR_CKPT_ALIGN - 1) & ~(uint64_t)(SR_CKPT_ALIGN - 1);
+}
+
+int sr__ckpt_fail(sr__ckpt_job *j, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (j->err[0]) /* keep the first (root) cause */
+		return err;
+	va_start(ap, fmt);
+	vsnprintf(j->err, sizeof(j->err), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+size_t sr__ckpt_chunk(const sr__ckpt_job *j)
+{
+	return j->chunk;
+}
+
+int sr__ckpt_fd(const sr__ckpt_job *j)
+{
+	return j->fd;
+}
+
+uint32_t sr__ckpt_job_backend(const sr__ckpt_job *j)
+{
+	return j->used;
+}
+
+uint64_t sr__ckpt_job_size(const sr__ckpt_job *j)
+{
+	return j->total;
+}
+
+uint64_t sr__ckpt_job_ns(const sr__ckpt_job *j)
+{
+	return j->ns;
+}
+
+int sr__ckpt_fault_check(const struct sr__ckpt_piece *pc)
+{
+	uint64_t at = atomic_load_explicit(&sr__ckpt_fault_at, memory_order_relaxed);
+	uint32_t us = atomic_load_explicit(&sr__ckpt_chunk_delay_us, memory_order_relaxed);
+
+	if (us)
+		usleep(us);
+	if (at != UINT64_MAX && pc->off + pc->len > at)
+		return -atomic_load_explicit(&sr__ckpt_fault_err, memory_order_relaxed);
+	return 0;
+}
+
+int sr__ckpt_produce(sr__ckpt_job *j, void *buf, struct sr__ckpt_piece *pc)
+{
+	if (j->cur < 0) {
+		struct sr__ckpt_header *h = buf;
+		struct timespec ts;
+
+		memset(buf, 0, SR_CKPT_ALIGN);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		memcpy(h->magic, SR_CKPT_MAGIC, 8);
+		h->format_version = SR_CKPT_FORMAT_VERSION;
+		h->header_size = SR_CKPT_ALIGN;
+		h->created_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		h->endian = 0x01020304u;
+		snprintf(h->build_info, sizeof(h->build_info), "%s", sr_build_info());
+		h->crc = sr__crc32c(0, h, offsetof(struct sr__ckpt_header, crc));
+		pc->off = 0;
+		pc->len = SR_CKPT_ALIGN;
+		j->cur = 0;
+		j->pos = 0;
+		j->crc = 0;
+		return 1;
+	}
+	while ((uint32_t)j->cur < j->n && j->src[j->cur].len == 0) {
+		j->table[j->cur].crc = sr__crc32c(0, NULL, 0);
+		j->cur++;
+	}
+	if ((uint32_t)j->cur >= j->n)
+		return 0;
+
+	const struct sr__ckpt_src *s = &j->src[j->cur];
+	uint64_t rem = s->len - j->pos;
+	size_t n = rem < j->chunk ? (size_t)rem : j->chunk;
+	size_t padded = (size_t)align_up(n);
+
+	if (s->data) {
+		memcpy(buf, (const char *)s->data + j->pos, n);
+	} else {
+		int err = s->fill(s->ctx, buf, j->pos, n);
+		if (err)
+			return sr__ckpt_fail(j, err, "checkpoint: producing section %s failed: %s",
+					     sr_ckpt_section_name(s->type), sr_strerror(err));
+	}
+	if (padded > n)
+		memset((char *)buf + n, 0, padded - n);
+	j->crc = sr__crc32c(j->crc, buf, n);
+	pc->off = j->table[j->cur].offset + j->pos;
+	pc->len = padded;
+	j->pos += n;
+	if (j->pos == s->len) {
+		j->table[j->cur].crc = j->crc;
+		j->crc = 0;
+		j->pos = 0;
+		j->cur++;
+	}
+	return 1;
+}
+
+void sr__ckpt_produce_trailer(sr__ckpt_job *j, void *buf, struct sr__ckpt_piece *pc)
+{
+	struct sr__ckpt_footer *f =
+		(struct sr__ckpt_footer *)((char *)buf + SR_CKPT_ALIGN - sizeof(*f));
+
+	memset(buf, 0, SR_CKPT_ALIGN);
+	memcpy(buf, j->table, j->n * sizeof(j->table[0]));
+	memcpy(f->magic, SR_CKPT_END_MAGIC, 8);
+	f->format_version = SR_CKPT_FORMAT_VERSION;
+	f->n_sections = j->n;
+	f->file_size = j->total;
+	f->trailer_offset = j->trailer_off;
+	f->table_crc = sr__crc32c(0, j->table, j->n * sizeof(j->table[0]));
+	f->crc = sr__crc32c(0, f, offsetof(struct sr__ckpt_footer, crc));
+	pc->off = j->trailer_off;
+	pc->len = SR_CKPT_ALIGN;
+}
+
+static atomic_flag said_fallback = ATOMIC_FLAG_INIT;
+
+static void *job_thread(void *arg);
+
+static int run_job(sr__ckpt_job *j)
+{
+	const char *why = NULL;
+	int err, dfd;
+	uint64_t t0 = now_ns();
+
+	if (j->set_nice)
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), j->nice);
+
+	/* Reserve the space first: a full disk fails here, before any write. */
+	err = posix_fallocate(j->fd, 0, (off_t)j->total);
+	if (err && err != EOPNOTSUPP && err != EINVAL) {
+		err = sr__ckpt_fail(j, -err, "checkpoint: cannot reserve %llu bytes for '%s': %s",
+				    (unsigned long long)j->total, j->path, strerror(err));
+		goto fail;
+	}
+
+	err = SR__CKPT_REFUSED;
+	if (j->backend == SR_CKPT_BACKEND_AUTO || j->backend == SR_CKPT_BACKEND_URING) {
+		j->used = SR_CKPT_BACKEND_URING;
+		err = sr__ckpt_run_uring(j, &why);
+		if (err == SR__CKPT_REFUSED && !atomic_flag_test_and_set(&said_fallback))
+			fprintf(stderr,
+				"stepring: io_uring is not available (%s); checkpoints are written "
+				"by a pwrite thread instead\n",
+				why ? why : "refused");
+	}
+	if (err == SR__CKPT_REFUSED) {
+		j->used = j->backend == SR_CKPT_BACKEND_SYNC ? SR_CKPT_BACKEND_SYNC
+							      : SR_CKPT_BACKEND_PWRITE;
+		err = sr__ckpt_run_pwrite(j);
+	}
+	if (err)
+		goto fail;
+	if (close(j->fd) < 0) {
+		j->fd = -1;
+		err = sr__ckpt_fail(j, -errno, "checkpoint: close of '%s' failed: %s", j->tmp,
+				    strerror(errno));
+		goto fail;
+	}
+	j->fd = -1;
+	if (rename(j->tmp, j->path) < 0) {
+		err = sr__ckpt_fail(j, -errno, "checkpoint: rename to '%s' failed: %s", j->path,
+				    strerror(errno));
+		goto fail;
+	}
+	/* The rename is durable only once the directory is. */
+	dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) < 0) {
+		err = sr__ckpt_fail(j, -errno, "checkpoint: fsync of directory '%s' failed: %s",
+				    j->dir, strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
+		j->ns = now_ns() - t0;
+		return err;
+	}
+	close(dfd);
+	j->ns = now_ns() - t0;
+	return 0;
+
+fail:
+	if (j->fd >= 0) {
+		close(j->fd);
+		j->fd = -1;
+	}
+	unlink(j->tmp);
+	j->ns = now_ns() - t0;
+	return err;
+}
+
+static void *job_thread(void *arg)
+{
+	sr__ckpt_job *j = arg;
+
+	j->result = run_job(j);
+	atomic_store_explicit(&j->done, 1, memory_order_release); /* D: release */
+	return NULL;
+}
+
+int sr__ckpt_job_create(const char *path, const struct sr__ckpt_src *srcs, uint32_t n,
+			uint32_t backend, const sr_ckpt_opts *opts, sr__ckpt_job **out)
+{
+	static _Atomic unsigned seq;
+	sr_ckpt_opts def;
+	sr__ckpt_job *j;
+	const char *slash, *base;
+	uint64_t off;
+	int flags, err;
+
+	*out = NULL;
+	if (!opts) {
+		sr_ckpt_opts_init(&def);
+		opts = &def;
+	}
+	if (!path || !path[0])
+		return sr__errorf(-EINVAL, "checkpoint: empty path");
+	if (n > SR_CKPT_MAX_SECTIONS)
+		return sr__errorf(-EINVAL, "checkpoint: %u sections, at most %d", n,
+				  SR_CKPT_MAX_SECTIONS);
+	if (backend > SR_CKPT_BACKEND_SYNC)
+		return sr__errorf(-EINVAL, "checkpoint: unknown backend %u", backend);
+	if ((opts->flags & SR_CKPT_F_CHUNK) &&
+	    (opts->chunk_size < (64u << 10) || opts->chunk_size % SR_CKPT_ALIGN ||
+	     opts->chunk_size > (256u << 20)))
+		return sr__errorf(-EINVAL,
+				  "checkpoint: chunk_size %llu must be a multiple of 4096 in "
+				  "[64 KiB, 256 MiB]",
+				  (unsigned long long)opts->chunk_size);
+	for (uint32_t i = 0; i < n; i++)
+		if (srcs[i].type == 0 || (srcs[i].len && !srcs[i].data && !srcs[i].fill))
+			return sr__errorf(-EINVAL, "checkpoint: section %u has no type or no data",
+					  i);
+	if (strlen(path) + 32 >= PATH_MAX)
+		return sr__errorf(-ENAMETOOLONG, "checkpoint: path too long");
+
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return sr__errorf(-ENOMEM, "checkpoint: out of memory");
+	j->fd = -1;
+	j->backend = backend;
+	j->used = backend;
+	j->chunk = (opts->flags & SR_CKPT_F_CHUNK) ? (size_t)opts->chunk_size
+						   : SR_CKPT_DEFAULT_CHUNK;
+	j->set_nice = backend != SR_CKPT_BACKEND_SYNC;
+	j->nice = (opts->flags & SR_CKPT_F_NICE) ? opts->nice : 10;
+	j->n = n;
+	memcpy(j->src, srcs, n * sizeof(*srcs));
+	snprintf(j->path, sizeof(j->path), "%s", path);
+	slash = strrchr(path, '/');
+	if (slash) {
+		base = slash + 1;
+		snprintf(j->dir, sizeof(j->dir), "%.*s", (int)(slash - path + (slash == path)),
+			 path);
+	} else {
+		base = path;
+		snprintf(j->dir, sizeof(j->dir), ".");
+	}
+	if (!base[0]) {
+		free(j);
+		return sr__errorf(-EINVAL, "checkpoint: '%s' names a directory, not a file", path);
+	}
+	if (snprintf(j->tmp, sizeof(j->tmp), "%s/.%s.tmp.%ld.%u", j->dir, base, (long)getpid(),
+		     atomic_fetch_add(&seq, 1)) >= (int)sizeof(j->tmp)) {
+		free(j);
+		return sr__errorf(-ENAMETOOLONG, "checkpoint: path too long");
+	}
+
+	off = SR_CKPT_ALIGN;
+	for (uint32_t i = 0; i < n; i++) {
+		j->table[i].type = srcs[i].type;
+		j->table[i].offset = off;
+		j->table[i].length = srcs[i].len;
+		off += align_up(srcs[i].len);
+	}
+	j->trailer_off = off;
+	j->total = off + SR_CKPT_ALIGN;
+	j->cur = -1;
+
+	flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+	if (opts->flags & SR_CKPT_F_DIRECT) {
+		j->fd = open(j->tmp, flags | O_DIRECT, 0644);
+		if (j->fd < 0 && errno == EINVAL) /* tmpfs and friends: buffered */
+			j->fd = open(j->tmp, flags, 0644);
+	} else {
+		j->fd = open(j->tmp, flags, 0644);
+	}
+	if (j->fd < 0) {
+		err = sr__errorf(-errno, "checkpoint: cannot create '%s' next to '%s': %s", j->tmp,
+				 path, strerror(errno));
+		free(j);
+		return err;
+	}
+	*out = j;
+	return 0;
+}
+
+int sr__ckpt_job_start(sr__ckpt_job *j)
+{
+	int err;
+
+	if (j->started)
+		return sr__errorf(-EINVAL, "checkpoint: job already started");
+	j->started = true;
+	if (j->backend == SR_CKPT_BACKEND_SYNC) {
+		j->result = run_job(j);
+		j->joined = true;
+		atomic_store_explicit(&j->done, 1, memory_order_release);
+		if (j->result)
+			return sr__errorf(j->result, "%s", j->err[0] ? j->err : sr_strerror(j->result));
+		return 0;
+	}
+	err = pthread_create(&j->th, NULL, job_thread, j);
+	if (err) {
+		j->started = false;
+		return sr__errorf(-err, "checkpoint: cannot start the writer thread: %s",
+				  strerror(err));
+	}
+	return 0;
+}
+
+static int job_result(sr__ckpt_job *j)
+{
+	if (!j->joined) {
+		pthread_join(j->th, NULL);
+		j->joined = true;
+	}
+	if (j->result)
+		return sr__errorf(j->result, "%s", j->err[0] ? j->err : sr_strerror(j->result));
+	return 0;
+}
+
+int sr__ckpt_job_poll(sr__ckpt_job *j)
+{
+	if (!j->started)
+		return 0;
+	if (!atomic_load_explicit(&j->done, memory_order_acquire)) /* D: acquire */
+		return -EINPROGRESS;
+	return job_result(j);
+}
+
+int sr__ckpt_job_wait(sr__ckpt_job *j)
+{
+	if (!j->started)
+		return 0;
+	return job_result(j);
+}
+
+void sr__ckpt_job_destroy(sr__ckpt_job *j)
+{
+	if (!j)
+		return;
+	if (j->started && !j->joined)
+		pthread_join(j->th, NULL);
+	if (!j->started && j->fd >= 0) {
+		close(j->fd);
+		unlink(j->tmp);
+	}
+	free(j);
+}
+
+int sr__ckpt_write(const char *path, const struct sr__ckpt_src *srcs, uint32_t n,
+		   uint32_t backend, const sr_ckpt_opts *opts)
+{
+	sr__ckpt_job *j;
+	int err = sr__ckpt_job_create(path, srcs, n, backend, opts, &j);
+
+	if (err)
+		return err;
+	err = sr__ckpt_job_start(j);
+	if (!err)
+		err = sr__ckpt_job_wait(j);
+	sr__ckpt_job_destroy(j);
+	return err;
+}
+
+/* ---- loader -------------------------------------------------------------- */
+
+static int pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t r = pread(fd, p, len, (off_t)off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return sr__errorf(-errno, "checkpoint: read failed: %s", strerror(errno));
+		}
+		if (r == 0)
+			return sr__errorf(-EBADMSG, "checkpoint: file truncated while reading");
+		p += r;
+		len -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int sr__ckpt_find(const struct sr__ckpt_file *f, uint32_t type)
+{
+	for (uint32_t i = 0; i < f->foot.n_sections; i++)
+		if (f->table[i].type == type)
+			return (int)i;
+	return -1;
+}
+
+int sr__ckpt_read(const struct sr__ckpt_file *f, int idx, uint64_t off, void *buf, size_t len)
+{
+	const struct sr__ckpt_entry *e = &f->table[idx];
+
+	if (off > e->length || len > e->length - off)
+		return sr__errorf(-EBADMSG, "checkpoint: read past the end of section %s",
+				  sr_ckpt_section_name(e->type));
+	return pread_all(f->fd, buf, len, e->offset + off);
+}
+
+static bool str_terminated(const char *s, size_t n)
+{
+	return memchr(s, '\0', n) != NULL;
+}
+
+static int check_pool_sect(const struct sr__ckpt_pool_sect *ps)
+{
+	if (!str_terminated(ps->env_id, sizeof(ps->env_id)) || !ps->env_id[0])
+		return sr__errorf(-EBADMSG, "checkpoint: pool section has no env id");
+	if (ps->num_envs == 0 || ps->obs_dim == 0 || ps->act_size == 0 || ps->state_size == 0 ||
+	    ps->batch_size > ps->num_envs)
+		return sr__errorf(-EBADMSG, "checkpoint: pool section has an impossible geometry "
+					    "(num_envs %u, batch %u, obs_dim %u, act_size %u, state %u)",
+				  ps->num_envs, ps->batch_size, ps->obs_dim, ps->act_size,
+				  ps->state_size);
+	return 0;
+}
+
+int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
+{
+	struct stat st;
+	uint8_t *buf;
+	uint64_t prev_end;
+	size_t bufsz = 1u << 20;
+	uint32_t crc;
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	f->fd = fd;
+	if (info)
+		memset(info, 0, sizeof(*info));
+	if (fstat(fd, &st) < 0)
+		return sr__errorf(-errno, "checkpoint: stat failed: %s", strerror(errno));
+	f->size = (uint64_t)st.st_size;
+	if (f->size < 2 * SR_CKPT_ALIGN)
+		return sr__errorf(-EBADMSG,
+				  "checkpoint: truncated or not a checkpoint (%llu bytes, a checkpoint "
+				  "has at least %u)",
+				  (unsigned long long)f->size, 2 * SR_CKPT_ALIGN);
+
+	err = pread_all(fd, &f->hdr, sizeof(f->hdr), 0);
+	if (err)
+		return err;
+	if (memcmp(f->hdr.magic, SR_CKPT_MAGIC, 8))
+		return sr__errorf(-EBADMSG, "checkpoint: not a stepring checkpoint (bad magic)");
+	if (f->hdr.crc != sr__crc32c(0, &f->hdr, offsetof(struct sr__ckpt_header, crc)))
+		return sr__errorf(-EBADMSG, "checkpoint: header checksum mismatch (corrupt header)");
+	if (f->hdr.endian != 0x01020304u)
+		return sr__errorf(-EPROTO, "checkpoint: written on a machine of another byte order");
+	if (f->hdr.format_version != SR_CKPT_FORMAT_VERSION)
+		return sr__errorf(-EPROTO,
+				  "checkpoint: format version %u, this stepring reads version %u",
+				  f->hdr.format_version, SR_CKPT_FORMAT_VERSION);
+	if (f->hdr.header_size != SR_CKPT_ALIGN || !str_terminated(f->hdr.build_info,
+								     sizeof(f->hdr.build_info)))
+		return sr__errorf(-EBADMSG, "checkpoint: malformed header");
+
+	err = pread_all(fd, &f->foot, sizeof(f->foot), f->size - sizeof(f->foot));
+	if (err)
+		return err;
+	if (memcmp(f->foot.magic, SR_CKPT_END_MAGIC, 8) ||
+	    f->foot.crc != sr__crc32c(0, &f->foot, offsetof(struct sr__ckpt_footer, crc)))
+		return sr__errorf(-EBADMSG, "checkpoint: no valid trailer: the file is truncated or "
+					    "was not completely written");
+	if (f->foot.file_size != f->size)
+		return sr__errorf(-EBADMSG, "checkpoint: file is %llu bytes, its trailer says %llu "
+					    "(truncated or extended)",
+				  (unsigned long long)f->size,
+				  (unsigned long long)f->foot.file_size);
+	if (f->foot.format_version != SR_CKPT_FORMAT_VERSION)
+		return sr__errorf(-EPROTO, "checkpoint: trailer format version %u, expected %u",
+				  f->foot.format_version, SR_CKPT_FORMAT_VERSION);
+	if (f->foot.trailer_offset != f->size - SR_CKPT_ALIGN ||
+	    f->foot.n_sections > SR_CKPT_MAX_SECTIONS)
+		return sr__errorf(-EBADMSG, "checkpoint: malformed trailer");
+	err = pread_all(fd, f->table, f->foot.n_sections * sizeof(f->table[0]),
+			f->foot.trailer_offset);
+	if (err)
+		return err;
+	if (f->foot.table_crc != sr__crc32c(0, f->table, f->foot.n_sections * sizeof(f->table[0])))
+		return sr__errorf(-EBADMSG, "checkpoint: section table checksum mismatch");
+
+	prev_end = SR_CKPT_ALIGN;
+	for (uint32_t i = 0; i < f->foot.n_sections; i++) {
+		const struct sr__ckpt_entry *e = &f->table[i];
+		if (e->type == 0 || e->offset % SR_CKPT_ALIGN || e->offset < prev_end ||
+		    e->length > f->foot.trailer_offset - e->offset ||
+		    align_up(e->length) > f->foot.trailer_offset - e->offset)
+			return sr__errorf(-EBADMSG, "checkpoint: section %u (%s) lies outside the file",
+					  i, sr_ckpt_section_name(e->type));
+		prev_end = e->offset + align_up(e->length);
+	}
+
+	buf = malloc(bufsz);
+	if (!buf)
+		return sr__errorf(-ENOMEM, "checkpoint: out of memory");
+	for (uint32_t i = 0; i < f->foot.n_sections; i++) {
+		const struct sr__ckpt_entry *e = &f->table[i];
+		crc = 0;
+		for (uint64_t off = 0; off < e->length;) {
+			size_t n = e->length - off < bufsz ? (size_t)(e->length - off) : bufsz;
+			err = pread_all(fd, buf, n, e->offset + off);
+			if (err) {
+				free(buf);
+				return err;
+			}
+			crc = sr__crc32c(crc, buf, n);
+			off += n;
+		}
+		if (crc != e->crc) {
+			free(buf);
+			return sr__errorf(-EBADMSG,
+					  "checkpoint: section %u (%s) is corrupt: CRC32C %08x, "
+					  "stored %08x",
+					  i, sr_ckpt_section_name(e->type), crc, e->crc);
+		}
+	}
+	free(buf);
+
+	if (!info) {
+		int pi = sr__ckpt_find(f, SR_CKPT_SECT_POOL);
+		if (pi >= 0) {
+			struct sr__ckpt_pool_sect ps;
+			if (f->table[pi].length != sizeof(ps))
+				return sr__errorf(-EBADMSG, "checkpoint: pool section has size %llu, "
+							    "expected %zu",
+						  (unsigned long long)f->table[pi].length, sizeof(ps));
+			err = sr__ckpt_read(f, pi, 0, &ps, sizeof(ps));
+			if (err)
+				return err;
+			return check_pool_sect(&ps);
+		}
+		return 0;
+	}
+
+	info->format_version = f->hdr.format_version;
+	info->n_sections = f->foot.n_sections;
+	info->file_size = f->size;
+	info->created_unix_ns = f->hdr.created_unix_ns;
+	snprintf(info->build_info, sizeof(info->build_info), "%s", f->hdr.build_info);
+	for (uint32_t i = 0; i < f->foot.n_sections; i++) {
+		info->sections[i].type = f->table[i].type;
+		info->sections[i].crc = f->table[i].crc;
+		info->sections[i].offset = f->table[i].offset;
+		info->sections[i].length = f->table[i].length;
+	}
+	int pi = sr__ckpt_find(f, SR_CKPT_SECT_POOL);
+	if (pi >= 0) {
+		struct sr__ckpt_pool_sect ps;
+		if (f->table[pi].length != sizeof(ps))
+			return sr__errorf(-EBADMSG, "checkpoint: pool section has size %llu, "
+						    "expected %zu",
+					  (unsigned long long)f->table[pi].length, sizeof(ps));
+		err = sr__ckpt_read(f, pi, 0, &ps, sizeof(ps));
+		if (err)
+			return err;
+		err = check_pool_sect(&ps);
+		if (err)
+			return err;
+		snprintf(info->env_id, sizeof(info->env_id), "%s", ps.env_id);
+		info->num_envs = ps.num_envs;
+		info->batch_size = ps.batch_size;
+		info->obs_dim = ps.obs_dim;
+		info->act_size = ps.act_size;
+		info->state_size = ps.state_size;
+		info->autoreset = ps.autoreset;
+		info->seed = ps.seed;
+		info->steps = ps.steps;
+	}
+	int mi = sr__ckpt_find(f, SR_CKPT_SECT_REPLAY_META);
+	if (mi >= 0) {
+		struct sr__ckpt_replay_meta m;
+		if (f->table[mi].length != sizeof(m))
+			return sr__errorf(-EBADMSG, "checkpoint: replay_meta section has size %llu",
+					  (unsigned long long)f->table[mi].length);
+		err = sr__ckpt_read(f, mi, 0, &m, sizeof(m));
+		if (err)
+			return err;
+		if (m.first_valid < m.first_seq || m.first_valid > m.head)
+			return sr__errorf(-EBADMSG, "checkpoint: replay_meta is inconsistent");
+		info->replay_slots = m.head - m.first_valid;
+		info->replay_head = m.head;
+	}
+	return 0;
+}
+
+int sr_checkpoint_verify(const char *path, sr_ckpt_info *info)
+{
+	struct sr__ckpt_file f;
+	int fd, err;
+
+	if (!path)
+		return sr__errorf(-EINVAL, "sr_checkpoint_verify: NULL path");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sr__errorf(-errno, "checkpoint: cannot open '%s': %s", path, strerror(errno));
+	err = sr__ckpt_verify_fd(fd, &f, info);
+	close(fd);
+	return err;
+}

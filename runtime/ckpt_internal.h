@@ -1,0 +1,191 @@
+/* Checkpoint internals shared by runtime/checkpoint.c, the writer backends
+ * (ckpt_uring.c, ckpt_nouring.c, ckpt_pwrite.c) and pool_ckpt.c. */
+#ifndef SR_CKPT_INTERNAL_H
+#define SR_CKPT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stepring/checkpoint.h"
+
+/* ---- on-disk format (little endian, every block 4096-aligned) ---------- */
+
+#define SR_CKPT_ALIGN 4096u
+#define SR_CKPT_MAGIC "STEPCKPT"    /* header, 8 bytes */
+#define SR_CKPT_END_MAGIC "STEPCEND" /* footer, 8 bytes */
+#define SR_CKPT_DEFAULT_CHUNK (4u << 20)
+#define SR_CKPT_NBUF 4 /* staging buffers (io_uring: registered) */
+
+struct sr__ckpt_header {
+	char magic[8];
+	uint32_t format_version;
+	uint32_t header_size;     /* SR_CKPT_ALIGN */
+	uint64_t created_unix_ns;
+	uint32_t flags;
+	uint32_t endian;          /* 0x01020304 as written */
+	char build_info[160];
+	uint32_t reserved[7];
+	uint32_t crc;             /* CRC32C of the bytes above */
+};
+
+struct sr__ckpt_entry {
+	uint32_t type;
+	uint32_t crc;    /* of the payload bytes */
+	uint64_t offset; /* 4096-aligned */
+	uint64_t length; /* payload bytes (the block is zero-padded) */
+	uint64_t reserved;
+};
+
+/* The last 64 bytes of the file; the table sits at the start of the
+ * trailer block, which is the last SR_CKPT_ALIGN bytes. */
+struct sr__ckpt_footer {
+	char magic[8];
+	uint32_t format_version;
+	uint32_t n_sections;
+	uint64_t file_size;
+	uint64_t trailer_offset;
+	uint32_t table_crc;
+	uint32_t reserved[5];
+	uint32_t pad;
+	uint32_t crc;    /* CRC32C of the bytes above */
+};
+
+_Static_assert(sizeof(struct sr__ckpt_header) <= SR_CKPT_ALIGN, "header fits its block");
+_Static_assert(sizeof(struct sr__ckpt_footer) == 64, "footer is 64 bytes");
+_Static_assert(SR_CKPT_MAX_SECTIONS * sizeof(struct sr__ckpt_entry) + 64 <= SR_CKPT_ALIGN,
+	       "trailer fits its block");
+
+/* Pool section payload (SR_CKPT_SECT_POOL). */
+struct sr__ckpt_pool_sect {
+	char env_id[64];
+	uint32_t num_envs, batch_size, num_threads, autoreset;
+	uint32_t obs_dim, act_size, state_size, act_kind;
+	uint32_t pool_flags, max_episode_steps;
+	uint64_t seed;
+	uint64_t steps;
+	uint64_t ring_capacity;
+	uint64_t reserved[8];
+};
+
+/* Replay meta section (SR_CKPT_SECT_REPLAY_META). The replay section holds
+ * the slots of sequences [first_seq, head) as chunks: for each chunk, all
+ * columns (obs, action, reward, terminated, truncated, flags, env_id,
+ * prev) of its slots, one after the other. */
+struct sr__ckpt_replay_meta {
+	uint64_t capacity;
+	uint64_t head;       /* next sequence to reserve at the snapshot */
+	uint64_t cursor;     /* consumer cursor at the snapshot */
+	uint64_t first_seq;  /* first sequence stored in the replay section */
+	uint64_t first_valid;/* slots below were lapped while saved: discard */
+	uint64_t chunk_slots;/* slots per block (the last one may be shorter) */
+	uint64_t block_bytes;/* bytes between blocks (>= chunk_slots * slot bytes) */
+	uint32_t obs_dim, act_size;
+	uint64_t reserved[3];
+};
+
+/* ---- CRC32C -------------------------------------------------------------- */
+
+/* CRC32C (Castagnoli) of @len bytes, continuing @crc (0 to start). Uses
+ * SSE4.2 when the CPU has it, else slicing-by-8. */
+uint32_t sr__crc32c(uint32_t crc, const void *buf, size_t len);
+/* The table implementation (tests compare both). */
+uint32_t sr__crc32c_sw(uint32_t crc, const void *buf, size_t len);
+
+/* ---- writer -------------------------------------------------------------- */
+
+/* A section to write: either @data (len bytes) or a fill callback that
+ * produces bytes [off, off + n) of the section into dst, called in
+ * increasing offset order, in the writer thread. Returns 0 or -errno. */
+struct sr__ckpt_src {
+	uint32_t type;
+	uint64_t len;
+	const void *data;
+	int (*fill)(void *ctx, void *dst, uint64_t off, size_t n);
+	void *ctx;
+};
+
+/* Fault injection for tests: fail the write that covers file offset
+ * >= at with -err (once armed, in every backend). at = UINT64_MAX: off. */
+extern _Atomic uint64_t sr__ckpt_fault_at;
+extern _Atomic int sr__ckpt_fault_err;
+/* Sleep this many microseconds after each chunk (tests: SIGKILL window). */
+extern _Atomic uint32_t sr__ckpt_chunk_delay_us;
+
+struct sr__ckpt_job;
+typedef struct sr__ckpt_job sr__ckpt_job;
+
+/* Create a job writing @n sources to @path with @backend. The sources
+ * (and what they point to) must stay valid until the job is done; the
+ * array itself is copied. Opens the temporary file here, so that a bad
+ * directory fails at once. */
+int sr__ckpt_job_create(const char *path, const struct sr__ckpt_src *srcs, uint32_t n,
+			uint32_t backend, const sr_ckpt_opts *opts, sr__ckpt_job **out);
+/* Run it: SYNC runs here and returns the result; others start a thread. */
+int sr__ckpt_job_start(sr__ckpt_job *j);
+/* -EINPROGRESS or the result (0 / -errno). The error message is copied to
+ * the caller's sr_last_error(). */
+int sr__ckpt_job_poll(sr__ckpt_job *j);
+int sr__ckpt_job_wait(sr__ckpt_job *j);
+/* Waits, then frees. NULL is a no-op. */
+void sr__ckpt_job_destroy(sr__ckpt_job *j);
+uint32_t sr__ckpt_job_backend(const sr__ckpt_job *j);
+uint64_t sr__ckpt_job_size(const sr__ckpt_job *j);
+uint64_t sr__ckpt_job_ns(const sr__ckpt_job *j);
+
+/* One-shot: write and wait. */
+int sr__ckpt_write(const char *path, const struct sr__ckpt_src *srcs, uint32_t n,
+		   uint32_t backend, const sr_ckpt_opts *opts);
+
+/* Backend interface, used by the job (checkpoint.c) --------------------- */
+
+/* A piece of the file to write: [off, off + len) from buf. */
+struct sr__ckpt_piece {
+	uint64_t off;
+	size_t len;
+};
+
+/* Produce the next piece (header, section data, or the trailer block when
+ * @trailer) into @buf (capacity chunk_size, 4096-aligned). Returns 1 with
+ * *pc set, 0 when everything but the trailer is produced, -errno. */
+int sr__ckpt_produce(sr__ckpt_job *j, void *buf, struct sr__ckpt_piece *pc);
+void sr__ckpt_produce_trailer(sr__ckpt_job *j, void *buf, struct sr__ckpt_piece *pc);
+size_t sr__ckpt_chunk(const sr__ckpt_job *j);
+int sr__ckpt_fd(const sr__ckpt_job *j);
+/* Test hooks applied by the backends after each piece: returns -err when
+ * the fault is armed for this piece, else 0 (and sleeps if asked). */
+int sr__ckpt_fault_check(const struct sr__ckpt_piece *pc);
+/* Record the reason of a failure (kept for the caller's sr_last_error). */
+int sr__ckpt_fail(sr__ckpt_job *j, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* io_uring writer (ckpt_uring.c; ckpt_nouring.c returns -ENOSYS). Writes
+ * every piece and the trailer and fsyncs, linked. Returns 0, -errno, or
+ * SR__CKPT_REFUSED (with *why set) when io_uring cannot be used here. */
+#define SR__CKPT_REFUSED 1
+int sr__ckpt_run_uring(sr__ckpt_job *j, const char **why);
+/* pwrite writer (ckpt_pwrite.c): same contract, never refuses. */
+int sr__ckpt_run_pwrite(sr__ckpt_job *j);
+
+/* ---- loader -------------------------------------------------------------- */
+
+struct sr__ckpt_file {
+	int fd;
+	uint64_t size;
+	struct sr__ckpt_header hdr;
+	struct sr__ckpt_footer foot;
+	struct sr__ckpt_entry table[SR_CKPT_MAX_SECTIONS];
+};
+
+/* Validate an open file: header, footer, table, every section's bounds
+ * and CRC (streamed). Fills @f (fd is not owned) and @info (may be NULL).
+ * Returns 0, -EBADMSG, -EPROTO, -EIO with the reason in sr_last_error(). */
+int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info);
+/* Index of the first section of @type, or -1. */
+int sr__ckpt_find(const struct sr__ckpt_file *f, uint32_t type);
+/* Read bytes [off, off + len) of section @idx. 0 or -EIO/-EBADMSG. */
+int sr__ckpt_read(const struct sr__ckpt_file *f, int idx, uint64_t off, void *buf, size_t len);
+
+#endif

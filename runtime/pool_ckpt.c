@@ -1,0 +1,725 @@
+/*
+ * Snapshot and restore of a pool: sr_pool_checkpoint*, sr_pool_restore.
+ *
+ * DESIGN
+ *
+ * Snapshot (the pool thread, at a quiescent point: between sync steps, or
+ * in async mode with nothing in flight; see runtime/pool_internal.h): the
+ * small state is copied into one heap buffer: the pool section (options
+ * and geometry), every env's state bytes (its RNG included), its
+ * bookkeeping (elapsed steps, done flags, ring sequence of its last slot)
+ * and episode accumulators, the pool statistics and the ring counters
+ * (head, cursor). That is num_envs * (state_size + ~48) bytes: microseconds.
+ *
+ * The replay window (SR_CKPT_F_REPLAY) can be gigabytes, so it is NOT
+ * copied at the snapshot. The snapshot records head H and the window
+ * [W, H) with W = max(H - capacity, 0); the writer thread then reads the
+ * ring columns straight from the shared segment, block by block, oldest
+ * first, while the pool keeps stepping and overwriting the oldest slots.
+ * Each block is copied with the ring's seqlock rule (R3 in
+ * replay/ring_internal.h): copy the columns, acquire fence, re-check each
+ * slot's publish sequence; a slot whose sequence changed was (being)
+ * overwritten, so the saved window starts after it (first_valid in the
+ * replay_meta section, which is written after the replay section). Blocks
+ * are copied oldest first, the order in which producers lap them, so the
+ * loss is at most what the producers overwrite during the write, and
+ * nothing torn is ever kept. The pool never stops for the window.
+ *
+ * Blocks: the replay section is a sequence of blocks of chunk_size bytes
+ * (the writer's piece size, so each fill() call produces exactly one
+ * block): chunk_slots = chunk_size / slot_bytes slots, column after
+ * column (obs, action, reward, terminated, truncated, flags, env_id,
+ * prev), zero padded; the last block is not padded.
+ *
+ * Restore reads and checks everything small (geometry, every CRC, sizes)
+ * into memory before changing anything; then writes the env states,
+ * bookkeeping, statistics and ring counters, and streams the replay blocks
+ * into the ring.
+ *
+ * Per-pool checkpoint state lives in a small registry keyed by the pool
+ * (the pool struct has no field for it); sr__pool_ckpt_forget() (called
+ * by sr_pool_destroy) waits for a checkpoint in flight before the ring it
+ * reads goes away.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "ckpt_internal.h"
+#include "pool_internal.h"
+#include "ring_internal.h"
+
+#define SR_CKPT_KNOWN_FLAGS                                                                \
+	(SR_CKPT_F_BACKEND | SR_CKPT_F_REPLAY | SR_CKPT_F_NOWAIT | SR_CKPT_F_DIRECT |      \
+	 SR_CKPT_F_CHUNK | SR_CKPT_F_NICE)
+
+/* Env bookkeeping as saved (fixed layout, independent of struct padding). */
+struct ckpt_env_rec {
+	uint64_t prev_seq;
+	uint64_t ep_len;
+	double ep_ret;
+	uint32_t elapsed;
+	uint8_t done, term, trunc, pad0;
+};
+
+struct ckpt_stats_sect {
+	uint64_t steps;
+	uint64_t episodes;
+	uint64_t batches;
+	double ep_ret[SR__EPWIN];
+	double ep_len[SR__EPWIN];
+	uint64_t reserved[8];
+};
+
+struct ckpt_runtime_sect {
+	uint64_t ring_head;
+	uint64_t ring_cursor;
+	uint64_t spec_params[8];
+	uint64_t reserved[8];
+};
+
+struct replay_ctx {
+	sr_ring *r;
+	uint64_t first, head;
+	uint64_t chunk_slots;
+	size_t blk;
+	size_t slot_bytes;
+	struct sr__ckpt_replay_meta meta;
+};
+
+struct pool_ckpt {
+	sr_pool *pool;
+	struct pool_ckpt *next;
+	sr__ckpt_job *job;
+	void *snap;
+	struct replay_ctx rc;
+	sr_ckpt_status st;
+	uint64_t t_start;
+	bool unreported;  /* st.result is a failure nobody has been told of */
+	char errmsg[512];
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pool_ckpt *reg_head;
+
+static struct pool_ckpt *reg_get(sr_pool *p, bool create)
+{
+	struct pool_ckpt *c;
+
+	pthread_mutex_lock(&reg_lock);
+	for (c = reg_head; c; c = c->next)
+		if (c->pool == p)
+			break;
+	if (!c && create) {
+		c = calloc(1, sizeof(*c));
+		if (c) {
+			c->pool = p;
+			c->next = reg_head;
+			reg_head = c;
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+	return c;
+}
+
+static void shm_state(sr_pool *p, uint32_t state)
+{
+	if (p->shm)
+		__atomic_store_n(&p->shm->ckpt_state, state, __ATOMIC_RELAXED);
+}
+
+/* Collect the finished job of @c (if any): result, status, memory. */
+static int finish_job(struct pool_ckpt *c, bool wait)
+{
+	int err;
+
+	if (!c->job)
+		return 0;
+	err = wait ? sr__ckpt_job_wait(c->job) : sr__ckpt_job_poll(c->job);
+	if (err == -EINPROGRESS)
+		return err;
+	c->st.result = err;
+	c->st.backend = sr__ckpt_job_backend(c->job);
+	c->st.ns_write = sr__ckpt_job_ns(c->job);
+	c->st.bytes = sr__ckpt_job_size(c->job);
+	c->st.replay_slots = c->rc.r ? c->rc.head - c->rc.meta.first_valid : 0;
+	c->st.replay_dropped = c->rc.r ? c->rc.meta.first_valid - c->rc.first : 0;
+	if (!err)
+		c->st.count++;
+	c->unreported = err != 0;
+	if (err)
+		snprintf(c->errmsg, sizeof(c->errmsg), "%s", sr_last_error());
+	c->st.state = err ? SR_CKPT_STATE_FAILED : SR_CKPT_STATE_IDLE;
+	sr__ckpt_job_destroy(c->job);
+	c->job = NULL;
+	free(c->snap);
+	c->snap = NULL;
+	memset(&c->rc, 0, sizeof(c->rc));
+	shm_state(c->pool, c->st.state);
+	if (c->pool->shm && !err) {
+		__atomic_store_n(&c->pool->shm->ckpt_count, c->st.count, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->pool->shm->ckpt_bytes, c->st.bytes, __ATOMIC_RELAXED);
+	}
+	return err;
+}
+
+void sr__pool_ckpt_forget(sr_pool *p);
+void sr__pool_ckpt_forget(sr_pool *p)
+{
+	struct pool_ckpt **pp, *c = NULL;
+
+	pthread_mutex_lock(&reg_lock);
+	for (pp = &reg_head; *pp; pp = &(*pp)->next) {
+		if ((*pp)->pool == p) {
+			c = *pp;
+			*pp = c->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+	if (!c)
+		return;
+	finish_job(c, true);
+	free(c);
+}
+
+/* ---- snapshot -------------------------------------------------------------- */
+
+static size_t slot_bytes(uint32_t obs_dim, uint32_t act_size)
+{
+	return (size_t)obs_dim * 4 + act_size + 4 + 1 + 1 + 1 + 4 + 8;
+}
+
+/* Copy slots [s0, s0 + n) of a column of @width bytes, in at most two
+ * pieces at the wrap. The slots may be overwritten meanwhile: the caller
+ * re-checks them (R3), so the copy goes through sr__racy_copy. */
+static uint8_t *col_out(const struct replay_ctx *rc, uint8_t *dst, const void *col,
+			size_t width, uint64_t s0, uint64_t n)
+{
+	uint64_t cap = rc->r->cap, i = s0 & (cap - 1);
+	uint64_t first = n < cap - i ? n : cap - i;
+
+	sr__racy_copy(dst, (const uint8_t *)col + i * width, first * width);
+	if (n > first)
+		sr__racy_copy(dst + first * width, col, (n - first) * width);
+	return dst + n * width;
+}
+
+static int replay_fill(void *ctx, void *dst, uint64_t off, size_t len)
+{
+	struct replay_ctx *rc = ctx;
+	sr_ring *r = rc->r;
+	uint64_t b = off / rc->blk, s0 = rc->first + b * rc->chunk_slots;
+	uint64_t n = rc->head - s0 < rc->chunk_slots ? rc->head - s0 : rc->chunk_slots;
+	uint8_t *d = dst;
+	uint64_t bad = 0;
+	bool any_bad = false;
+
+	if (off % rc->blk || s0 >= rc->head || n * rc->slot_bytes > len)
+		return -EIO; /* cannot happen: the writer asks for whole blocks */
+	d = col_out(rc, d, r->obs, (size_t)r->obs_dim * 4, s0, n);
+	d = col_out(rc, d, r->action, r->act_size, s0, n);
+	d = col_out(rc, d, r->reward, 4, s0, n);
+	d = col_out(rc, d, r->terminated, 1, s0, n);
+	d = col_out(rc, d, r->truncated, 1, s0, n);
+	d = col_out(rc, d, r->flags, 1, s0, n);
+	d = col_out(rc, d, r->env_id, 4, s0, n);
+	d = col_out(rc, d, r->prev, 8, s0, n);
+	memset(d, 0, len - (size_t)(d - (uint8_t *)dst));
+	/* R3 (replay/ring_internal.h): the column reads above happen before
+	 * the re-check; a producer that had started to overwrite a slot has
+	 * stored seq = 0 before writing, so we see a changed sequence. Values
+	 * only grow, so seeing s + 1 again means the slot was never touched. */
+	atomic_thread_fence(memory_order_acquire);
+	for (uint64_t s = s0; s < s0 + n; s++) {
+		if (atomic_load_explicit(&r->seq[s & r->mask], memory_order_relaxed) != s + 1) {
+			bad = s;
+			any_bad = true;
+		}
+	}
+	if (any_bad && bad + 1 > rc->meta.first_valid)
+		rc->meta.first_valid = bad + 1;
+	return 0;
+}
+
+static uint64_t pool_steps(const sr_pool *p)
+{
+	uint64_t s = 0;
+
+	for (uint32_t w = 0; w < p->num_threads; w++)
+		s += atomic_load_explicit(&p->workers[w].steps, memory_order_relaxed);
+	return s;
+}
+
+static void fill_pool_sect(const sr_pool *p, struct sr__ckpt_pool_sect *ps)
+{
+	memset(ps, 0, sizeof(*ps));
+	snprintf(ps->env_id, sizeof(ps->env_id), "%s", p->spec.id);
+	ps->num_envs = p->num_envs;
+	ps->batch_size = p->batch_size;
+	ps->num_threads = p->num_threads;
+	ps->autoreset = p->autoreset;
+	ps->obs_dim = p->obs_dim;
+	ps->act_size = (uint32_t)p->act_size;
+	ps->state_size = p->spec.state_size;
+	ps->act_kind = p->spec.act_kind;
+	ps->pool_flags = p->keep_final ? SR_POOL_F_FINAL_OBS : 0;
+	ps->max_episode_steps = p->spec.max_episode_steps;
+	ps->seed = p->seed;
+	ps->steps = pool_steps(p);
+	ps->ring_capacity = p->ring_cap;
+}
+
+static int check_async_idle(const sr_pool *p, const char *what)
+{
+	if (p->async && p->n_inflight)
+		return sr__errorf(-EBUSY,
+				  "%s: %u envs have steps in flight; receive them first (async "
+				  "pools are checkpointed when nothing is in flight)",
+				  what, p->n_inflight);
+	return 0;
+}
+
+int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
+{
+	struct sr__ckpt_src src[8];
+	struct pool_ckpt *c;
+	sr_ckpt_opts o;
+	uint32_t n = 0, backend;
+	size_t ssz, nst, off_states, off_envs, off_stats, off_rt, total;
+	uint8_t *snap;
+	uint64_t t0;
+	int err;
+
+	if (!p || !path)
+		return sr__errorf(-EINVAL, "sr_pool_checkpoint: NULL argument");
+	if (opts)
+		o = *opts;
+	else
+		sr_ckpt_opts_init(&o);
+	if (o.flags & ~(uint32_t)SR_CKPT_KNOWN_FLAGS)
+		return sr__errorf(-EINVAL, "sr_pool_checkpoint: unknown flags 0x%x",
+				  o.flags & ~(uint32_t)SR_CKPT_KNOWN_FLAGS);
+	backend = (o.flags & SR_CKPT_F_BACKEND) ? o.backend : SR_CKPT_BACKEND_AUTO;
+	if (backend > SR_CKPT_BACKEND_SYNC)
+		return sr__errorf(-EINVAL, "sr_pool_checkpoint: unknown backend %u", backend);
+	if (!(o.flags & SR_CKPT_F_CHUNK))
+		o.chunk_size = SR_CKPT_DEFAULT_CHUNK;
+	o.flags |= SR_CKPT_F_CHUNK;
+
+	c = reg_get(p, true);
+	if (!c)
+		return sr__errorf(-ENOMEM, "sr_pool_checkpoint: out of memory");
+	if (c->job) {
+		if ((o.flags & SR_CKPT_F_NOWAIT) &&
+		    sr__ckpt_job_poll(c->job) == -EINPROGRESS)
+			return sr__errorf(-EBUSY,
+					  "checkpoint: the previous checkpoint of this pool is still "
+					  "being written (started %.2f s ago); wait for it or retry",
+					  (double)(sr__now_ns() - c->t_start) / 1e9);
+		finish_job(c, true);
+	}
+	err = check_async_idle(p, "checkpoint");
+	if (err)
+		return err;
+
+	t0 = sr__now_ns();
+	shm_state(p, SR_CKPT_STATE_SNAPSHOT);
+	ssz = p->spec.state_size;
+	nst = (size_t)p->num_envs * ssz;
+	off_states = sizeof(struct sr__ckpt_pool_sect);
+	off_envs = (off_states + nst + 63) & ~(size_t)63;
+	off_stats = off_envs + (size_t)p->num_envs * sizeof(struct ckpt_env_rec);
+	off_rt = off_stats + sizeof(struct ckpt_stats_sect);
+	total = off_rt + sizeof(struct ckpt_runtime_sect);
+	snap = calloc(1, total);
+	if (!snap) {
+		shm_state(p, c->st.state);
+		return sr__errorf(-ENOMEM, "checkpoint: out of memory for the snapshot (%zu bytes)",
+				  total);
+	}
+
+	fill_pool_sect(p, (struct sr__ckpt_pool_sect *)snap);
+	for (uint32_t w = 0; w < p->num_threads; w++) {
+		const struct sr__worker *wk = &p->workers[w];
+		memcpy(snap + off_states + (size_t)wk->first_env * ssz, wk->states,
+		       (size_t)wk->n_envs * ssz);
+		for (uint32_t i = 0; i < wk->n_envs; i++) {
+			uint32_t e = wk->first_env + i;
+			struct ckpt_env_rec *er =
+				(struct ckpt_env_rec *)(snap + off_envs) + e;
+			er->prev_seq = wk->book[i].prev_seq;
+			er->elapsed = wk->book[i].elapsed;
+			er->done = wk->book[i].done;
+			er->term = wk->book[i].term;
+			er->trunc = wk->book[i].trunc;
+			er->ep_ret = p->acc[e].ret;
+			er->ep_len = p->acc[e].len;
+		}
+	}
+	struct ckpt_stats_sect *ss = (struct ckpt_stats_sect *)(snap + off_stats);
+	ss->steps = pool_steps(p);
+	ss->episodes = p->episodes;
+	ss->batches = p->batches;
+	memcpy(ss->ep_ret, p->ep_ret, sizeof(ss->ep_ret));
+	memcpy(ss->ep_len, p->ep_len, sizeof(ss->ep_len));
+	struct ckpt_runtime_sect *rt = (struct ckpt_runtime_sect *)(snap + off_rt);
+	rt->ring_head = sr_ring_head(p->ring);
+	rt->ring_cursor = sr_ring_cursor(p->ring);
+	memcpy(rt->spec_params, p->spec.params, sizeof(rt->spec_params));
+
+	src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_POOL, sizeof(struct sr__ckpt_pool_sect),
+					 snap, NULL, NULL};
+	src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_ENV_STATES, nst, snap + off_states, NULL,
+					 NULL};
+	src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_ENV_COUNTERS,
+					 (size_t)p->num_envs * sizeof(struct ckpt_env_rec),
+					 snap + off_envs, NULL, NULL};
+	src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_STATS, sizeof(struct ckpt_stats_sect),
+					 snap + off_stats, NULL, NULL};
+	src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_RUNTIME, sizeof(struct ckpt_runtime_sect),
+					 snap + off_rt, NULL, NULL};
+
+	memset(&c->rc, 0, sizeof(c->rc));
+	if (o.flags & SR_CKPT_F_REPLAY) {
+		struct replay_ctx *rc = &c->rc;
+		uint64_t cnt, nblk, len;
+
+		rc->r = p->ring;
+		rc->head = rt->ring_head;
+		rc->first = rc->head > p->ring->cap ? rc->head - p->ring->cap : 0;
+		rc->slot_bytes = slot_bytes(p->ring->obs_dim, p->ring->act_size);
+		rc->blk = (size_t)o.chunk_size;
+		rc->chunk_slots = rc->blk / rc->slot_bytes;
+		if (rc->chunk_slots == 0) {
+			free(snap);
+			shm_state(p, c->st.state);
+			return sr__errorf(-EINVAL, "checkpoint: chunk_size %zu is smaller than one "
+						   "replay slot (%zu bytes)",
+					  rc->blk, rc->slot_bytes);
+		}
+		cnt = rc->head - rc->first;
+		nblk = (cnt + rc->chunk_slots - 1) / rc->chunk_slots;
+		len = nblk ? (nblk - 1) * rc->blk +
+				     (cnt - (nblk - 1) * rc->chunk_slots) * rc->slot_bytes
+			   : 0;
+		rc->meta.capacity = p->ring->cap;
+		rc->meta.head = rc->head;
+		rc->meta.cursor = rt->ring_cursor;
+		rc->meta.first_seq = rc->first;
+		rc->meta.first_valid = rc->first;
+		rc->meta.chunk_slots = rc->chunk_slots;
+		rc->meta.block_bytes = rc->blk;
+		rc->meta.obs_dim = p->ring->obs_dim;
+		rc->meta.act_size = p->ring->act_size;
+		src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_REPLAY, len, NULL, replay_fill, rc};
+		/* Written after the replay section, so first_valid is final. */
+		src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_REPLAY_META, sizeof(rc->meta),
+						 &rc->meta, NULL, NULL};
+	}
+	c->st.ns_snapshot = sr__now_ns() - t0;
+
+	err = sr__ckpt_job_create(path, src, n, backend, &o, &c->job);
+	if (err) {
+		free(snap);
+		memset(&c->rc, 0, sizeof(c->rc));
+		shm_state(p, c->st.state);
+		return err;
+	}
+	c->snap = snap;
+	c->t_start = t0;
+	c->st.state = SR_CKPT_STATE_WRITING;
+	shm_state(p, SR_CKPT_STATE_WRITING);
+	err = sr__ckpt_job_start(c->job);
+	if (backend == SR_CKPT_BACKEND_SYNC || err) {
+		/* SYNC is done; a thread that did not start left the job unstarted. */
+		int fin = finish_job(c, true);
+		c->unreported = false; /* returned here */
+		return err ? err : fin;
+	}
+	return 0;
+}
+
+/* Report a failure once: the call that learns it returns it. */
+static int report(struct pool_ckpt *c, int err, sr_ckpt_status *st)
+{
+	if (st) {
+		if (c)
+			*st = c->st;
+		else
+			memset(st, 0, sizeof(*st));
+	}
+	if (c && c->unreported) {
+		c->unreported = false;
+		return sr__errorf(c->st.result, "%s", c->errmsg);
+	}
+	return err == -EINPROGRESS ? err : 0;
+}
+
+int sr_pool_checkpoint_poll(sr_pool *p, sr_ckpt_status *st)
+{
+	struct pool_ckpt *c;
+	int err = 0;
+
+	if (!p)
+		return sr__errorf(-EINVAL, "sr_pool_checkpoint_poll: NULL pool");
+	c = reg_get(p, false);
+	if (c && c->job)
+		err = finish_job(c, false);
+	return report(c, err, st);
+}
+
+int sr_pool_checkpoint_wait(sr_pool *p, sr_ckpt_status *st)
+{
+	struct pool_ckpt *c;
+
+	if (!p)
+		return sr__errorf(-EINVAL, "sr_pool_checkpoint_wait: NULL pool");
+	c = reg_get(p, false);
+	if (c && c->job)
+		finish_job(c, true);
+	return report(c, 0, st);
+}
+
+/* ---- restore ----------------------------------------------------------------- */
+
+static int read_exact(const struct sr__ckpt_file *f, uint32_t type, void *buf, size_t len,
+		      bool required)
+{
+	int i = sr__ckpt_find(f, type);
+
+	if (i < 0)
+		return required ? sr__errorf(-EBADMSG, "checkpoint: no %s section",
+					     sr_ckpt_section_name(type))
+				: 1;
+	if (f->table[i].length != len)
+		return sr__errorf(-EBADMSG, "checkpoint: section %s has %llu bytes, expected %zu",
+				  sr_ckpt_section_name(type),
+				  (unsigned long long)f->table[i].length, len);
+	return sr__ckpt_read(f, i, 0, buf, len);
+}
+
+#define GEOM(field, a, b)                                                                  \
+	do {                                                                               \
+		if ((uint64_t)(a) != (uint64_t)(b))                                        \
+			return sr__errorf(-EINVAL,                                         \
+					  "restore: %s differs: checkpoint has %llu, pool has " \
+					  "%llu",                                          \
+					  field, (unsigned long long)(a),                  \
+					  (unsigned long long)(b));                        \
+	} while (0)
+
+static int check_geometry(const sr_pool *p, const struct sr__ckpt_pool_sect *ps,
+			  const struct ckpt_runtime_sect *rt)
+{
+	if (strcmp(ps->env_id, p->spec.id))
+		return sr__errorf(-EINVAL, "restore: env differs: checkpoint has '%s', pool has '%s'",
+				  ps->env_id, p->spec.id);
+	GEOM("num_envs", ps->num_envs, p->num_envs);
+	GEOM("batch_size", ps->batch_size, p->batch_size);
+	GEOM("obs_dim", ps->obs_dim, p->obs_dim);
+	GEOM("action size", ps->act_size, p->act_size);
+	GEOM("env state_size", ps->state_size, p->spec.state_size);
+	GEOM("autoreset", ps->autoreset, p->autoreset);
+	GEOM("max_episode_steps", ps->max_episode_steps, p->spec.max_episode_steps);
+	if (memcmp(rt->spec_params, p->spec.params, sizeof(rt->spec_params)))
+		return sr__errorf(-EINVAL, "restore: the env parameters of '%s' differ", ps->env_id);
+	return 0;
+}
+
+static void ring_col_in(sr_ring *r, void *col, size_t width, uint64_t s0, uint64_t n,
+			const uint8_t *src)
+{
+	uint64_t i = s0 & r->mask;
+	uint64_t first = n < r->cap - i ? n : r->cap - i;
+
+	memcpy((uint8_t *)col + i * width, src, first * width);
+	if (n > first)
+		memcpy(col, src + first * width, (n - first) * width);
+}
+
+static int restore_replay(sr_pool *p, const struct sr__ckpt_file *f,
+			  const struct sr__ckpt_replay_meta *m, int idx)
+{
+	sr_ring *r = p->ring;
+	size_t sb = slot_bytes(m->obs_dim, m->act_size);
+	size_t blk_bytes = m->chunk_slots * sb;
+	uint64_t boff = 0;
+	uint8_t *buf = malloc(blk_bytes ? blk_bytes : 1);
+	int err = 0;
+
+	if (!buf)
+		return sr__errorf(-ENOMEM, "restore: out of memory");
+	for (uint64_t s0 = m->first_seq; s0 < m->head; s0 += m->chunk_slots, boff += m->block_bytes) {
+		uint64_t n = m->head - s0 < m->chunk_slots ? m->head - s0 : m->chunk_slots;
+		const uint8_t *d = buf;
+		err = sr__ckpt_read(f, idx, boff, buf, n * sb);
+		if (err)
+			break;
+		ring_col_in(r, r->obs, (size_t)r->obs_dim * 4, s0, n, d);
+		d += n * r->obs_dim * 4;
+		ring_col_in(r, r->action, r->act_size, s0, n, d);
+		d += n * r->act_size;
+		ring_col_in(r, r->reward, 4, s0, n, d);
+		d += n * 4;
+		ring_col_in(r, r->terminated, 1, s0, n, d);
+		d += n;
+		ring_col_in(r, r->truncated, 1, s0, n, d);
+		d += n;
+		ring_col_in(r, r->flags, 1, s0, n, d);
+		d += n;
+		ring_col_in(r, r->env_id, 4, s0, n, d);
+		d += n * 4;
+		ring_col_in(r, r->prev, 8, s0, n, d);
+	}
+	free(buf);
+	return err;
+}
+
+int sr_pool_restore(sr_pool *p, const char *path)
+{
+	struct sr__ckpt_file f;
+	struct sr__ckpt_pool_sect ps;
+	struct ckpt_stats_sect ss;
+	struct ckpt_runtime_sect rt;
+	struct sr__ckpt_replay_meta meta;
+	struct ckpt_env_rec *envs = NULL;
+	uint8_t *states = NULL;
+	struct pool_ckpt *c;
+	size_t nst;
+	int fd, err, ri = -1;
+	bool replay = false;
+
+	if (!p || !path)
+		return sr__errorf(-EINVAL, "sr_pool_restore: NULL argument");
+	c = reg_get(p, false);
+	if (c && c->job)
+		finish_job(c, true);
+	err = check_async_idle(p, "restore");
+	if (err)
+		return err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sr__errorf(-errno, "restore: cannot open '%s': %s", path, strerror(errno));
+	/* Every CRC first: nothing below runs on a corrupt file. */
+	err = sr__ckpt_verify_fd(fd, &f, NULL);
+	if (err)
+		goto out;
+	err = read_exact(&f, SR_CKPT_SECT_POOL, &ps, sizeof(ps), true);
+	if (err)
+		goto out;
+	err = read_exact(&f, SR_CKPT_SECT_RUNTIME, &rt, sizeof(rt), true);
+	if (err)
+		goto out;
+	err = check_geometry(p, &ps, &rt);
+	if (err)
+		goto out;
+	err = read_exact(&f, SR_CKPT_SECT_STATS, &ss, sizeof(ss), true);
+	if (err)
+		goto out;
+	nst = (size_t)p->num_envs * p->spec.state_size;
+	states = malloc(nst);
+	envs = malloc((size_t)p->num_envs * sizeof(*envs));
+	if (!states || !envs) {
+		err = sr__errorf(-ENOMEM, "restore: out of memory");
+		goto out;
+	}
+	err = read_exact(&f, SR_CKPT_SECT_ENV_STATES, states, nst, true);
+	if (err)
+		goto out;
+	err = read_exact(&f, SR_CKPT_SECT_ENV_COUNTERS, envs, (size_t)p->num_envs * sizeof(*envs),
+			 true);
+	if (err)
+		goto out;
+	err = read_exact(&f, SR_CKPT_SECT_REPLAY_META, &meta, sizeof(meta), false);
+	if (err < 0)
+		goto out;
+	if (err == 0) {
+		ri = sr__ckpt_find(&f, SR_CKPT_SECT_REPLAY);
+		if (ri < 0 || meta.first_seq > meta.first_valid || meta.first_valid > meta.head ||
+		    meta.head - meta.first_seq > meta.capacity || meta.chunk_slots == 0 ||
+		    meta.cursor > meta.head || meta.head != rt.ring_head) {
+			err = sr__errorf(-EBADMSG, "restore: replay window description is "
+						   "inconsistent");
+			goto out;
+		}
+		if (meta.capacity != p->ring_cap || meta.obs_dim != p->ring->obs_dim ||
+		    meta.act_size != p->ring->act_size) {
+			err = sr__errorf(-EINVAL,
+					 "restore: the checkpoint's replay window needs a ring of "
+					 "%llu slots (obs_dim %u, action %u bytes); this pool has %llu "
+					 "(create it with ring_capacity = %llu)",
+					 (unsigned long long)meta.capacity, meta.obs_dim,
+					 meta.act_size, (unsigned long long)p->ring_cap,
+					 (unsigned long long)meta.capacity);
+			goto out;
+		}
+		uint64_t cnt = meta.head - meta.first_seq;
+		size_t sb = slot_bytes(meta.obs_dim, meta.act_size);
+		uint64_t nblk = (cnt + meta.chunk_slots - 1) / meta.chunk_slots;
+		if (meta.block_bytes < meta.chunk_slots * sb ||
+		    f.table[ri].length != (nblk ? (nblk - 1) * meta.block_bytes +
+							  (cnt - (nblk - 1) * meta.chunk_slots) * sb
+						: 0)) {
+			err = sr__errorf(-EBADMSG, "restore: replay section size does not match "
+						   "its window");
+			goto out;
+		}
+		replay = true;
+	}
+	for (uint32_t e = 0; e < p->num_envs; e++)
+		if (envs[e].done > 1 || envs[e].term > 1 || envs[e].trunc > 1) {
+			err = sr__errorf(-EBADMSG, "restore: env %u bookkeeping is malformed", e);
+			goto out;
+		}
+
+	/* ---- from here on the pool changes ---- */
+	for (uint32_t w = 0; w < p->num_threads; w++) {
+		struct sr__worker *wk = &p->workers[w];
+		size_t ssz = p->spec.state_size;
+		memcpy(wk->states, states + (size_t)wk->first_env * ssz, (size_t)wk->n_envs * ssz);
+		for (uint32_t i = 0; i < wk->n_envs; i++) {
+			const struct ckpt_env_rec *er = &envs[wk->first_env + i];
+			wk->book[i].prev_seq = er->prev_seq;
+			wk->book[i].elapsed = er->elapsed;
+			wk->book[i].done = er->done;
+			wk->book[i].term = er->term;
+			wk->book[i].trunc = er->trunc;
+			p->acc[wk->first_env + i].ret = er->ep_ret;
+			p->acc[wk->first_env + i].len = er->ep_len;
+		}
+		/* Worker step counters are per worker; the total is what counts. */
+		atomic_store_explicit(&wk->steps, w == 0 ? ss.steps : 0, memory_order_relaxed);
+	}
+	p->episodes = ss.episodes;
+	p->batches = ss.batches;
+	memcpy(p->ep_ret, ss.ep_ret, sizeof(p->ep_ret));
+	memcpy(p->ep_len, ss.ep_len, sizeof(p->ep_len));
+
+	/* Ring: forget every slot, put back the saved window, then the counters.
+	 * Quiescent: no producer runs; samplers re-check seq (R1/R3). */
+	sr_ring *r = p->ring;
+	for (uint64_t i = 0; i < r->cap; i++)
+		atomic_store_explicit(&r->seq[i], 0, memory_order_relaxed);
+	if (replay) {
+		err = restore_replay(p, &f, &meta, ri);
+		if (err)
+			goto out;
+		/* R1: columns before the publish sequence. */
+		for (uint64_t s = meta.first_valid; s < meta.head; s++)
+			atomic_store_explicit(&r->seq[s & r->mask], s + 1, memory_order_release);
+	}
+	atomic_store_explicit(&r->hdr->head, rt.ring_head, memory_order_release);
+	atomic_store_explicit(&r->hdr->cursor, rt.ring_cursor, memory_order_release);
+	err = 0;
+out:
+	free(states);
+	free(envs);
+	close(fd);
+	return err;
+}
