@@ -1,0 +1,385 @@
+/*
+ * `stepring diagnose`: where is the time going, and what should change?
+ *
+ * For each env it measures, one after the other:
+ *   1. envs only: the pool with no policy (bench_pool_run, policy "none");
+ *   2. policy only: the synthetic MLP on batch-sized inputs, alone, on the
+ *      chosen device (host forward pass, or on CUDA submit + forward +
+ *      actions back, i.e. what the loop pays per batch on the device);
+ *   3. the closed loop: the pool with the policy in the chosen mode;
+ *   4. the closed loop in the other mode, for comparison.
+ * and hands the figures to tune_diagnose() (tools/cmd_tune.c), whose rules
+ * docs/tuning.md explains with measured examples.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "stepring.h"
+#include "tune.h"
+
+int cmd_diagnose(int argc, char **argv);
+
+#if !__has_include("bench_pool.h")
+int cmd_diagnose(int argc, char **argv)
+{
+	fprintf(stderr, "stepring: diagnose needs the pool benchmark (bench_pool), "
+			"which this build lacks\n");
+	return 1;
+}
+#else
+#include "bench_pool.h"
+
+#if __has_include("stepring/device.h")
+#include "stepring/device.h"
+#define HAVE_DEVICE_API 1
+#endif
+
+#define MAX_ENVS 16
+
+struct diag {
+	const char *envs_id[MAX_ENVS];
+	int n_env;
+	uint32_t num_envs, threads, batch;
+	bool async;
+	const char *policy;
+	const char *device_name;
+	int device;
+	double seconds, warmup, cooldown;
+	uint64_t seed;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: stepring diagnose [--env ID ...] [--envs N] [--threads T] [--batch B]\n"
+		"                         [--mode sync|async] [--policy mlp:WxD]\n"
+		"                         [--device host|cuda|auto] [--seconds S]\n"
+		"\n"
+		"Measure envs alone, the policy alone and the closed loop, then say what\n"
+		"bounds the loop (env-bound, policy/GPU-bound, copy-bound or sync-bound),\n"
+		"with the numbers behind the verdict and what to change.\n"
+		"\n"
+		"  --env ID      env id or short name; repeat for several (default CartPole-v1)\n"
+		"  --envs N      num_envs (default 256)\n"
+		"  --threads T   worker threads (default 0: one per core)\n"
+		"  --batch B     async batch size (default num_envs/2); sync uses num_envs\n"
+		"  --mode M      sync or async (default sync); the other mode is run too\n"
+		"  --policy P    mlp:WxD synthetic policy (default mlp:64x2)\n"
+		"  --device D    host, cuda or auto (default host)\n"
+		"  --seconds S   active window of each run (default 1)\n"
+		"  --seed N      seed (default 0)\n");
+}
+
+static int parse_device(const char *s)
+{
+	if (!strcmp(s, "host"))
+		return SR_DEVICE_HOST;
+	if (!strcmp(s, "cuda"))
+		return SR_DEVICE_CUDA;
+	if (!strcmp(s, "auto"))
+		return SR_DEVICE_AUTO;
+	cli_die("--device: '%s' is not host, cuda or auto", s);
+}
+
+static void bench(const struct diag *d, const char *env, const char *policy, bool async,
+		  struct bench_pool_result *r, const char *what)
+{
+	struct bench_pool_cfg c;
+	int err;
+
+	bench_pool_cfg_init(&c);
+	c.env = env;
+	c.envs = d->num_envs;
+	c.threads = d->threads;
+	c.async = async;
+	c.batch = async ? (d->batch && d->batch < d->num_envs ? d->batch : d->num_envs / 2)
+			: d->num_envs;
+	c.policy = policy;
+	c.device = d->device;
+	c.seconds = d->seconds;
+	c.warmup = d->warmup;
+	c.cooldown = d->cooldown;
+	c.seed = d->seed;
+	memset(r, 0, sizeof(*r));
+	fprintf(stderr, "diagnose %s: %s ...\n", env, what);
+	err = bench_pool_run(&c, r);
+	if (err)
+		cli_die("diagnose: %s (%s): %s", env, what, r->msg[0] ? r->msg : sr_strerror(err));
+}
+
+/* Policy alone on @rows inputs: rows per second, or 0 with @note set when
+ * it cannot be measured in this build. @us_per_call gets the time of one
+ * forward (plus transfers on CUDA). */
+static double policy_alone(const struct diag *d, const sr_env_spec *spec, uint32_t rows,
+			   double *us_per_call, const char **where, char *note, size_t note_len)
+{
+#ifdef HAVE_DEVICE_API
+	sr_policy_opts po;
+	sr_policy *pol = NULL;
+	sr_device *dev = NULL;
+	float *obs = NULL;
+	void *act = NULL;
+	uint64_t t0, t_end, calls = 0, rng = d->seed ^ 0x9e3779b97f4a7c15ull;
+	double rate = 0;
+	bool cuda;
+	int err;
+
+	memset(&po, 0, sizeof(po));
+	po.seed = d->seed;
+	if (sr_policy_parse(d->policy, &po))
+		cli_die("--policy: %s", sr_last_error());
+	err = sr_policy_create(spec, &po, &pol);
+	if (err) {
+		snprintf(note, note_len, "policy not created: %s", sr_last_error());
+		return 0;
+	}
+	cuda = d->device == SR_DEVICE_CUDA ||
+	       (d->device == SR_DEVICE_AUTO && sr_device_cuda_available(0));
+	*where = cuda ? "cuda" : "host";
+	obs = malloc((size_t)rows * spec->obs_dim * sizeof(float));
+	act = malloc((size_t)rows * sr_env_action_size(spec));
+	if (!obs || !act)
+		cli_die("diagnose: out of memory");
+	for (size_t i = 0; i < (size_t)rows * spec->obs_dim; i++)
+		obs[i] = (float)(sr_splitmix64(&rng) >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
+
+	if (cuda) {
+		sr_device_opts o;
+		static float reward[1 << 16];
+		static uint8_t flags[1 << 16];
+		static uint32_t ids[1 << 16];
+		sr_batch b = {0};
+
+		if (rows > (1u << 16)) {
+			snprintf(note, note_len, "batch too big for the policy-only probe");
+			goto out;
+		}
+		sr_device_opts_init(&o);
+		o.kind = SR_DEVICE_CUDA;
+		o.max_rows = rows;
+		o.obs_dim = spec->obs_dim;
+		o.act_kind = spec->act_kind;
+		o.act_dim = spec->act_dim;
+		o.flags = SR_DEVICE_F_QUIET;
+		err = sr_device_open(&o, &dev);
+		if (!err)
+			err = sr_device_set_policy(dev, pol);
+		if (err) {
+			snprintf(note, note_len, "CUDA device: %s", sr_last_error());
+			goto out;
+		}
+		b.n = rows;
+		b.obs_dim = spec->obs_dim;
+		b.obs = obs;
+		b.reward = reward;
+		b.terminated = flags;
+		b.truncated = flags;
+		b.env_id = ids;
+		/* Warm-up, then the active window: submit (copy in), forward,
+		 * actions back: what the loop pays per batch on the device. */
+		for (int phase = 0; phase < 2; phase++) {
+			double len = phase ? d->seconds : d->warmup;
+
+			t0 = cli_now_ns();
+			t_end = t0 + (uint64_t)(len * 1e9);
+			calls = 0;
+			do {
+				sr_device_batch *db;
+				const void *h;
+
+				if (sr_device_submit(dev, &b, 0, &db) ||
+				    sr_device_policy_forward(dev, db) ||
+				    sr_device_actions(dev, db, NULL, &h) || sr_device_release(dev, db)) {
+					snprintf(note, note_len, "CUDA policy: %s", sr_last_error());
+					goto out;
+				}
+				calls++;
+			} while (cli_now_ns() < t_end);
+		}
+	} else {
+		for (int phase = 0; phase < 2; phase++) {
+			double len = phase ? d->seconds : d->warmup;
+
+			t0 = cli_now_ns();
+			t_end = t0 + (uint64_t)(len * 1e9);
+			calls = 0;
+			do {
+				if (sr_policy_forward(pol, obs, rows, act))
+					cli_die("diagnose: policy forward: %s", sr_last_error());
+				calls++;
+			} while (cli_now_ns() < t_end);
+		}
+	}
+	{
+		double secs = (double)(cli_now_ns() - t0) / 1e9;
+
+		rate = (double)calls * rows / secs;
+		*us_per_call = secs / (double)calls * 1e6;
+	}
+out:
+	sr_device_close(dev);
+	sr_policy_destroy(pol);
+	free(obs);
+	free(act);
+	return rate;
+#else
+	(void)d;
+	(void)spec;
+	(void)rows;
+	(void)us_per_call;
+	(void)where;
+	snprintf(note, note_len, "no device API in this build: policy cost taken from the loop");
+	return 0;
+#endif
+}
+
+static void print_row(const char *name, const struct bench_pool_result *r)
+{
+	struct tune_shares sh = {r->share_env, r->share_ring, r->share_copy, r->share_policy,
+				 r->share_wait};
+
+	printf("%-24s %12.0f %9.1f %9.1f %4.0f%% %3.0f%% %3.0f%% %3.0f%% %5.0f%% %3.0f%% %6s\n",
+	       name, r->steps_per_sec, r->p50_us, r->p99_us, 100 * r->efficiency, 100 * sh.env,
+	       100 * sh.ring, 100 * sh.copy, 100 * sh.policy, 100 * sh.wait,
+	       tune_bound_name(tune_classify(&sh)));
+}
+
+static void diagnose_env(const struct diag *d, const char *env_id)
+{
+	struct bench_pool_result env_only, loop, other;
+	struct tune_diag_in in;
+	struct tune_verdict v;
+	sr_env_spec spec;
+	char note[256] = "", name[64];
+	const char *where = d->device_name;
+	double policy_sps, us_call = 0;
+	uint32_t batch = d->async ? (d->batch ? d->batch : d->num_envs / 2) : d->num_envs;
+	uint32_t cores = tune_physical_cores(), cpus = tune_allowed_cpus();
+	bool have_other = d->num_envs >= 2;
+
+	cli_env(env_id, &spec);
+	bench(d, env_id, "none", d->async, &env_only, "envs only");
+	policy_sps = policy_alone(d, &spec, batch, &us_call, &where, note, sizeof(note));
+	bench(d, env_id, d->policy, d->async, &loop, "closed loop");
+	if (have_other)
+		bench(d, env_id, d->policy, !d->async, &other, "closed loop, other mode");
+	if (policy_sps <= 0 && loop.ns_policy > 0) {
+		/* Fallback: the loop's own policy time per batch. */
+		policy_sps = batch / (loop.ns_policy * 1e-9);
+		us_call = loop.ns_policy / 1e3;
+	}
+
+	printf("\ndiagnose %s: %u envs, %u threads, batch %u, %s, policy %s on %s, %gs per run\n\n",
+	       spec.id, d->num_envs, loop.threads_used ? loop.threads_used : d->threads, batch,
+	       d->async ? "async" : "sync", d->policy, where, d->seconds);
+	printf("%-24s %12s %9s %9s %5s %4s %4s %4s %6s %4s %6s\n", "run", "steps/s", "p50_us",
+	       "p99_us", "eff", "env", "ring", "copy", "policy", "wait", "bound");
+	print_row("envs only (no policy)", &env_only);
+	snprintf(name, sizeof(name), "policy only (%u rows)", batch);
+	if (policy_sps > 0)
+		printf("%-24s %12.0f   rows/s, %.1f us per forward on %s%s%s\n", name, policy_sps,
+		       us_call, where, note[0] ? "; " : "", note);
+	else
+		printf("%-24s %12s   (%s)\n", name, "-", note[0] ? note : "not measured");
+	snprintf(name, sizeof(name), "closed loop (%s)", d->async ? "async" : "sync");
+	print_row(name, &loop);
+	if (have_other) {
+		snprintf(name, sizeof(name), "closed loop (%s)", d->async ? "sync" : "async");
+		print_row(name, &other);
+	}
+	putchar('\n');
+
+	memset(&in, 0, sizeof(in));
+	in.envs = d->num_envs;
+	in.threads = loop.threads_used ? loop.threads_used : d->threads;
+	in.batch = batch;
+	in.cores = cores < cpus ? cores : cpus;
+	in.async = d->async;
+	in.cuda = !strcmp(where, "cuda");
+	in.env_only_sps = env_only.steps_per_sec;
+	in.policy_only_sps = policy_sps;
+	in.loop_sps = loop.steps_per_sec;
+	in.loop = (struct tune_shares){loop.share_env, loop.share_ring, loop.share_copy,
+				       loop.share_policy, loop.share_wait};
+	in.other_mode_sps = have_other ? other.steps_per_sec : 0;
+	tune_diagnose(&in, &v);
+	tune_print_verdict(stdout, &v);
+	fflush(stdout);
+}
+
+int cmd_diagnose(int argc, char **argv)
+{
+	struct diag d = {
+		.num_envs = 256,
+		.policy = "mlp:64x2",
+		.device_name = "host",
+		.device = SR_DEVICE_HOST,
+		.seconds = 1.0,
+		.warmup = 0.2,
+		.cooldown = 0.1,
+	};
+	const char *val;
+	sr_env_spec spec;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (cli_opt(argc, argv, &i, "--env", &val)) {
+			if (d.n_env == MAX_ENVS)
+				cli_die("--env: at most %d envs", MAX_ENVS);
+			d.envs_id[d.n_env++] = val;
+		} else if (cli_opt(argc, argv, &i, "--envs", &val)) {
+			d.num_envs = (uint32_t)cli_int("--envs", val, 1, 1 << 24);
+		} else if (cli_opt(argc, argv, &i, "--threads", &val)) {
+			d.threads = (uint32_t)cli_int("--threads", val, 0, 4096);
+		} else if (cli_opt(argc, argv, &i, "--batch", &val)) {
+			d.batch = (uint32_t)cli_int("--batch", val, 1, 1 << 24);
+		} else if (cli_opt(argc, argv, &i, "--mode", &val)) {
+			if (!strcmp(val, "sync"))
+				d.async = false;
+			else if (!strcmp(val, "async"))
+				d.async = true;
+			else
+				cli_die("--mode: '%s' is not sync or async", val);
+		} else if (cli_opt(argc, argv, &i, "--policy", &val)) {
+			d.policy = val;
+		} else if (cli_opt(argc, argv, &i, "--device", &val)) {
+			d.device = parse_device(val);
+			d.device_name = val;
+		} else if (cli_opt(argc, argv, &i, "--seconds", &val)) {
+			d.seconds = cli_double("--seconds", val, 0.01, 3600);
+		} else if (cli_opt(argc, argv, &i, "--seed", &val)) {
+			d.seed = (uint64_t)cli_int("--seed", val, 0, INT64_MAX);
+		} else {
+			cli_unknown("diagnose", argv[i]);
+		}
+	}
+	if (!d.n_env)
+		d.envs_id[d.n_env++] = "CartPole-v1";
+	/* Check everything before the first run. */
+	for (int i = 0; i < d.n_env; i++)
+		cli_env(d.envs_id[i], &spec);
+	if (strncmp(d.policy, "mlp:", 4) != 0)
+		cli_die("--policy: '%s' is not mlp:WxD (e.g. mlp:64x2); diagnose needs a policy",
+			d.policy);
+#ifdef HAVE_DEVICE_API
+	{
+		sr_policy_opts po;
+
+		if (sr_policy_parse(d.policy, &po))
+			cli_die("--policy: %s", sr_last_error());
+	}
+#endif
+	if (d.async && d.batch && d.batch >= d.num_envs)
+		cli_die("--batch: %u must be < num_envs (%u) in async mode", d.batch, d.num_envs);
+	if (d.async && d.num_envs < 2)
+		cli_die("--envs: async mode needs at least 2 envs");
+	for (int i = 0; i < d.n_env; i++)
+		diagnose_env(&d, d.envs_id[i]);
+	return 0;
+}
+#endif
