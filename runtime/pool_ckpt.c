@@ -167,7 +167,6 @@ static int finish_job(struct pool_ckpt *c, bool wait)
 	return err;
 }
 
-void sr__pool_ckpt_forget(sr_pool *p);
 void sr__pool_ckpt_forget(sr_pool *p)
 {
 	struct pool_ckpt **pp, *c = NULL;

@@ -267,4 +267,8 @@ void sr__stats_shm_close(sr_pool *p);
 /* Wait until no worker touches env state (async: everything received). */
 void sr__pool_quiesce(sr_pool *p);
 
+/* --- pool_ckpt.c --- */
+/* Wait for this pool's checkpoint in flight and forget its state. */
+void sr__pool_ckpt_forget(sr_pool *p);
+
 #endif

@@ -24,6 +24,7 @@
 
 #include "stepring/common.h"
 #include "stepring/pool.h"
+#include "stepring/stats.h" /* SR_CKPT_STATE_* */
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,451 @@
+/* Pool checkpoints: exact resume in a new process, the replay window,
+ * geometry mismatches and corruption leave the pool untouched, one
+ * checkpoint in flight (-EBUSY), failures reported by wait/poll, async
+ * pools. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "stepring.h"
+#include "stepring/checkpoint.h"
+#include "ckpt_internal.h"
+
+static char dir[256];
+
+static int setup(void **st)
+{
+	const char *t = getenv("TMPDIR");
+
+	(void)st;
+	snprintf(dir, sizeof(dir), "%s/sr-ckptp-XXXXXX", t && t[0] ? t : "/tmp");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+	char cmd[300];
+
+	(void)st;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static sr_pool *mk_pool(uint32_t n, uint32_t threads, uint64_t ring_cap, uint32_t batch)
+{
+	sr_pool_opts o;
+	sr_pool *p = NULL;
+
+	sr_pool_opts_init(&o);
+	o.env = "CartPole-v1";
+	o.num_envs = n;
+	o.num_threads = threads;
+	o.bind = SR_BIND_NONE;
+	o.flags |= SR_POOL_F_SEED;
+	o.seed = 42;
+	o.ring_capacity = ring_cap;
+	o.batch_size = batch;
+	if (sr_pool_create(&o, &p)) {
+		fprintf(stderr, "pool: %s\n", sr_last_error());
+		return NULL;
+	}
+	return p;
+}
+
+static uint64_t fnv(uint64_t h, const void *d, size_t n)
+{
+	const uint8_t *p = d;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t hash_batch(uint64_t h, const sr_batch *b)
+{
+	h = fnv(h, b->obs, (size_t)b->n * b->obs_dim * 4);
+	h = fnv(h, b->reward, (size_t)b->n * 4);
+	h = fnv(h, b->terminated, b->n);
+	h = fnv(h, b->truncated, b->n);
+	h = fnv(h, b->env_id, (size_t)b->n * 4);
+	return fnv(h, &b->first_seq, 8);
+}
+
+/* Actions depend only on the step number: both runs send the same ones. */
+static void actions_for(uint64_t step, int32_t *a, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t x = step * 7919 + i;
+		a[i] = (int32_t)(sr_splitmix64(&x) >> 63);
+	}
+}
+
+/* Step @m times from step number @k; returns the hash of every batch. */
+static uint64_t run(sr_pool *p, uint64_t k, uint64_t m)
+{
+	uint32_t n = sr_pool_num_envs(p);
+	int32_t *a = malloc(n * sizeof(*a));
+	const sr_batch *b;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (uint64_t s = k; s < k + m; s++) {
+		actions_for(s, a, n);
+		assert_int_equal(sr_pool_step(p, a, &b), 0);
+		h = hash_batch(h, b);
+	}
+	free(a);
+	return h;
+}
+
+#define NENV 16
+#define K 300
+#define M 400
+
+/* Child mode: restore and continue, print the hash and the counters. */
+static int child(const char *path, uint32_t threads)
+{
+	sr_pool *p = mk_pool(NENV, threads, 1u << 12, 0);
+	sr_pool_stats st;
+
+	if (!p || sr_pool_restore(p, path)) {
+		fprintf(stderr, "restore: %s\n", sr_last_error());
+		return 1;
+	}
+	uint64_t h = run(p, K, M);
+	sr_pool_stats_get(p, &st);
+	printf("%016llx %llu %llu %.9g\n", (unsigned long long)h, (unsigned long long)st.steps,
+	       (unsigned long long)st.episodes, st.mean_return);
+	sr_pool_destroy(p);
+	return 0;
+}
+
+static void run_child(const char *path, uint32_t threads, char *out, size_t n)
+{
+	int pfd[2], status;
+	char th[16];
+
+	snprintf(th, sizeof(th), "%u", threads);
+	assert_int_equal(pipe(pfd), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		execl("/proc/self/exe", "test_ckpt_pool", "child", path, th, (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	ssize_t r = read(pfd[0], out, n - 1);
+	close(pfd[0]);
+	assert_true(r > 0);
+	out[r] = '\0';
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Run K steps, checkpoint, run M more; a new process restores and runs M:
+ * same obs, rewards, flags, ring sequences and statistics. */
+static void test_exact_resume(void **st)
+{
+	const uint32_t backends[] = {SR_CKPT_BACKEND_URING, SR_CKPT_BACKEND_PWRITE,
+				     SR_CKPT_BACKEND_SYNC};
+	char path[300], want[128], got[128];
+	sr_pool *p;
+	const sr_batch *b;
+
+	(void)st;
+	for (size_t bi = 0; bi < 3; bi++) {
+		sr_ckpt_opts o;
+		sr_ckpt_status cs;
+		sr_pool_stats ps;
+		sr_ckpt_info info;
+
+		snprintf(path, sizeof(path), "%s/resume-%zu.ckpt", dir, bi);
+		p = mk_pool(NENV, 2, 1u << 12, 0);
+		assert_non_null(p);
+		assert_int_equal(sr_pool_reset(p, &b), 0);
+		run(p, 0, K);
+		sr_ckpt_opts_init(&o);
+		o.flags = SR_CKPT_F_BACKEND | SR_CKPT_F_REPLAY;
+		o.backend = backends[bi];
+		assert_int_equal(sr_pool_checkpoint(p, path, &o), 0);
+		uint64_t h = run(p, K, M); /* stepping while the writer runs */
+		assert_int_equal(sr_pool_checkpoint_wait(p, &cs), 0);
+		assert_int_equal(cs.count, 1);
+		assert_int_equal(cs.result, 0);
+		assert_int_equal(cs.state, SR_CKPT_STATE_IDLE);
+		assert_true(cs.bytes > 0);
+		sr_pool_stats_get(p, &ps);
+		snprintf(want, sizeof(want), "%016llx %llu %llu %.9g", (unsigned long long)h,
+			 (unsigned long long)ps.steps, (unsigned long long)ps.episodes,
+			 ps.mean_return);
+		assert_true(ps.episodes > 0);
+		sr_pool_destroy(p);
+
+		assert_int_equal(sr_checkpoint_verify(path, &info), 0);
+		assert_string_equal(info.env_id, "CartPole-v1");
+		assert_int_equal(info.num_envs, NENV);
+		assert_int_equal(info.seed, 42);
+		assert_int_equal(info.steps, (uint64_t)NENV * (K + 1));
+		/* The pool laps its 4096-slot ring while the window is written:
+		 * lapped slots are dropped, never saved torn. SYNC keeps all. */
+		assert_int_equal(cs.replay_slots + cs.replay_dropped, 1u << 12);
+		assert_int_equal(info.replay_slots, cs.replay_slots);
+		if (backends[bi] == SR_CKPT_BACKEND_SYNC)
+			assert_int_equal(info.replay_slots, 1u << 12);
+
+		/* Another process, another thread count: same trajectories. */
+		run_child(path, 1, got, sizeof(got));
+		got[strcspn(got, "\n")] = '\0';
+		assert_string_equal(got, want);
+	}
+}
+
+/* Replay window: the restored ring holds the same live slots. */
+static void test_replay_window(void **st)
+{
+	char path[300];
+	const uint64_t cap = 1u << 11;
+	sr_pool *a, *c;
+	const sr_batch *b;
+	sr_ckpt_opts o;
+
+	(void)st;
+	snprintf(path, sizeof(path), "%s/replay.ckpt", dir);
+	a = mk_pool(NENV, 2, cap, 0);
+	assert_int_equal(sr_pool_reset(a, &b), 0);
+	run(a, 0, 500);
+	sr_ckpt_opts_init(&o);
+	o.flags = SR_CKPT_F_REPLAY | SR_CKPT_F_CHUNK | SR_CKPT_F_BACKEND;
+	o.backend = SR_CKPT_BACKEND_SYNC;
+	o.chunk_size = 64 << 10; /* several blocks */
+	assert_int_equal(sr_pool_checkpoint(a, path, &o), 0);
+
+	c = mk_pool(NENV, 1, cap, 0);
+	assert_int_equal(sr_pool_restore(c, path), 0);
+	sr_ring *ra = sr_pool_ring(a), *rc = sr_pool_ring(c);
+	assert_int_equal(sr_ring_head(ra), sr_ring_head(rc));
+	assert_int_equal(sr_ring_cursor(ra), sr_ring_cursor(rc));
+	uint64_t h = sr_ring_head(ra);
+	for (uint64_t s = h - cap; s < h; s++) {
+		uint64_t i = s & (cap - 1);
+		assert_true(sr_ring_slot_valid(rc, s));
+		assert_memory_equal(sr_ring_obs_col(ra) + i * 4, sr_ring_obs_col(rc) + i * 4, 16);
+		assert_memory_equal(sr_ring_action_col(ra) + i * 4, sr_ring_action_col(rc) + i * 4, 4);
+		assert_memory_equal(&sr_ring_reward_col(ra)[i], &sr_ring_reward_col(rc)[i], 4);
+		assert_int_equal(sr_ring_terminated_col(ra)[i], sr_ring_terminated_col(rc)[i]);
+		assert_int_equal(sr_ring_truncated_col(ra)[i], sr_ring_truncated_col(rc)[i]);
+		assert_int_equal(sr_ring_flags_col(ra)[i], sr_ring_flags_col(rc)[i]);
+		assert_int_equal(sr_ring_env_id_col(ra)[i], sr_ring_env_id_col(rc)[i]);
+		assert_int_equal(sr_ring_prev_col(ra)[i], sr_ring_prev_col(rc)[i]);
+	}
+	assert_false(sr_ring_slot_valid(rc, h));
+	/* And both continue identically. */
+	assert_int_equal(run(a, 500, 50), run(c, 500, 50));
+
+	/* A ring of another size cannot take the window: refused, untouched. */
+	sr_pool *d = mk_pool(NENV, 1, cap * 2, 0);
+	assert_int_equal(sr_pool_restore(d, path), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "ring_capacity"));
+	sr_pool_destroy(d);
+	sr_pool_destroy(a);
+	sr_pool_destroy(c);
+}
+
+/* Mismatches and corruption: clear errors, and the pool goes on exactly as
+ * an untouched twin. */
+static void test_refused_untouched(void **st)
+{
+	char path[300], bad[300], cmd[700];
+	sr_pool *a, *x, *twin;
+	const sr_batch *b;
+	sr_ckpt_opts o;
+	sr_ckpt_info info;
+
+	(void)st;
+	snprintf(path, sizeof(path), "%s/good.ckpt", dir);
+	snprintf(bad, sizeof(bad), "%s/bad.ckpt", dir);
+	a = mk_pool(NENV, 1, 1u << 12, 0);
+	assert_int_equal(sr_pool_reset(a, &b), 0);
+	run(a, 0, 100);
+	sr_ckpt_opts_init(&o);
+	o.flags = SR_CKPT_F_REPLAY;
+	assert_int_equal(sr_pool_checkpoint(a, path, &o), 0);
+	assert_int_equal(sr_pool_checkpoint_wait(a, NULL), 0);
+	sr_pool_destroy(a);
+
+	/* Wrong num_envs. */
+	x = mk_pool(NENV / 2, 1, 1u << 12, 0);
+	assert_int_equal(sr_pool_restore(x, path), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "num_envs"));
+	sr_pool_destroy(x);
+
+	/* Wrong env. */
+	sr_pool_opts po;
+	sr_pool_opts_init(&po);
+	po.env = "MountainCar-v0";
+	po.num_envs = NENV;
+	po.num_threads = 1;
+	po.bind = SR_BIND_NONE;
+	po.ring_capacity = 1u << 12;
+	if (sr_pool_create(&po, &x) == 0) {
+		assert_int_equal(sr_pool_restore(x, path), -EINVAL);
+		assert_non_null(strstr(sr_last_error(), "env differs"));
+		sr_pool_destroy(x);
+	}
+
+	/* Corrupt: a flipped bit in each section; untouched pool. */
+	assert_int_equal(sr_checkpoint_verify(path, &info), 0);
+	x = mk_pool(NENV, 1, 1u << 12, 0);
+	twin = mk_pool(NENV, 1, 1u << 12, 0);
+	assert_int_equal(sr_pool_reset(x, &b), 0);
+	assert_int_equal(sr_pool_reset(twin, &b), 0);
+	run(x, 0, 20);
+	run(twin, 0, 20);
+	for (uint32_t i = 0; i < info.n_sections; i++) {
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", path, bad);
+		assert_int_equal(system(cmd), 0);
+		int fd = open(bad, O_RDWR);
+		uint8_t byte;
+		uint64_t off = info.sections[i].offset + info.sections[i].length / 2;
+		assert_int_equal(pread(fd, &byte, 1, (off_t)off), 1);
+		byte ^= 0x10;
+		assert_int_equal(pwrite(fd, &byte, 1, (off_t)off), 1);
+		close(fd);
+		assert_int_equal(sr_pool_restore(x, bad), -EBADMSG);
+		assert_non_null(strstr(sr_last_error(), sr_ckpt_section_name(info.sections[i].type)));
+	}
+	/* Truncated, missing. */
+	assert_int_equal(truncate(bad, (off_t)info.file_size / 2), 0);
+	assert_int_equal(sr_pool_restore(x, bad), -EBADMSG);
+	snprintf(bad, sizeof(bad), "%s/missing.ckpt", dir);
+	assert_int_equal(sr_pool_restore(x, bad), -ENOENT);
+	assert_int_equal(sr_ring_head(sr_pool_ring(x)), sr_ring_head(sr_pool_ring(twin)));
+	assert_int_equal(run(x, 20, 100), run(twin, 20, 100));
+	sr_pool_destroy(x);
+	sr_pool_destroy(twin);
+}
+
+/* One checkpoint in flight: NOWAIT gives -EBUSY, the pool keeps stepping,
+ * a failure is reported once by wait. */
+static void test_busy_and_failure(void **st)
+{
+	char path[300];
+	sr_pool *p;
+	const sr_batch *b;
+	sr_ckpt_opts o;
+	sr_ckpt_status cs;
+
+	(void)st;
+	snprintf(path, sizeof(path), "%s/busy.ckpt", dir);
+	p = mk_pool(NENV, 2, 1u << 16, 0);
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	run(p, 0, 100);
+	sr_ckpt_opts_init(&o);
+	o.flags = SR_CKPT_F_REPLAY | SR_CKPT_F_NOWAIT | SR_CKPT_F_CHUNK;
+	o.chunk_size = 256 << 10; /* 2.5 MiB window: ~10 pieces, 30 ms each */
+	atomic_store(&sr__ckpt_chunk_delay_us, 30000);
+	assert_int_equal(sr_pool_checkpoint(p, path, &o), 0);
+	assert_int_equal(sr_pool_checkpoint_poll(p, &cs), -EINPROGRESS);
+	assert_int_equal(cs.state, SR_CKPT_STATE_WRITING);
+	assert_int_equal(sr_pool_checkpoint(p, path, &o), -EBUSY);
+	assert_non_null(strstr(sr_last_error(), "still being written"));
+	run(p, 100, 50); /* the pool steps on */
+	atomic_store(&sr__ckpt_chunk_delay_us, 0);
+	assert_int_equal(sr_pool_checkpoint_wait(p, &cs), 0);
+	assert_int_equal(cs.count, 1);
+	assert_int_equal(sr_checkpoint_verify(path, NULL), 0);
+	/* Without NOWAIT a second request waits for the first. */
+	o.flags &= ~(uint32_t)SR_CKPT_F_NOWAIT;
+	assert_int_equal(sr_pool_checkpoint(p, path, &o), 0);
+	assert_int_equal(sr_pool_checkpoint(p, path, &o), 0);
+	assert_int_equal(sr_pool_checkpoint_wait(p, &cs), 0);
+	assert_int_equal(cs.count, 3);
+
+	/* A failure in the background: reported once, old file intact. */
+	atomic_store(&sr__ckpt_fault_err, ENOSPC);
+	atomic_store(&sr__ckpt_fault_at, 8192);
+	assert_int_equal(sr_pool_checkpoint(p, path, &o), 0);
+	assert_int_equal(sr_pool_checkpoint_wait(p, &cs), -ENOSPC);
+	atomic_store(&sr__ckpt_fault_at, UINT64_MAX);
+	assert_non_null(strcasestr(sr_last_error(), "no space"));
+	assert_int_equal(cs.state, SR_CKPT_STATE_FAILED);
+	assert_int_equal(sr_pool_checkpoint_poll(p, NULL), 0);
+	assert_int_equal(sr_checkpoint_verify(path, NULL), 0);
+	/* SYNC returns the error itself. */
+	o.flags |= SR_CKPT_F_BACKEND;
+	o.backend = SR_CKPT_BACKEND_SYNC;
+	atomic_store(&sr__ckpt_fault_at, 8192);
+	assert_int_equal(sr_pool_checkpoint(p, path, &o), -ENOSPC);
+	atomic_store(&sr__ckpt_fault_at, UINT64_MAX);
+	assert_int_equal(sr_pool_checkpoint_poll(p, NULL), 0);
+	/* Bad options. */
+	o.flags = 1u << 30;
+	assert_int_equal(sr_pool_checkpoint(p, path, &o), -EINVAL);
+	assert_int_equal(sr_pool_checkpoint(NULL, path, NULL), -EINVAL);
+	/* Destroy with a checkpoint in flight waits for it. */
+	assert_int_equal(sr_pool_checkpoint(p, path, NULL), 0);
+	sr_pool_destroy(p);
+	assert_int_equal(sr_checkpoint_verify(path, NULL), 0);
+}
+
+/* Async pools: refused while steps are in flight, fine once received. */
+static void test_async(void **st)
+{
+	char path[300];
+	sr_pool *p, *q;
+	const sr_batch *b;
+
+	(void)st;
+	snprintf(path, sizeof(path), "%s/async.ckpt", dir);
+	p = mk_pool(8, 2, 1u << 10, 4);
+	assert_non_null(p);
+	assert_int_equal(sr_pool_reset(p, NULL), 0);
+	assert_int_equal(sr_pool_checkpoint(p, path, NULL), -EBUSY);
+	assert_non_null(strstr(sr_last_error(), "in flight"));
+	assert_int_equal(sr_pool_recv(p, &b), 0);
+	assert_int_equal(sr_pool_recv(p, &b), 0);
+	assert_int_equal(sr_pool_checkpoint(p, path, NULL), 0);
+	assert_int_equal(sr_pool_checkpoint_wait(p, NULL), 0);
+	q = mk_pool(8, 1, 1u << 10, 4);
+	assert_int_equal(sr_pool_restore(q, path), 0);
+	/* Same actions to every env: same results. */
+	int32_t a[8] = {1, 0, 1, 0, 1, 1, 0, 0};
+	uint32_t ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+	float oa[8][4], oq[8][4];
+	assert_int_equal(sr_pool_send(p, a, ids, 8), 0);
+	assert_int_equal(sr_pool_send(q, a, ids, 8), 0);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		for (uint32_t i = 0; i < b->n; i++)
+			memcpy(oa[b->env_id[i]], b->obs + i * 4, 16);
+		assert_int_equal(sr_pool_recv(q, &b), 0);
+		for (uint32_t i = 0; i < b->n; i++)
+			memcpy(oq[b->env_id[i]], b->obs + i * 4, 16);
+	}
+	assert_memory_equal(oa, oq, sizeof(oa));
+	sr_pool_destroy(p);
+	sr_pool_destroy(q);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "child"))
+		return child(argv[2], (uint32_t)atoi(argv[3]));
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exact_resume),
+		cmocka_unit_test(test_replay_window),
+		cmocka_unit_test(test_refused_untouched),
+		cmocka_unit_test(test_busy_and_failure),
+		cmocka_unit_test(test_async),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
