@@ -18,6 +18,15 @@
 #include "refcsv.h"
 #include "envs.h"
 
+/* Cache-line aligned memory (C11 aligned_alloc wants a multiple of 64). */
+static void *alloc64(size_t n)
+{
+	void *p = aligned_alloc(64, (n + 63) / 64 * 64);
+
+	assert_non_null(p);
+	return p;
+}
+
 struct ref_env {
 	const char *id;
 	const char *csv;
@@ -63,7 +72,7 @@ static void test_reset_rows(void **st)
 		size_t n = 0;
 
 		load(&ref_envs[i], &spec, &csv);
-		s = aligned_alloc(64, spec.state_size);
+		s = alloc64(spec.state_size);
 		spec.seed(&spec, s, 1, 1, 0);
 		for (size_t r = 0; r < csv.rows; r++) {
 			if (csv.t[r] != 0)
@@ -174,7 +183,7 @@ static void test_reset_distribution(void **st)
 		char *s;
 
 		assert_int_equal(sr_env_find(d->id, &spec), 0);
-		s = aligned_alloc(64, (size_t)N * spec.state_size);
+		s = alloc64((size_t)N * spec.state_size);
 		obs = malloc(sizeof(float) * N * spec.obs_dim);
 		spec.seed(&spec, s, N, 12345, 0);
 		spec.reset(&spec, s, N, obs);
@@ -260,8 +269,8 @@ static void test_seeding(void **st)
 	for (size_t e = 0; e < sr_env_count(); e++) {
 		sr_env_spec spec = *sr_env_at(e);
 		size_t od = spec.obs_dim, ss = spec.state_size;
-		char *a = aligned_alloc(64, N * ss), *b = aligned_alloc(64, N * ss);
-		char *c = aligned_alloc(64, N * ss);
+		char *a = alloc64(N * ss), *b = alloc64(N * ss);
+		char *c = alloc64(N * ss);
 		float *oa = malloc(sizeof(float) * (T + 1) * N * od);
 		float *ob = malloc(sizeof(float) * (T + 1) * N * od);
 		float *oc = malloc(sizeof(float) * (T + 1) * N * od);
@@ -411,7 +420,7 @@ static void test_spin_behaviour(void **st)
 	/* The cost is real: 4 steps of 2000 us take at least ~half of 8 ms
 	 * (more when the machine is busy, never much less). */
 	assert_true(sr__spin_iters_per_us() > 0);
-	assert_int_equal(sr_env_find("spin:cost_us=2000", &s1), 0);
+	assert_int_equal(sr_env_find("spin:cost_us=2000,obs_dim=8", &s1), 0);
 	s1.seed(&s1, b, N, 3, 0);
 	s1.reset(&s1, b, N, ob);
 	{
