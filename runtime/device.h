@@ -10,8 +10,8 @@
  *    the ring columns; otherwise the rows are copied into a staging buffer
  *    (one copy per column, or a gather).
  *  - cuda (device_cuda.cu / device_nocuda.c, from the device issue): copies
- *    the columns to device memory; sr__device_cuda_open is weak until both
- *    files exist, and a NULL address means "not built" (-ENOSYS).
+ *    the columns to device memory; sr__device_cuda_open says -ENOSYS in a
+ *    build without CUDA.
  *
  * Threading: a device is used by one thread at a time (the pool thread,
  * which runs the collector).
@@ -76,8 +76,8 @@ int sr__device_open(const struct sr__device_cfg *cfg, struct sr__device **out);
 void sr__device_close(struct sr__device *dev);
 
 int sr__device_host_open(const struct sr__device_cfg *cfg, struct sr__device **out);
-/* From the device issue; weak until device_cuda.cu and device_nocuda.c exist. */
-int sr__device_cuda_open(const struct sr__device_cfg *cfg, struct sr__device **out)
-	__attribute__((weak));
+/* From the device issue (runtime/device_api.c, over device_cuda.cu or
+ * device_nocuda.c): -ENOSYS without CUDA, -ENODEV without a GPU. */
+int sr__device_cuda_open(const struct sr__device_cfg *cfg, struct sr__device **out);
 
 #endif

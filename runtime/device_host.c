@@ -147,15 +147,11 @@ int sr__device_open(const struct sr__device_cfg *cfg, struct sr__device **out)
 	case SR_DEVICE_HOST:
 		return sr__device_host_open(cfg, out);
 	case SR_DEVICE_CUDA:
-		if (!sr__device_cuda_open)
-			return sr__errorf(-ENOSYS, "device cuda: this stepring was built without CUDA");
 		return sr__device_cuda_open(cfg, out);
 	case SR_DEVICE_AUTO:
-		if (sr__device_cuda_open) {
-			err = sr__device_cuda_open(cfg, out);
-			if (!err)
-				return 0;
-		}
+		err = sr__device_cuda_open(cfg, out);
+		if (!err)
+			return 0;
 		sr__clear_error();
 		return sr__device_host_open(cfg, out);
 	default:
