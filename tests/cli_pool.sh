@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# CLI checks of the pool commands: rollout hashes equal across 1, 2, 3
+# threads and sync/async; topo plans; bad options exit 2 with one line.
+set -u
+SR=$1
+fail() { echo "FAIL: $*"; exit 1; }
+
+h1=$("$SR" rollout --env CartPole-v1 --envs 24 --threads 1 --seed 5 --steps 300 --hash) || fail "rollout 1 thread"
+[[ $h1 =~ ^[0-9a-f]{16}$ ]] || fail "hash format '$h1'"
+# 3 threads on a described 4-core topology, so it runs on small machines too
+h2=$("$SR" rollout --env CartPole-v1 --envs 24 --threads 2 --bind none --synthetic "core:4 pu:1" --seed 5 --steps 300 --hash) || fail "rollout 2 threads"
+h3=$("$SR" rollout --env CartPole-v1 --envs 24 --threads 3 --synthetic "core:4 pu:1" --seed 5 --steps 300 --hash) || fail "rollout 3 threads"
+ha=$("$SR" rollout --env CartPole-v1 --envs 24 --threads 2 --synthetic "core:4 pu:1" --mode async --batch 7 --seed 5 --steps 300 --hash) || fail "rollout async"
+[ "$h1" = "$h2" ] || fail "1 vs 2 threads: $h1 $h2"
+[ "$h1" = "$h3" ] || fail "1 vs 3 threads: $h1 $h3"
+[ "$h1" = "$ha" ] || fail "sync vs async: $h1 $ha"
+h4=$("$SR" rollout --env CartPole-v1 --envs 24 --threads 1 --seed 6 --steps 300 --hash)
+[ "$h1" != "$h4" ] || fail "seed does not change the hash"
+hp1=$("$SR" rollout --env Pendulum-v1 --envs 10 --threads 1 --seed 1 --steps 50 --autoreset same --hash)
+hp3=$("$SR" rollout --env Pendulum-v1 --envs 10 --threads 3 --synthetic "core:4 pu:1" --seed 1 --steps 50 --autoreset same --hash)
+[ "$hp1" = "$hp3" ] || fail "pendulum same-step 1 vs 3 threads"
+
+out=$("$SR" topo --synthetic "pack:2 numa:2 core:8 pu:2" --threads 4) || fail "topo"
+for n in 0 1 2 3; do
+	grep -q "numa $n" <<<"$out" || fail "topo: no worker on numa $n: $out"
+done
+"$SR" topo --help | grep -q "usage: stepring topo" || fail "topo --help"
+"$SR" rollout --help | grep -q "usage: stepring rollout" || fail "rollout --help"
+"$SR" bench pool --help | grep -q "usage: stepring bench pool" || fail "bench pool --help"
+
+bad() { # expect exit 2 and one line on stderr
+	local err rc
+	err=$("$SR" "$@" 2>&1 >/dev/null); rc=$?
+	[ $rc -eq 2 ] || fail "'$*' exit $rc (want 2)"
+	[ "$(wc -l <<<"$err")" -eq 1 ] || fail "'$*' printed: $err"
+}
+bad rollout --env NoSuchEnv --hash
+bad rollout --env CartPole-v1 --envs 0
+bad rollout --env CartPole-v1 --threads 9999 --synthetic "core:2 pu:1"
+bad rollout --env CartPole-v1 --cpuset 0-999999
+bad rollout --env CartPole-v1 --frob
+bad topo --synthetic "nonsense:4"
+bad topo --bind wrong
+bad topo --threads 99 --synthetic "core:2 pu:1"
+bad bench pool --env CartPole-v1 --envs 8 --mode async --batch 8
+bad bench pool --env NoSuchEnv
+bad bench pool --seconds x
+j=$("$SR" bench pool --env CartPole-v1 --envs 64 --threads 1 --seconds 0.1 --warmup 0 --cooldown 0 --json) || fail "bench pool json"
+for k in steps_per_sec raw_steps_per_sec efficiency p50_us p90_us p99_us breakdown; do
+	grep -q "\"$k\":" <<<"$j" || fail "bench pool json lacks $k"
+done
+python3 -c 'import json,sys; json.loads(sys.argv[1])' "$j" 2>/dev/null || [ ! -x /usr/bin/python3 ] || fail "bench pool json does not parse"
+echo ok

@@ -1,0 +1,61 @@
+/*
+ * The pool benchmark as a library for the CLI tools: `stepring bench pool`,
+ * sweep and diagnose all measure through bench_pool_run().
+ *
+ * One run: the raw single-thread env loop (same env, envs/threads
+ * instances, for the efficiency figure), then a pool created from the
+ * configuration, a warm-up, the active window (the figures), a cool-down.
+ * Members may be added at the end of both structs; none removed.
+ */
+#ifndef SR_BENCH_POOL_H
+#define SR_BENCH_POOL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct bench_pool_cfg {
+	const char *env;      /* env id or short name */
+	uint32_t envs, threads, batch; /* threads 0: one per core; batch 0: = envs */
+	int async;            /* 0 sync (batch = envs), 1 async (batch < envs) */
+	double seconds, warmup, cooldown; /* active window and the phases around it */
+	const char *policy;   /* "none" (random actions) or "mlp:WxD" */
+	int device;           /* enum sr_device_kind */
+	uint64_t seed;
+	double checkpoint_every; /* seconds between checkpoints, 0 = none (sync only) */
+	const char *checkpoint_backend; /* "uring" | "pwrite" | "sync" (NULL: auto) */
+	int bind;             /* enum sr_bind */
+	const char *cpuset;   /* NULL or "0-3,8" */
+};
+
+struct bench_pool_result {
+	double steps_per_sec;     /* env steps per second in the active window */
+	double raw_steps_per_sec; /* single-thread raw loop, same env, envs/threads instances */
+	double efficiency;        /* steps_per_sec / (threads_used * raw_steps_per_sec) */
+	double p50_us, p90_us, p99_us; /* batch latency (step, or send..recv) */
+	double cpu_pct;           /* process CPU time / wall time, in % (200 = 2 cores) */
+	uint64_t rss_kb;          /* peak resident set */
+	/* per batch, nanoseconds summed over the threads */
+	double ns_env_step, ns_ring, ns_copy, ns_policy, ns_wait;
+	/* fractions of the active window (threads_used x seconds), sum ~1 */
+	double share_env, share_ring, share_copy, share_policy, share_wait;
+	uint32_t threads_used;
+	int err;                  /* 0 or -errno */
+	char msg[256];            /* why it failed */
+	/* added */
+	uint64_t batches;         /* batches in the active window */
+	double seconds;           /* measured active window */
+	uint64_t episodes;        /* episodes finished in the window */
+};
+
+/* Defaults: CartPole-v1, 1024 envs, threads 0 (one per core), sync, 3 s
+ * active, 0.5 s warm-up and cool-down, policy none, host, seed 0, bind
+ * core, no cpuset, no checkpoints. */
+void bench_pool_cfg_init(struct bench_pool_cfg *c);
+/* Run it. Returns 0 or -errno, with res->err and res->msg set. Prints
+ * nothing. */
+int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *res);
+/* One JSON object (no newline): config, figures, breakdown, machine. */
+void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *cfg,
+			   const struct bench_pool_result *res);
+
+#endif

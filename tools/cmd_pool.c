@@ -1,0 +1,311 @@
+/*
+ * stepring rollout: run a pool with seeded random actions and hash every
+ * obs, reward and flag (a determinism check anyone can run).
+ * stepring topo: print the worker placement plan.
+ *
+ * The rollout hash is per env: env e's stream (its reset obs, then obs,
+ * reward, terminated, truncated of each of its K steps) is hashed with
+ * FNV-1a 64, and the K+1 per-env hashes are hashed in env order. Actions
+ * come from one RNG per env seeded from (seed, e), so the hash does not
+ * depend on the thread count, the binding, or sync versus async mode.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "pool_internal.h"
+#include "stepring.h"
+
+int cmd_rollout(int argc, char **argv);
+int cmd_topo(int argc, char **argv);
+
+#define FNV_OFF 0xcbf29ce484222325ull
+#define FNV_PRIME 0x100000001b3ull
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ c[i]) * FNV_PRIME;
+	return h;
+}
+
+static uint32_t parse_bind(const char *s)
+{
+	if (!strcmp(s, "core"))
+		return SR_BIND_CORE;
+	if (!strcmp(s, "numa"))
+		return SR_BIND_NUMA;
+	if (!strcmp(s, "none"))
+		return SR_BIND_NONE;
+	cli_die("--bind: '%s' is not core, numa or none", s);
+}
+
+static void rollout_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: stepring rollout --env ID [--envs N] [--threads T] [--seed S] [--steps K]\n"
+		"                        [--mode sync|async] [--batch B]\n"
+		"                        [--autoreset next|same|disabled] [--bind core|numa|none]\n"
+		"                        [--cpuset LIST] [--synthetic DESC] [--hash]\n"
+		"Step N envs K times with actions from a seeded RNG per env. With --hash,\n"
+		"print one 64-bit hash of every obs, reward, terminated and truncated (per\n"
+		"env, in env order): the same for any --threads, --bind and --mode.\n"
+		"  --envs N        env instances (default 16)\n"
+		"  --threads T     workers (default: one per core)\n"
+		"  --seed S        pool seed (default 0); actions use (S, env)\n"
+		"  --steps K       steps per env (default 100)\n"
+		"  --synthetic D   plan on an hwloc synthetic topology (no binding; tests)\n");
+}
+
+struct roll {
+	uint32_t n, od;
+	uint64_t *h;   /* per-env hash */
+	uint32_t *cnt; /* rows hashed per env */
+	sr_rng *rng;
+	const sr_env_spec *spec;
+	size_t asz;
+};
+
+static void roll_row(struct roll *R, const sr_batch *b, uint32_t i)
+{
+	uint32_t e = b->env_id[i];
+
+	R->h[e] = fnv(R->h[e], b->obs + (size_t)i * R->od, R->od * sizeof(float));
+	R->h[e] = fnv(R->h[e], &b->reward[i], sizeof(float));
+	R->h[e] = fnv(R->h[e], &b->terminated[i], 1);
+	R->h[e] = fnv(R->h[e], &b->truncated[i], 1);
+	R->cnt[e]++;
+}
+
+static void roll_action(struct roll *R, uint32_t e, unsigned char *out)
+{
+	const sr_env_spec *s = R->spec;
+
+	if (s->act_kind == SR_SPACE_DISCRETE) {
+		int32_t v = (int32_t)(sr_rng_next(&R->rng[e]) % s->act_n);
+		memcpy(out, &v, 4);
+	} else {
+		for (uint32_t d = 0; d < s->act_dim; d++) {
+			float v = (float)sr_rng_range(&R->rng[e], s->act_low[d], s->act_high[d]);
+			memcpy(out + 4 * d, &v, 4);
+		}
+	}
+}
+
+int cmd_rollout(int argc, char **argv)
+{
+	sr_pool_opts o;
+	sr_pool *p;
+	sr_env_spec spec;
+	const sr_batch *b;
+	const char *v, *env = NULL, *mode = "sync";
+	uint64_t steps = 100, seed = 0, all;
+	bool hash = false;
+	struct roll R;
+	unsigned char *acts;
+	uint32_t *ids;
+	sr_pool_stats st;
+	int err;
+
+	sr_pool_opts_init(&o);
+	o.num_envs = 16;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			rollout_usage(stdout);
+			return 0;
+		} else if (cli_opt(argc, argv, &i, "--env", &v)) {
+			env = v;
+		} else if (cli_opt(argc, argv, &i, "--envs", &v)) {
+			o.num_envs = (uint32_t)cli_int("--envs", v, 1, 1 << 24);
+		} else if (cli_opt(argc, argv, &i, "--threads", &v)) {
+			o.num_threads = (uint32_t)cli_int("--threads", v, 0, 4096);
+		} else if (cli_opt(argc, argv, &i, "--seed", &v)) {
+			seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
+		} else if (cli_opt(argc, argv, &i, "--steps", &v)) {
+			steps = (uint64_t)cli_int("--steps", v, 0, 1ll << 40);
+		} else if (cli_opt(argc, argv, &i, "--mode", &v)) {
+			if (strcmp(v, "sync") && strcmp(v, "async"))
+				cli_die("--mode: '%s' is not sync or async", v);
+			mode = v;
+		} else if (cli_opt(argc, argv, &i, "--batch", &v)) {
+			o.batch_size = (uint32_t)cli_int("--batch", v, 1, 1 << 24);
+		} else if (cli_opt(argc, argv, &i, "--autoreset", &v)) {
+			if (!strcmp(v, "next"))
+				o.autoreset = SR_AUTORESET_NEXT_STEP;
+			else if (!strcmp(v, "same"))
+				o.autoreset = SR_AUTORESET_SAME_STEP;
+			else if (!strcmp(v, "disabled"))
+				o.autoreset = SR_AUTORESET_DISABLED;
+			else
+				cli_die("--autoreset: '%s' is not next, same or disabled", v);
+		} else if (cli_opt(argc, argv, &i, "--bind", &v)) {
+			o.bind = parse_bind(v);
+		} else if (cli_opt(argc, argv, &i, "--cpuset", &v)) {
+			o.flags |= SR_POOL_F_CPUSET;
+			o.cpuset = v;
+		} else if (cli_opt(argc, argv, &i, "--synthetic", &v)) {
+			o.flags |= SR_POOL_F_TOPOLOGY;
+			o.topology = v;
+		} else if (cli_opt(argc, argv, &i, "--hash", NULL)) {
+			hash = true;
+		} else {
+			cli_unknown("rollout", argv[i]);
+		}
+	}
+	if (!env)
+		cli_die("rollout: --env ID is required (see 'stepring envs')");
+	cli_env(env, &spec);
+	o.env = env;
+	o.flags |= SR_POOL_F_SEED;
+	o.seed = seed;
+	if (!strcmp(mode, "async")) {
+		if (!o.batch_size)
+			o.batch_size = o.num_envs / 2 ? o.num_envs / 2 : 1;
+		if (o.batch_size >= o.num_envs)
+			cli_die("rollout: async needs --batch < --envs (%u >= %u)", o.batch_size,
+				o.num_envs);
+		if (o.autoreset == SR_AUTORESET_DISABLED)
+			cli_die("rollout: --autoreset disabled needs --mode sync");
+	} else {
+		if (o.batch_size && o.batch_size != o.num_envs)
+			cli_die("rollout: --batch %u with --mode sync (sync batches are all %u envs)",
+				o.batch_size, o.num_envs);
+		o.batch_size = 0;
+	}
+	err = sr_pool_create(&o, &p);
+	if (err)
+		cli_die("rollout: %s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
+
+	R.n = o.num_envs;
+	R.od = spec.obs_dim;
+	R.spec = sr_pool_spec(p);
+	R.asz = sr_env_action_size(R.spec);
+	R.h = malloc(R.n * sizeof(*R.h));
+	R.cnt = calloc(R.n, sizeof(*R.cnt));
+	R.rng = malloc(R.n * sizeof(*R.rng));
+	acts = malloc((size_t)R.n * R.asz);
+	ids = malloc(R.n * sizeof(*ids));
+	if (!R.h || !R.cnt || !R.rng || !acts || !ids)
+		cli_die("rollout: out of memory");
+	for (uint32_t e = 0; e < R.n; e++) {
+		R.h[e] = FNV_OFF;
+		sr_rng_seed(&R.rng[e], seed ^ 0x5ca1ab1eull, e);
+	}
+
+	err = sr_pool_reset(p, &b);
+	if (err)
+		goto fail;
+	if (!strcmp(mode, "sync")) {
+		for (uint64_t t = 0;; t++) {
+			for (uint32_t i = 0; i < b->n; i++)
+				roll_row(&R, b, i);
+			if (t == steps)
+				break;
+			for (uint32_t e = 0; e < R.n; e++)
+				roll_action(&R, e, acts + (size_t)e * R.asz);
+			err = sr_pool_step(p, acts, &b);
+			if (err)
+				goto fail;
+		}
+	} else {
+		/* Every returned env is sent again (so enough stay in flight);
+		 * rows past an env's K-th step are not hashed. */
+		uint32_t left = R.n;
+		while (left) {
+			err = sr_pool_recv(p, &b);
+			if (err)
+				goto fail;
+			for (uint32_t i = 0; i < b->n; i++) {
+				uint32_t e = b->env_id[i];
+				if (R.cnt[e] <= steps) {
+					roll_row(&R, b, i);
+					if (R.cnt[e] == steps + 1)
+						left--;
+				}
+				roll_action(&R, e, acts + (size_t)i * R.asz);
+				ids[i] = e;
+			}
+			err = sr_pool_send(p, acts, ids, b->n);
+			if (err)
+				goto fail;
+		}
+	}
+	all = FNV_OFF;
+	for (uint32_t e = 0; e < R.n; e++)
+		all = fnv(all, &R.h[e], sizeof(R.h[e]));
+	sr_pool_stats_get(p, &st);
+	if (hash) {
+		printf("%016llx\n", (unsigned long long)all);
+	} else {
+		printf("rollout %s: %u envs x %llu steps, %u threads, %s\n", spec.id, R.n,
+		       (unsigned long long)steps, sr_pool_num_threads(p), mode);
+		printf("  episodes %llu  mean return %.3f  mean length %.1f (last 100)\n",
+		       (unsigned long long)st.episodes, st.mean_return, st.mean_length);
+		printf("  hash %016llx\n", (unsigned long long)all);
+	}
+	sr_pool_destroy(p);
+	free(R.h);
+	free(R.cnt);
+	free(R.rng);
+	free(acts);
+	free(ids);
+	return 0;
+fail:
+	fprintf(stderr, "stepring: rollout: %s\n", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
+	sr_pool_destroy(p);
+	return 1;
+}
+
+static void topo_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: stepring topo [--synthetic DESC | --xml FILE] [--threads T] [--cpuset LIST]\n"
+		"                     [--bind core|numa|none]\n"
+		"Print the placement plan of the pool's workers: which CPU (or NUMA node)\n"
+		"each worker is bound to. Worker 0 is the calling thread.\n"
+		"  --synthetic DESC  an hwloc synthetic topology, \"pack:2 numa:2 core:8 pu:2\"\n"
+		"  --xml FILE        an hwloc XML export (lstopo file.xml)\n"
+		"  --threads T       workers (default: one per allowed physical core)\n"
+		"  --cpuset LIST     restrict to these CPUs, \"0-3,8\" (like taskset -c)\n"
+		"  --bind B          core (default), numa or none\n");
+}
+
+int cmd_topo(int argc, char **argv)
+{
+	const char *v, *topo = NULL, *cpuset = NULL;
+	uint32_t threads = 0, bind = SR_BIND_CORE;
+	struct sr__plan *plan;
+	int err;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			topo_usage(stdout);
+			return 0;
+		} else if (cli_opt(argc, argv, &i, "--synthetic", &v)) {
+			topo = v;
+		} else if (cli_opt(argc, argv, &i, "--xml", &v)) {
+			size_t n = strlen(v);
+			if (n < 4 || strcmp(v + n - 4, ".xml"))
+				cli_die("--xml: '%s' does not end in .xml", v);
+			topo = v;
+		} else if (cli_opt(argc, argv, &i, "--threads", &v)) {
+			threads = (uint32_t)cli_int("--threads", v, 0, 4096);
+		} else if (cli_opt(argc, argv, &i, "--cpuset", &v)) {
+			cpuset = v;
+		} else if (cli_opt(argc, argv, &i, "--bind", &v)) {
+			bind = parse_bind(v);
+		} else {
+			cli_unknown("topo", argv[i]);
+		}
+	}
+	err = sr__plan_compute(topo, cpuset, threads, bind, &plan);
+	if (err)
+		cli_die("topo: %s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
+	sr__plan_print(plan, stdout);
+	sr__plan_free(plan);
+	return 0;
+}
