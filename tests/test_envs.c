@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 #include <cmocka.h>
 
 #include "stepring.h"
@@ -480,6 +481,84 @@ static void test_validate(void **st)
 	assert_int_equal(sr_env_validate(&s), 0);
 }
 
+/* Disjoint slices may be stepped from different threads at once, and
+ * spin's lazy calibration is entered from all of them together: the result
+ * equals one thread stepping everything. (Run under TSan too.) */
+struct slice_arg {
+	const sr_env_spec *spec;
+	char *states;
+	size_t n;
+	float *obs;
+	double *rew;
+	uint8_t *term;
+	int steps;
+};
+
+static void *slice_thread(void *p)
+{
+	struct slice_arg *a = p;
+
+	run_steps(a->spec, a->states, a->n, a->steps, a->obs, a->rew, a->term, 11);
+	return NULL;
+}
+
+static void test_threads_disjoint(void **st)
+{
+	enum { THREADS = 4, PER = 8, T = 30 };
+	static const char *const envs[] = {"spin:cost_us=1,obs_dim=4,ep_len=7", "CartPole-v1",
+					   "Acrobot-v1"};
+
+	for (size_t e = 0; e < sizeof(envs) / sizeof(envs[0]); e++) {
+		sr_env_spec spec;
+		size_t n = THREADS * PER, od, ss;
+		char *a, *b;
+		float *oa, *ob, tmp[THREADS * PER * 8];
+		double *ra, *rb;
+		uint8_t *ta, *tb;
+		pthread_t th[THREADS];
+		struct slice_arg args[THREADS];
+
+		assert_int_equal(sr_env_find(envs[e], &spec), 0);
+		od = spec.obs_dim;
+		ss = spec.state_size;
+		a = alloc64(n * ss);
+		b = alloc64(n * ss);
+		oa = calloc((size_t)T * n * od, sizeof(float));
+		ob = calloc((size_t)T * n * od, sizeof(float));
+		ra = calloc((size_t)T * n, sizeof(double));
+		rb = calloc((size_t)T * n, sizeof(double));
+		ta = calloc((size_t)T * n, 1);
+		tb = calloc((size_t)T * n, 1);
+		spec.seed(&spec, a, n, 5, 0);
+		spec.reset(&spec, a, n, tmp);
+		memcpy(b, a, n * ss);
+		/* One thread, slice by slice (the same action stream per slice). */
+		for (int t = 0; t < THREADS; t++)
+			run_steps(&spec, a + t * PER * ss, PER, T, oa + (size_t)t * T * PER * od,
+				  ra + t * T * PER, ta + t * T * PER, 11);
+		for (int t = 0; t < THREADS; t++) {
+			args[t] = (struct slice_arg){&spec, b + t * PER * ss, PER,
+						     ob + (size_t)t * T * PER * od, rb + t * T * PER,
+						     tb + t * T * PER, T};
+			assert_int_equal(pthread_create(&th[t], NULL, slice_thread, &args[t]), 0);
+		}
+		for (int t = 0; t < THREADS; t++)
+			pthread_join(th[t], NULL);
+		assert_memory_equal(a, b, n * ss);
+		assert_memory_equal(oa, ob, sizeof(float) * T * n * od);
+		assert_memory_equal(ra, rb, sizeof(double) * T * n);
+		assert_memory_equal(ta, tb, (size_t)T * n);
+		free(a);
+		free(b);
+		free(oa);
+		free(ob);
+		free(ra);
+		free(rb);
+		free(ta);
+		free(tb);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -493,6 +572,7 @@ int main(void)
 		cmocka_unit_test(test_spin_params),
 		cmocka_unit_test(test_spin_behaviour),
 		cmocka_unit_test(test_validate),
+		cmocka_unit_test(test_threads_disjoint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
