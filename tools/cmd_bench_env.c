@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "stepring.h"
@@ -28,7 +29,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: stepring bench env --env ID [--n N] [--seconds S] [--repeat R]\n"
 		   "                          [--cpu K] [--seed S] [--json]\n"
 		   "Step N instances of env ID in one thread, batched, with autoreset;\n"
-		   "print steps/s and ns/step (median of R runs of S seconds).\n"
+		   "print steps/s and ns/step (median of R runs of S seconds), and steps\n"
+		   "per second of this thread's CPU time (steadier on a shared machine).\n"
 		   "  --env ID       env id or short name (spin:cost_us=50,obs_dim=64)\n"
 		   "  --n N          instances (default 256)\n"
 		   "  --seconds S    seconds per run (default 1)\n"
@@ -39,10 +41,19 @@ static void usage(FILE *f)
 }
 
 struct run {
-	double steps_per_sec;
+	double steps_per_sec;     /* wall clock */
+	double steps_per_cpu_sec; /* this thread's CPU time: robust on a shared machine */
 	uint64_t steps, episodes;
-	double seconds;
+	double seconds, cpu_seconds;
 };
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 struct ctx {
 	sr_env_spec spec;
@@ -88,10 +99,11 @@ static inline uint64_t batch(struct ctx *c, const void *act)
 
 static struct run run_once(struct ctx *c, double seconds)
 {
-	uint64_t t0, t1, deadline, iters = 0, ends = 0;
+	uint64_t t0, t1, c0, deadline, iters = 0, ends = 0;
 	size_t k = 0;
 	struct run r;
 
+	c0 = thread_cpu_ns();
 	t0 = cli_now_ns();
 	deadline = t0 + (uint64_t)(seconds * 1e9);
 	do {
@@ -107,12 +119,20 @@ static struct run run_once(struct ctx *c, double seconds)
 	r.episodes = ends;
 	r.seconds = (double)(t1 - t0) / 1e9;
 	r.steps_per_sec = (double)r.steps / r.seconds;
+	r.cpu_seconds = (double)(thread_cpu_ns() - c0) / 1e9;
+	r.steps_per_cpu_sec = (double)r.steps / r.cpu_seconds;
 	return r;
 }
 
 static int cmp_run(const void *a, const void *b)
 {
 	double x = ((const struct run *)a)->steps_per_sec, y = ((const struct run *)b)->steps_per_sec;
+	return (x > y) - (x < y);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
 }
 
@@ -123,6 +143,7 @@ int bench_env(int argc, char **argv)
 	double seconds = 1.0;
 	bool json = false;
 	struct run runs[64], med;
+	double med_cpu;
 	struct ctx c;
 	sr_rng rng;
 
@@ -188,6 +209,13 @@ int bench_env(int argc, char **argv)
 	run_once(&c, fmin(0.2, seconds)); /* warm-up: caches, frequency, spin calibration */
 	for (long long r = 0; r < repeat; r++)
 		runs[r] = run_once(&c, seconds);
+	{
+		double cpu_rates[64];
+		for (long long r = 0; r < repeat; r++)
+			cpu_rates[r] = runs[r].steps_per_cpu_sec;
+		qsort(cpu_rates, (size_t)repeat, sizeof(double), cmp_double);
+		med_cpu = cpu_rates[repeat / 2];
+	}
 	qsort(runs, (size_t)repeat, sizeof(runs[0]), cmp_run);
 	med = runs[repeat / 2];
 
@@ -195,19 +223,23 @@ int bench_env(int argc, char **argv)
 		printf("{\"bench\":\"env\",\"env\":\"%s\",\"spec\":\"%s\",\"n_instances\":%zu,"
 		       "\"repeat\":%lld,\"seconds\":%.3f,\"steps_per_sec\":%.0f,\"ns_per_step\":%.3f,"
 		       "\"steps_per_sec_min\":%.0f,\"steps_per_sec_max\":%.0f,\"steps\":%llu,"
-		       "\"episodes\":%llu,\"cpu\":%lld,",
+		       "\"episodes\":%llu,\"cpu\":%lld,\"steps_per_cpu_sec\":%.0f,"
+		       "\"cpu_share\":%.3f,",
 		       c.spec.id, env, c.n, repeat, med.seconds, med.steps_per_sec,
 		       1e9 / med.steps_per_sec, runs[0].steps_per_sec,
 		       runs[repeat - 1].steps_per_sec, (unsigned long long)med.steps,
-		       (unsigned long long)med.episodes, cpu);
+		       (unsigned long long)med.episodes, cpu, med_cpu,
+		       med.cpu_seconds / med.seconds);
 		cli_json_machine(stdout);
 		printf(",\"build\":\"%s\"}\n", sr_build_info());
 	} else {
 		printf("env=%s n=%zu steps/s=%.3fM ns/step=%.2f episodes/s=%.0f "
-		       "(median of %lld x %.2f s; min %.3fM max %.3fM)\n",
+		       "(median of %lld x %.2f s; min %.3fM max %.3fM) "
+		       "per-cpu-second=%.3fM cpu-share=%.2f\n",
 		       env, c.n, med.steps_per_sec / 1e6, 1e9 / med.steps_per_sec,
 		       (double)med.episodes / med.seconds, repeat, seconds,
-		       runs[0].steps_per_sec / 1e6, runs[repeat - 1].steps_per_sec / 1e6);
+		       runs[0].steps_per_sec / 1e6, runs[repeat - 1].steps_per_sec / 1e6,
+		       med_cpu / 1e6, med.cpu_seconds / med.seconds);
 	}
 	free(c.states);
 	free(c.obs);
