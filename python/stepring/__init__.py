@@ -10,12 +10,14 @@ library is found: STEPRING_LIB first).
 """
 from . import _lib, spaces
 from ._lib import (StepringError, InvalidArgumentError, UnknownEnvError, UnsupportedError,
-                   LibraryError)
-from .vector import VectorEnv, EnvSpec, make_vec
+                   TryAgainError, LibraryError)
+from .vector import VectorEnv, EnvSpec, make_vec, checkpoint_info
+from .replay import Replay
 
 __all__ = ["make_vec", "VectorEnv", "EnvSpec", "spaces", "list_envs", "version",
            "StepringError", "InvalidArgumentError", "UnknownEnvError", "UnsupportedError",
-           "LibraryError", "library_path", "build_info"]
+           "LibraryError", "TryAgainError", "library_path", "build_info", "Replay",
+           "checkpoint_info"]
 
 library_path = _lib.path
 

@@ -47,6 +47,10 @@ class UnsupportedError(StepringError, NotImplementedError):
     """-ENOSYS / -ENODEV: not built in, or no such device."""
 
 
+class TryAgainError(StepringError, RuntimeError):
+    """-EAGAIN: nothing ready yet (no live transition, rate limiter)."""
+
+
 class LibraryError(StepringError, RuntimeError):
     """Any other failure (-ENOMEM, -EIO, -EPROTO, ...)."""
 
@@ -276,6 +280,8 @@ def error_for(code, what=None):
         cls = UnknownEnvError
     elif e in (errno.ENOSYS, errno.ENODEV, errno.EOPNOTSUPP):
         cls = UnsupportedError
+    elif e == errno.EAGAIN:
+        cls = TryAgainError
     else:
         cls = LibraryError
     return cls(code, msg)
@@ -286,3 +292,193 @@ def check(code, what=None):
     if code < 0:
         raise error_for(code, what)
     return code
+
+
+# --- replay (stepring/replay.h) ---------------------------------------------
+
+SR_REPLAY_UNIFORM = 0
+SR_REPLAY_PRIORITIZED = 1
+SR_REPLAY_F_SEED = 1 << 0
+SR_REPLAY_F_NSTEP = 1 << 1
+SR_REPLAY_F_PRIORITY = 1 << 2
+SR_REPLAY_F_LIMITER = 1 << 3
+
+
+class sr_replay_opts(ctypes.Structure):
+    _fields_ = [
+        ("flags", c_u32),
+        ("kind", c_u32),
+        ("seed", c_u64),
+        ("n_step", c_u32),
+        ("reserved0", c_u32),
+        ("gamma", ctypes.c_double),
+        ("alpha", ctypes.c_double),
+        ("beta", ctypes.c_double),
+        ("eps", ctypes.c_double),
+        ("samples_per_insert", ctypes.c_double),
+        ("min_size", c_u64),
+        ("error_buffer", ctypes.c_double),
+        ("timeout_ms", c_i32),
+        ("reserved1", c_u32),
+    ]
+
+
+class sr_replay_batch(ctypes.Structure):
+    _fields_ = [(k, c_vp) for k in ("obs", "next_obs", "action", "reward", "discount",
+                                    "terminated", "truncated", "env_id", "seq", "weight")]
+
+
+class sr_replay_seq_batch(ctypes.Structure):
+    _fields_ = [(k, c_vp) for k in ("obs", "action", "reward", "terminated", "truncated",
+                                    "flags", "env_id", "seq")]
+
+
+declare("sr_replay_opts_init", None, [ctypes.POINTER(sr_replay_opts)])
+declare("sr_replay_create", ctypes.c_int, [c_vp, ctypes.POINTER(sr_replay_opts),
+                                           ctypes.POINTER(c_vp)])
+declare("sr_replay_destroy", None, [c_vp])
+declare("sr_replay_sync", ctypes.c_int64, [c_vp])
+declare("sr_replay_sample", ctypes.c_int, [c_vp, c_u32, ctypes.POINTER(sr_replay_batch)])
+declare("sr_replay_update", ctypes.c_int, [c_vp, c_vp, c_vp, c_u32])
+declare("sr_replay_sample_seq", ctypes.c_int, [c_vp, c_u32, c_u32,
+                                               ctypes.POINTER(sr_replay_seq_batch)])
+declare("sr_replay_can_insert", ctypes.c_bool, [c_vp, c_u64])
+declare("sr_replay_inserts", c_u64, [c_vp])
+declare("sr_replay_samples", c_u64, [c_vp])
+declare("sr_replay_size", c_u64, [c_vp])
+declare("sr_replay_total_priority", ctypes.c_double, [c_vp])
+
+
+# --- checkpoints (stepring/checkpoint.h) ------------------------------------
+
+SR_CKPT_F_BACKEND = 1 << 0
+SR_CKPT_F_REPLAY = 1 << 1
+SR_CKPT_F_NOWAIT = 1 << 2
+CKPT_BACKENDS = {"auto": 0, "uring": 1, "pwrite": 2, "sync": 3}
+CKPT_STATES = {0: "idle", 1: "snapshot", 2: "writing", 3: "failed"}
+
+
+class sr_ckpt_opts(ctypes.Structure):
+    _fields_ = [
+        ("flags", c_u32),
+        ("backend", c_u32),
+        ("chunk_size", c_u64),
+        ("nice", c_i32),
+        ("reserved0", c_u32),
+    ]
+
+
+class sr_ckpt_status(ctypes.Structure):
+    _fields_ = [
+        ("state", c_u32),
+        ("backend", c_u32),
+        ("result", c_i32),
+        ("reserved0", c_u32),
+        ("count", c_u64),
+        ("bytes", c_u64),
+        ("ns_snapshot", c_u64),
+        ("ns_write", c_u64),
+        ("replay_slots", c_u64),
+        ("replay_dropped", c_u64),
+    ]
+
+
+class sr_ckpt_section_info(ctypes.Structure):
+    _fields_ = [("type", c_u32), ("crc", c_u32), ("offset", c_u64), ("length", c_u64)]
+
+
+class sr_ckpt_info(ctypes.Structure):
+    _fields_ = [
+        ("format_version", c_u32),
+        ("n_sections", c_u32),
+        ("file_size", c_u64),
+        ("created_unix_ns", c_u64),
+        ("build_info", ctypes.c_char * 160),
+        ("env_id", ctypes.c_char * 64),
+        ("num_envs", c_u32),
+        ("batch_size", c_u32),
+        ("obs_dim", c_u32),
+        ("act_size", c_u32),
+        ("state_size", c_u32),
+        ("autoreset", c_u32),
+        ("seed", c_u64),
+        ("steps", c_u64),
+        ("replay_slots", c_u64),
+        ("replay_head", c_u64),
+        ("sections", sr_ckpt_section_info * 32),
+    ]
+
+
+declare("sr_ckpt_opts_init", None, [ctypes.POINTER(sr_ckpt_opts)])
+declare("sr_ckpt_backend_name", c_cp, [c_u32])
+declare("sr_pool_checkpoint", ctypes.c_int, [c_vp, c_cp, ctypes.POINTER(sr_ckpt_opts)])
+declare("sr_pool_checkpoint_poll", ctypes.c_int, [c_vp, ctypes.POINTER(sr_ckpt_status)])
+declare("sr_pool_checkpoint_wait", ctypes.c_int, [c_vp, ctypes.POINTER(sr_ckpt_status)])
+declare("sr_pool_restore", ctypes.c_int, [c_vp, c_cp])
+declare("sr_checkpoint_verify", ctypes.c_int, [c_cp, ctypes.POINTER(sr_ckpt_info)])
+declare("sr_ckpt_section_name", c_cp, [c_u32])
+
+
+# --- devices and DLPack (stepring/device.h) ---------------------------------
+
+SR_FIELD_OBS, SR_FIELD_REWARD, SR_FIELD_TERMINATED, SR_FIELD_TRUNCATED = 0, 1, 2, 3
+SR_FIELD_FLAGS, SR_FIELD_ENV_ID, SR_FIELD_ACTION = 4, 5, 6
+SR_DEVICE_F_RING = 1 << 0
+SR_DEVICE_F_QUIET = 1 << 2
+SR_SUBMIT_NOWAIT = 1 << 0
+
+
+class sr_device_opts(ctypes.Structure):
+    _fields_ = [
+        ("flags", c_u32),
+        ("kind", c_u32),
+        ("index", c_i32),
+        ("in_flight", c_u32),
+        ("max_rows", c_u32),
+        ("obs_dim", c_u32),
+        ("act_kind", c_u32),
+        ("act_dim", c_u32),
+        ("ring", c_vp),
+    ]
+
+
+class sr_device_batch(ctypes.Structure):
+    _fields_ = [
+        ("n", c_u32),
+        ("obs_dim", c_u32),
+        ("act_size", c_u32),
+        ("index", c_u32),
+        ("dl_device_type", c_i32),
+        ("dl_device_id", c_i32),
+        ("obs", c_vp),
+        ("reward", c_vp),
+        ("terminated", c_vp),
+        ("truncated", c_vp),
+        ("flags", c_vp),
+        ("env_id", c_vp),
+        ("actions", c_vp),
+        ("first_seq", c_u64),
+        ("stream", c_vp),
+    ]
+
+
+_PDB = ctypes.POINTER(sr_device_batch)
+declare("sr_device_opts_init", None, [ctypes.POINTER(sr_device_opts)])
+declare("sr_device_cuda_available", ctypes.c_bool, [ctypes.c_int])
+declare("sr_device_open", ctypes.c_int, [ctypes.POINTER(sr_device_opts), ctypes.POINTER(c_vp)])
+declare("sr_device_close", None, [c_vp])
+declare("sr_device_submit", ctypes.c_int, [c_vp, _PBATCH, ctypes.c_uint, ctypes.POINTER(_PDB)])
+declare("sr_device_batch_dlpack", ctypes.c_int, [_PDB, ctypes.c_int, ctypes.POINTER(c_vp)])
+declare("sr_device_release", ctypes.c_int, [c_vp, _PDB])
+declare("sr_ring_dlpack", ctypes.c_int, [c_vp, ctypes.c_int, c_u64, c_u32, ctypes.POINTER(c_vp)])
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [c_vp, c_cp, c_vp]
+
+
+def dlpack_capsule(managed):
+    """Wrap a DLManagedTensor* in a "dltensor" PyCapsule for
+    torch.utils.dlpack.from_dlpack, which takes ownership (it calls the
+    tensor's deleter when the tensor dies)."""
+    return _capsule_new(managed, b"dltensor", None)

@@ -8,6 +8,7 @@ reference to the pool, so memory stays mapped while any view is alive, even
 after close(): reading a stale view is wrong but never crashes.
 """
 import ctypes
+import errno
 import math
 
 import numpy as np
@@ -41,6 +42,24 @@ class _PoolHandle:
 
     def __del__(self):
         self.destroy()
+
+
+class _DeviceHandle:
+    """Owns an sr_device (and keeps the pool, whose ring it registered,
+    alive until it is closed)."""
+
+    def __init__(self, ptr, pool):
+        self.ptr = ptr
+        self.pool = pool
+
+    def close(self):
+        p, self.ptr = self.ptr, None
+        if p:
+            lib.sr_device_close(p)
+        self.pool = None
+
+    def __del__(self):
+        self.close()
 
 
 def _buffer(addr, nbytes, owner):
@@ -145,6 +164,8 @@ class VectorEnv:
     metadata = {}
     render_mode = None
     closed = False
+    _dev = None
+    _default_replay = None
 
     def __init__(self, env_id, num_envs, *, mode="sync", batch_size=None, num_threads=None,
                  seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
@@ -161,8 +182,8 @@ class VectorEnv:
                              % (", ".join(_AUTORESET), autoreset_mode))
         if device not in _DEVICE:
             raise ValueError("device must be 'cpu' or 'cuda', not %r" % (device,))
-        if output not in ("numpy", "torch"):
-            raise ValueError("output must be 'numpy' or 'torch', not %r" % (output,))
+        if output not in ("numpy", "torch", "dlpack"):
+            raise ValueError("output must be 'numpy', 'torch' or 'dlpack', not %r" % (output,))
         if bind not in _BIND:
             raise ValueError("bind must be one of %s, not %r" % (", ".join(_BIND), bind))
         num_envs = _as_count("num_envs", num_envs)
@@ -178,8 +199,8 @@ class VectorEnv:
             if batch_size >= num_envs:
                 raise ValueError("async mode needs batch_size < num_envs (got batch_size %d, "
                                  "num_envs %d)" % (batch_size, num_envs))
-        if device == "cuda" and output == "numpy":
-            output = "torch"  # a GPU batch can only come out as a tensor
+        if device == "cuda":
+            output = "dlpack"  # a GPU batch can only come out as a tensor
         self._env_name = str(env_id)
         self.num_envs = num_envs
         self.batch_size = batch_size
@@ -197,7 +218,9 @@ class VectorEnv:
         self._async = mode == "async"
         self._same_step = autoreset_mode == "same_step"
         self._torch = output == "torch"
-        self._plain = not self._async and not self._same_step
+        self._dlpack = output == "dlpack"
+        self._dev = None
+        self._plain = not self._async and not self._same_step and not self._dlpack
         self._c_step = lib.sr_pool_step
         self._bp = ctypes.POINTER(_lib.sr_batch)()
         self._bpref = ctypes.byref(self._bp)
@@ -239,7 +262,9 @@ class VectorEnv:
             o.flags |= _lib.SR_POOL_F_RING_NAME
             o.ring_name = self._ring_name_b
         o.ring_capacity = self._replay_capacity
-        o.device = _DEVICE[self.device]
+        # The pool's batches stay on the host (views of the ring); with
+        # output 'dlpack' an sr_device lands them where asked (below).
+        o.device = _lib.SR_DEVICE_HOST
         ptr = ctypes.c_void_p()
         check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
         self._handle = _PoolHandle(ptr.value)
@@ -247,6 +272,8 @@ class VectorEnv:
         self._fresh = True
         self._seed = seed
         self._setup_views()
+        if self._dlpack:
+            self._open_device()
 
     def _setup_views(self):
         h = self._handle
@@ -289,6 +316,72 @@ class VectorEnv:
         self._ids = np.zeros(self.num_envs, np.uint32)
         self._ids_ptr = self._ids.ctypes.data
 
+    def _open_device(self):
+        if not _lib.has("sr_device_open"):
+            raise _lib.UnsupportedError(-38, "this libstepring has no device API")
+        spec = lib.sr_pool_spec(self._handle.ptr).contents
+        o = _lib.sr_device_opts()
+        lib.sr_device_opts_init(ctypes.byref(o))
+        o.kind = _DEVICE[self.device]
+        o.index = 0
+        o.flags |= _lib.SR_DEVICE_F_RING
+        o.ring = self._ring
+        # Each step exports tensors that keep their device batch alive: many
+        # in flight, and NOWAIT submits, so that holding tensors never
+        # blocks a step (it raises instead).
+        o.in_flight = 8
+        o.max_rows = self.batch_size
+        o.obs_dim = spec.obs_dim
+        o.act_kind = spec.act_kind
+        o.act_dim = spec.act_dim
+        d = ctypes.c_void_p()
+        check(lib.sr_device_open(ctypes.byref(o), ctypes.byref(d)),
+              "device %r" % self.device)
+        self._dev = _DeviceHandle(d.value, self._handle)
+        self._dbp = ctypes.POINTER(_lib.sr_device_batch)()
+
+    def _dlpack_batch(self):
+        """Submit the pool's batch to the device; export its columns as
+        torch tensors through DLPack; release the batch (it is recycled when
+        the tensors die)."""
+        import torch.utils.dlpack as tdl
+        dev = self._dev.ptr
+        rc = lib.sr_device_submit(dev, self._bp, _lib.SR_SUBMIT_NOWAIT, ctypes.byref(self._dbp))
+        if rc < 0:
+            if rc == -errno.EAGAIN:
+                raise _lib.TryAgainError(rc, "every device batch is still held by live tensors "
+                                         "from earlier steps: clone() what you keep")
+            raise _lib.error_for(rc)
+        out = []
+        try:
+            fields = [_lib.SR_FIELD_OBS, _lib.SR_FIELD_REWARD, _lib.SR_FIELD_TERMINATED,
+                      _lib.SR_FIELD_TRUNCATED]
+            if self._async:
+                fields.append(_lib.SR_FIELD_ENV_ID)
+            for f in fields:
+                m = ctypes.c_void_p()
+                check(lib.sr_device_batch_dlpack(self._dbp, f, ctypes.byref(m)))
+                out.append(tdl.from_dlpack(_lib.dlpack_capsule(m.value)))
+        finally:
+            lib.sr_device_release(dev, self._dbp)
+        obs = out[0]
+        if len(self._obs_shape) != 1:
+            obs = obs.reshape((obs.shape[0],) + self._obs_shape)
+        info = {}
+        if self._async:
+            info["env_id"] = out[4].long()
+        term, trunc = out[2].bool(), out[3].bool()
+        if self._same_step:
+            b = self._bp.contents
+            if b.final_obs:
+                import torch
+                fo = torch.from_numpy(self._c_fobs.view(b.final_obs, b.n).copy())
+                if len(self._obs_shape) != 1:
+                    fo = fo.reshape((b.n,) + self._obs_shape)
+                info["final_obs"] = fo.to(obs.device)
+                info["_final_obs"] = term | trunc
+        return obs, out[1], term, trunc, info
+
     def _live(self):
         """The pool pointer; RuntimeError once closed."""
         h = self._handle
@@ -303,10 +396,16 @@ class VectorEnv:
             return
         self.closed = True
         self._p = None
+        d, self._dev = self._dev, None
+        if d is not None:
+            d.close()
         h, self._handle = self._handle, None
         for c in ("_c_obs", "_c_fobs", "_c_rew", "_c_term", "_c_trunc", "_c_id"):
             setattr(self, c, None)
         self._vcache = None
+        r, self._default_replay = getattr(self, "_default_replay", None), None
+        if r is not None:
+            r.close()
         # Dropping our reference to h frees the pool now, or when the last
         # view of its memory goes (each view's buffer holds h).
         del h
@@ -335,6 +434,8 @@ class VectorEnv:
     # --- batches -----------------------------------------------------------
 
     def _batch(self):
+        if self._dlpack:
+            return self._dlpack_batch()
         b = self._bp.contents
         n = b.n
         key = (b.obs, b.reward, n)
@@ -501,6 +602,81 @@ class VectorEnv:
         check(lib.sr_pool_recv(p, self._bpref))
         return self._batch()
 
+    # --- replay ------------------------------------------------------------
+
+    def replay(self, kind="uniform", **kw):
+        """A new replay sampler over this env's ring (see stepring.Replay):
+        kind 'uniform' or 'prioritized', n_step, gamma, alpha, beta, eps,
+        seed, samples_per_insert, min_size, error_buffer, timeout_ms."""
+        from .replay import Replay
+        kw.setdefault("output", self.output)
+        return Replay(self, kind, **kw)
+
+    def sample(self, batch_size):
+        """batch_size uniform 1-step transitions from the ring (a default
+        sampler, seeded like the env, made on first use)."""
+        if getattr(self, "_default_replay", None) is None or \
+                self._default_replay._owner is not self._handle:
+            self._default_replay = self.replay("uniform", seed=self._seed)
+        return self._default_replay.sample(batch_size)
+
+    # --- checkpoints ---------------------------------------------------------
+
+    def checkpoint(self, path, *, replay=False, backend="auto", wait=True):
+        """Checkpoint the pool into @path (replaced atomically): env states
+        with their RNGs, episode counters, statistics and, with replay=True,
+        the replay window. Call between steps (async: with nothing in
+        flight). The snapshot is taken now; the file is written in the
+        background unless backend='sync'. wait=True waits for the file and
+        returns its status (a dict); wait=False returns None at once (see
+        checkpoint_poll/checkpoint_wait)."""
+        p = self._live()
+        if backend not in _lib.CKPT_BACKENDS:
+            raise ValueError("backend must be one of %s, not %r"
+                             % (", ".join(_lib.CKPT_BACKENDS), backend))
+        o = _lib.sr_ckpt_opts()
+        lib.sr_ckpt_opts_init(ctypes.byref(o))
+        o.flags |= _lib.SR_CKPT_F_BACKEND
+        o.backend = _lib.CKPT_BACKENDS[backend]
+        if replay:
+            o.flags |= _lib.SR_CKPT_F_REPLAY
+        check(lib.sr_pool_checkpoint(p, _fspath(path), ctypes.byref(o)))
+        return self.checkpoint_wait() if wait else None
+
+    def _ckpt_status(self, fn):
+        st = _lib.sr_ckpt_status()
+        rc = fn(self._live(), ctypes.byref(st))
+        d = {k: getattr(st, k) for k, _ in st._fields_ if not k.startswith("reserved")}
+        d["state"] = _lib.CKPT_STATES.get(st.state, str(st.state))
+        d["backend"] = (lib.sr_ckpt_backend_name(st.backend) or b"?").decode()
+        return rc, d
+
+    def checkpoint_poll(self):
+        """(done, status): done is False while a checkpoint is being written.
+        A failed checkpoint raises (once), with the reason."""
+        rc, d = self._ckpt_status(lib.sr_pool_checkpoint_poll)
+        if rc == -errno.EINPROGRESS:
+            return False, d
+        check(rc)
+        return True, d
+
+    def checkpoint_wait(self):
+        """Wait for the checkpoint in flight; its status, or an exception
+        if it failed."""
+        rc, d = self._ckpt_status(lib.sr_pool_checkpoint_wait)
+        check(rc)
+        return d
+
+    def restore(self, path):
+        """Restore the pool from a checkpoint made by an env of the same
+        geometry (env, num_envs, batch_size ...), in this process or
+        another: the next step() continues the saved trajectories exactly.
+        The obs the policy acts on next is the last one returned before the
+        checkpoint: keep it with your trainer's state. Raises (and changes
+        nothing) on a missing, corrupt or mismatched file."""
+        check(lib.sr_pool_restore(self._live(), _fspath(path)))
+        self._fresh = False
+
     # --- extras --------------------------------------------------------------
 
     def stats(self):
@@ -519,6 +695,25 @@ class VectorEnv:
         return "<stepring.VectorEnv %s num_envs=%d mode=%s batch_size=%d%s>" % (
             self._env_name, self.num_envs, self.mode, self.batch_size,
             " closed" if self.closed else "")
+
+
+def _fspath(path):
+    import os
+    return os.fsencode(path)
+
+
+def checkpoint_info(path):
+    """Verify a checkpoint file (header, trailer, every section's CRC32C)
+    and return what it says as a dict; raises on a corrupt file."""
+    info = _lib.sr_ckpt_info()
+    check(lib.sr_checkpoint_verify(_fspath(path), ctypes.byref(info)))
+    d = {k: getattr(info, k) for k, _ in info._fields_ if k != "sections"}
+    d["build_info"] = info.build_info.decode(errors="replace")
+    d["env_id"] = info.env_id.decode(errors="replace")
+    d["sections"] = [{"name": (lib.sr_ckpt_section_name(x.type) or b"?").decode(),
+                      "type": x.type, "offset": x.offset, "length": x.length, "crc": x.crc}
+                     for x in info.sections[:info.n_sections]]
+    return d
 
 
 def _is_torch(x):

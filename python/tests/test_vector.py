@@ -322,3 +322,43 @@ def test_stats_count_steps(cartpole):
     s = cartpole.stats()
     assert s["steps"] >= 80
     assert s["episodes"] >= 1  # action 0 forever ends episodes in ~10 steps
+
+
+def test_dlpack_output_through_the_device_api():
+    import torch
+    with stepring.make_vec("CartPole-v1", 4, seed=6, output="dlpack") as d, \
+            stepring.make_vec("CartPole-v1", 4, seed=6) as ref:
+        o1, _ = d.reset()
+        o2, _ = ref.reset()
+        assert isinstance(o1, torch.Tensor) and o1.device.type == "cpu"
+        assert o1.dtype == torch.float32 and o1.shape == (4, 4)
+        assert np.array_equal(o1.numpy(), o2)
+        for _ in range(20):
+            a = controller(o2)
+            o1, r1, te1, tr1, _ = d.step(a)
+            o2, r2, te2, tr2, _ = ref.step(a)
+            assert np.array_equal(o1.numpy(), o2) and np.array_equal(r1.numpy(), r2)
+            assert te1.dtype == torch.bool and np.array_equal(te1.numpy(), te2)
+        # tensors kept alive pin their device batch: with all of them held
+        # a step raises instead of blocking
+        held = [d.step(controller(o2))[0] for _ in range(7)]
+        with pytest.raises(stepring.TryAgainError):
+            for _ in range(4):
+                held.append(d.step(controller(o2))[0])
+        del held
+        d.step(controller(o2))  # released: steps again
+
+
+def test_cuda_without_a_gpu_is_a_clear_error():
+    import torch
+    if torch.cuda.is_available():
+        with stepring.make_vec("CartPole-v1", 4, seed=0, device="cuda") as e:
+            obs, _ = e.reset()
+            assert obs.is_cuda
+            obs, r, te, tr, _ = e.step(torch.zeros(4, dtype=torch.int32))
+            assert obs.is_cuda and r.is_cuda
+        return
+    with pytest.raises(stepring.UnsupportedError) as ei:
+        stepring.make_vec("CartPole-v1", 4, device="cuda")
+    assert isinstance(ei.value, NotImplementedError)
+    assert "device" in str(ei.value) and len(str(ei.value)) > 10
