@@ -921,6 +921,19 @@ int sr__device_set_policy(struct sr__device *dev, sr_policy *p)
 		return sr__errorf(-ENOSYS, "device policy: only the cuda device runs a policy "
 					   "itself (the host runs sr_policy_forward)");
 	pc = dev->priv;
+	{
+		/* The pool only told us the action's size: a box of one float
+		 * and a discrete action are both 4 bytes. Take the policy's
+		 * word for which it is when the sizes agree. */
+		const struct sr__policy_desc *pd = sr__policy_desc(p);
+		uint32_t od = pd->dims[pd->nlayers];
+		uint32_t sz = pd->act_kind == SR_SPACE_DISCRETE ? 4u : 4u * od;
+
+		if (sz == pc->d->act_size) {
+			pc->d->opts.act_kind = pd->act_kind;
+			pc->d->opts.act_dim = pd->act_kind == SR_SPACE_DISCRETE ? 1 : od;
+		}
+	}
 	err = sr_device_set_policy(pc->d, p);
 	if (!err)
 		pc->policy = p;

@@ -494,3 +494,49 @@ extern "C" int sr__cuda_actions(struct sr__cuda *c, uint32_t bi, uint32_t n, con
 	*host = b->host + b->off[SR__NCOLS];
 	return 0;
 }
+
+/* ---- test and benchmark helpers ---------------------------------------------- */
+
+extern "C" int sr__cuda_d2h(int index, void *dst, const void *src, size_t len)
+{
+	CU(cudaSetDevice(index), "cudaSetDevice");
+	CU(cudaMemcpy(dst, src, len, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+	return 0;
+}
+
+extern "C" int sr__cuda_pinned_h2d(int index, size_t bytes, int reps, double *gbs)
+{
+	void *h = NULL, *dv = NULL;
+	cudaEvent_t a = NULL, b = NULL;
+	float ms, best = 1e30f;
+	int err = 0;
+
+	*gbs = 0;
+	CU(cudaSetDevice(index), "cudaSetDevice");
+	CU(cudaHostAlloc(&h, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+	if (cudaMalloc(&dv, bytes) != cudaSuccess || cudaEventCreate(&a) != cudaSuccess ||
+	    cudaEventCreate(&b) != cudaSuccess) {
+		err = cuda_err(cudaGetLastError(), "pinned H2D setup");
+		goto out;
+	}
+	memset(h, 1, bytes);
+	for (int i = 0; i <= reps; i++) {
+		cudaEventRecord(a, 0);
+		cudaMemcpy(dv, h, bytes, cudaMemcpyHostToDevice);
+		cudaEventRecord(b, 0);
+		cudaEventSynchronize(b);
+		cudaEventElapsedTime(&ms, a, b);
+		if (i > 0 && ms < best) /* the first one warms up */
+			best = ms;
+	}
+	*gbs = (double)bytes / (best * 1e-3) / 1e9;
+out:
+	if (a)
+		cudaEventDestroy(a);
+	if (b)
+		cudaEventDestroy(b);
+	cudaFree(dv);
+	cudaFreeHost(h);
+	(void)cudaGetLastError();
+	return err;
+}

@@ -54,3 +54,13 @@ int sr__cuda_actions(struct sr__cuda *c, uint32_t bi, uint32_t n, const void *sr
 {
 	return sr__errorf(-ENOSYS, "device: no CUDA in this build");
 }
+
+int sr__cuda_d2h(int index, void *dst, const void *src, size_t len)
+{
+	return sr__errorf(-ENOSYS, "device: no CUDA in this build");
+}
+
+int sr__cuda_pinned_h2d(int index, size_t bytes, int reps, double *gbs)
+{
+	return sr__errorf(-ENOSYS, "device: no CUDA in this build");
+}

@@ -90,6 +90,12 @@ int sr__cuda_forward(struct sr__cuda *c, uint32_t bi, uint32_t n);
 int sr__cuda_actions(struct sr__cuda *c, uint32_t bi, uint32_t n, const void *src,
 		     const void **host);
 
+/* For tests and benchmarks: copy @len bytes of device memory to the host
+ * (synchronous); and the reference H2D bandwidth, GB/s, of cudaMemcpy from
+ * a pinned buffer of @bytes (best of @reps). 0 or -errno. */
+int sr__cuda_d2h(int index, void *dst, const void *src, size_t len);
+int sr__cuda_pinned_h2d(int index, size_t bytes, int reps, double *gbs);
+
 /* The pool's cuda device (runtime/device.h) runs @p in its policy op.
  * -ENOSYS for any other device. */
 struct sr__device;

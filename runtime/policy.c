@@ -23,6 +23,7 @@
 struct sr_policy {
 	struct sr__policy_desc d;
 	float *params;
+	float *wt;      /* host copy of each layer's weights transposed: W[in][out] */
 	float *scale, *shift;
 	float *scratch; /* 2 * max_dim floats */
 	uint64_t macs;
@@ -72,6 +73,7 @@ void sr_policy_destroy(sr_policy *p)
 	if (!p)
 		return;
 	free(p->params);
+	free(p->wt);
 	free(p->scale);
 	free(p->shift);
 	free(p->scratch);
@@ -129,8 +131,9 @@ int sr_policy_create(const sr_env_spec *spec, const sr_policy_opts *o, sr_policy
 	}
 	d->nparams = n;
 	p->params = malloc(n * sizeof(float));
+	p->wt = malloc(n * sizeof(float));
 	p->scratch = malloc(2 * (size_t)d->max_dim * sizeof(float));
-	if (!p->params || !p->scratch)
+	if (!p->params || !p->wt || !p->scratch)
 		goto err_nomem;
 
 	for (l = 0; l < d->nlayers; l++) {
@@ -144,6 +147,11 @@ int sr_policy_create(const sr_env_spec *spec, const sr_policy_opts *o, sr_policy
 			w[k] = (float)sr_rng_range(&rng, -a, a);
 		for (k = 0; k < on; k++)
 			w[(size_t)in * on + k] = (float)sr_rng_range(&rng, -0.1, 0.1);
+		/* Transposed for the host loop; biases stay after the weights. */
+		for (size_t i = 0; i < in; i++)
+			for (size_t j = 0; j < on; j++)
+				p->wt[d->off[l] + i * on + j] = w[j * in + i];
+		memcpy(p->wt + d->off[l] + (size_t)in * on, w + (size_t)in * on, on * sizeof(float));
 	}
 
 	if (spec->act_kind == SR_SPACE_BOX) {
@@ -191,18 +199,32 @@ size_t sr_policy_num_params(const sr_policy *p)
 	return p ? p->d.nparams : 0;
 }
 
-/* One dense layer for one row: y = W x + b, then the activation. */
-static void dense(const float *w, uint32_t in, uint32_t on, const float *x, float *y, int act)
+/*
+ * One dense layer for one row: y = W x + b, then the activation. @wt is W
+ * transposed (W[in][out]) so the inner loop runs over outputs and
+ * vectorizes without reassociating anything: each y[j] still sums its
+ * products in input order, then adds the bias, exactly as the CUDA kernel
+ * does with W[out][in]. Hence O3 for this function alone (the build's O2
+ * does not vectorize loops of unknown length).
+ */
+__attribute__((optimize("O3"))) static void dense(const float *restrict wt, uint32_t in,
+						  uint32_t on, const float *restrict x,
+						  float *restrict y, int act)
 {
-	const float *b = w + (size_t)in * on;
+	const float *b = wt + (size_t)in * on;
 
+	for (uint32_t j = 0; j < on; j++)
+		y[j] = 0.0f;
+	for (uint32_t k = 0; k < in; k++) {
+		const float *wk = wt + (size_t)k * on;
+		float xk = x[k];
+
+		for (uint32_t j = 0; j < on; j++)
+			y[j] += wk[j] * xk;
+	}
 	for (uint32_t j = 0; j < on; j++) {
-		const float *wj = w + (size_t)j * in;
-		float s = 0.0f;
+		float s = y[j] + b[j];
 
-		for (uint32_t k = 0; k < in; k++)
-			s += wj[k] * x[k];
-		s += b[j];
 		if (act == 1)
 			s = tanhf(s);
 		else if (act == 2)
@@ -228,7 +250,7 @@ int sr_policy_forward(sr_policy *p, const float *obs, uint32_t n, void *actions)
 
 		for (l = 0; l < d->nlayers; l++) {
 			y = buf[l & 1];
-			dense(p->params + d->off[l], d->dims[l], d->dims[l + 1], x, y,
+			dense(p->wt + d->off[l], d->dims[l], d->dims[l + 1], x, y,
 			      l == last ? 0 : hid_act);
 			x = y;
 		}

@@ -13,7 +13,8 @@ int cmd_bench(int argc, char **argv);
 	X(ring, "shared-memory ring: push/pop throughput")                                 \
 	X(replay, "replay sampling from the ring")                                         \
 	X(pool, "the worker pool end to end")                                              \
-	X(checkpoint, "checkpoint write and restore")
+	X(checkpoint, "checkpoint write and restore")                                       \
+	X(loop, "closed loop env -> ring -> device -> policy -> env vs env only")
 
 #define X(name, help) int bench_##name(int argc, char **argv) __attribute__((weak));
 SR_BENCHES(X)
