@@ -35,6 +35,26 @@ static void test_classify(void **st)
 	assert_string_equal(tune_bound_name(TUNE_BOUND_COUNT), "?");
 }
 
+static void test_wall_shares(void **st)
+{
+	struct tune_shares s;
+
+	(void)st;
+	/* 2 workers: 1200 ns of env work in a 1000 ns batch is 600 ns each. */
+	tune_wall_shares(1200, 200, 100, 50, 2, 1000, &s);
+	assert_true(fabs(s.env - 0.6) < 1e-9);
+	assert_true(fabs(s.ring - 0.1) < 1e-9);
+	assert_true(fabs(s.copy - 0.1) < 1e-9);
+	assert_true(fabs(s.policy - 0.05) < 1e-9);
+	assert_true(fabs(s.wait - 0.15) < 1e-9);
+	/* Unbalanced or overlapping figures never give a negative wait. */
+	tune_wall_shares(3000, 0, 500, 800, 1, 1000, &s);
+	assert_true(fabs(s.env - 1.0 / 2.3) < 1e-9 && s.wait == 0.0);
+	assert_true(fabs(s.env + s.ring + s.copy + s.policy - 1.0) < 1e-9);
+	tune_wall_shares(1, 1, 1, 1, 0, 0, &s);
+	assert_true(s.env == 0 && s.wait == 0);
+}
+
 static void test_table(void **st)
 {
 	struct tune_row r = {
@@ -249,6 +269,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_classify),
+		cmocka_unit_test(test_wall_shares),
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_auto_stops_when_flat),
 		cmocka_unit_test(test_auto_reaches_max),

@@ -32,6 +32,21 @@ int cmd_diagnose(int argc, char **argv)
 #else
 #include "bench_pool.h"
 
+/* Wall-clock shares of a batch (see tune_wall_shares); the benchmark's own
+ * shares are of worker time (threads x window), where the trainer's policy
+ * time shows up as the other workers' waiting. */
+static void result_shares(const struct bench_pool_result *r, struct tune_shares *sh)
+{
+	double wall = r->batches ? r->seconds * 1e9 / (double)r->batches : 0;
+
+	if (wall > 0)
+		tune_wall_shares(r->ns_env_step, r->ns_ring, r->ns_copy, r->ns_policy,
+				 r->threads_used, wall, sh);
+	else
+		*sh = (struct tune_shares){r->share_env, r->share_ring, r->share_copy,
+					   r->share_policy, r->share_wait};
+}
+
 #if __has_include("stepring/device.h")
 #include "stepring/device.h"
 #define HAVE_DEVICE_API 1
@@ -84,10 +99,145 @@ static int parse_device(const char *s)
 	cli_die("--device: '%s' is not host, cuda or auto", s);
 }
 
-static void bench(const struct diag *d, const char *env, const char *policy, bool async,
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#ifdef HAVE_DEVICE_API
+/*
+ * The closed loop measured here, for builds whose pool benchmark has no
+ * policy: the same phases as bench_pool_run (warm-up, active window,
+ * cool-down), the MLP on the host between pool calls. Latency is the pool
+ * call alone, as in the benchmark; the policy's time is ns_policy.
+ */
+static int own_loop(const struct bench_pool_cfg *c, struct bench_pool_result *r)
+{
+	enum { MAX_LAT = 1 << 16 };
+	sr_pool_opts o;
+	sr_pool *p = NULL;
+	sr_policy *pol = NULL;
+	sr_policy_opts po;
+	sr_pool_stats s0, s1;
+	const sr_batch *b;
+	sr_env_spec spec;
+	float *lat = NULL;
+	void *acts = NULL;
+	uint64_t w0 = 0, w1 = 0, nb = 0, ns_pol = 0, nlat = 0;
+	uint32_t T;
+	int err;
+
+	memset(&s0, 0, sizeof(s0));
+	memset(&s1, 0, sizeof(s1));
+	if ((err = sr_env_find(c->env, &spec)))
+		goto fail;
+	memset(&po, 0, sizeof(po));
+	po.seed = c->seed;
+	if ((err = sr_policy_parse(c->policy, &po)) || (err = sr_policy_create(&spec, &po, &pol)))
+		goto fail;
+	sr_pool_opts_init(&o);
+	o.env = c->env;
+	o.num_envs = c->envs;
+	o.num_threads = c->threads;
+	o.batch_size = c->async ? c->batch : c->envs;
+	o.bind = (uint32_t)c->bind;
+	o.flags = SR_POOL_F_SEED;
+	o.seed = c->seed;
+	if ((err = sr_pool_create(&o, &p)))
+		goto fail;
+	T = sr_pool_num_threads(p);
+	acts = malloc((size_t)c->envs * sr_env_action_size(&spec));
+	lat = malloc(MAX_LAT * sizeof(float));
+	if (!acts || !lat) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if ((err = sr_pool_reset(p, &b)))
+		goto fail;
+	if (c->async && (err = sr_pool_recv(p, &b)))
+		goto fail;
+	if ((err = sr_policy_forward(pol, b->obs, b->n, acts)))
+		goto fail;
+	for (int phase = 0; phase < 3; phase++) {
+		double secs = phase == 0 ? c->warmup : phase == 1 ? c->seconds : c->cooldown;
+		uint64_t t_end = cli_now_ns() + (uint64_t)(secs * 1e9);
+
+		if (phase == 1) {
+			sr_pool_stats_get(p, &s0);
+			w0 = cli_now_ns();
+		}
+		while (cli_now_ns() < t_end) {
+			uint64_t t0 = cli_now_ns(), t1, t2;
+
+			err = c->async ? sr_pool_send(p, acts, NULL, b->n) : sr_pool_step(p, acts, &b);
+			if (!err && c->async)
+				err = sr_pool_recv(p, &b);
+			if (err)
+				goto fail;
+			t1 = cli_now_ns();
+			if ((err = sr_policy_forward(pol, b->obs, b->n, acts)))
+				goto fail;
+			t2 = cli_now_ns();
+			if (phase == 1) {
+				nb++;
+				ns_pol += t2 - t1;
+				if (nlat < MAX_LAT)
+					lat[nlat++] = (float)((double)(t1 - t0) / 1e3);
+			}
+		}
+		if (phase == 1) {
+			w1 = cli_now_ns();
+			sr_pool_stats_get(p, &s1);
+		}
+	}
+	{
+		double win = (double)(w1 - w0), tot = win * T, n = nb ? (double)nb : 1;
+
+		r->threads_used = T;
+		r->seconds = win / 1e9;
+		r->batches = nb;
+		r->steps_per_sec = (double)(s1.steps - s0.steps) / r->seconds;
+		r->ns_env_step = (double)(s1.ns_env_step - s0.ns_env_step) / n;
+		r->ns_ring = (double)(s1.ns_ring_publish - s0.ns_ring_publish) / n;
+		r->ns_copy = (double)(s1.ns_collect - s0.ns_collect) / n;
+		r->ns_policy = (double)ns_pol / n;
+		r->share_env = r->ns_env_step * n / tot;
+		r->share_ring = r->ns_ring * n / tot;
+		r->share_copy = r->ns_copy * n / tot;
+		r->share_policy = (double)ns_pol / tot;
+		r->share_wait = fmax(0, 1 - r->share_env - r->share_ring - r->share_copy -
+						 r->share_policy);
+		r->ns_wait = r->share_wait * tot / n;
+		qsort(lat, nlat, sizeof(float), cmp_float);
+		if (nlat) {
+			r->p50_us = lat[nlat / 2];
+			r->p90_us = lat[nlat * 90 / 100];
+			r->p99_us = lat[nlat * 99 / 100];
+		}
+	}
+	err = 0;
+	goto out;
+fail:
+	snprintf(r->msg, sizeof(r->msg), "%s", sr_last_error()[0] ? sr_last_error()
+								  : sr_strerror(err));
+out:
+	sr_pool_destroy(p);
+	sr_policy_destroy(pol);
+	free(acts);
+	free(lat);
+	r->err = err;
+	return err;
+}
+#endif
+
+/* Returns true when the loop was measured by own_loop(). */
+static bool bench(const struct diag *d, const char *env, const char *policy, bool async,
 		  struct bench_pool_result *r, const char *what)
 {
 	struct bench_pool_cfg c;
+	bool own = false;
 	int err;
 
 	bench_pool_cfg_init(&c);
@@ -106,8 +256,17 @@ static void bench(const struct diag *d, const char *env, const char *policy, boo
 	memset(r, 0, sizeof(*r));
 	fprintf(stderr, "diagnose %s: %s ...\n", env, what);
 	err = bench_pool_run(&c, r);
+#ifdef HAVE_DEVICE_API
+	if (err == -ENOSYS && strcmp(policy, "none") != 0) {
+		/* This build's pool benchmark cannot put a policy in the loop. */
+		memset(r, 0, sizeof(*r));
+		err = own_loop(&c, r);
+		own = true;
+	}
+#endif
 	if (err)
 		cli_die("diagnose: %s (%s): %s", env, what, r->msg[0] ? r->msg : sr_strerror(err));
+	return own;
 }
 
 /* Policy alone on @rows inputs: rows per second, or 0 with @note set when
@@ -238,8 +397,9 @@ out:
 
 static void print_row(const char *name, const struct bench_pool_result *r)
 {
-	struct tune_shares sh = {r->share_env, r->share_ring, r->share_copy, r->share_policy,
-				 r->share_wait};
+	struct tune_shares sh;
+
+	result_shares(r, &sh);
 
 	printf("%-24s %12.0f %9.1f %9.1f %4.0f%% %3.0f%% %3.0f%% %3.0f%% %5.0f%% %3.0f%% %6s\n",
 	       name, r->steps_per_sec, r->p50_us, r->p99_us, 100 * r->efficiency, 100 * sh.env,
@@ -258,12 +418,12 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	double policy_sps, us_call = 0;
 	uint32_t batch = d->async ? (d->batch ? d->batch : d->num_envs / 2) : d->num_envs;
 	uint32_t cores = tune_physical_cores(), cpus = tune_allowed_cpus();
-	bool have_other = d->num_envs >= 2;
+	bool have_other = d->num_envs >= 2, own;
 
 	cli_env(env_id, &spec);
 	bench(d, env_id, "none", d->async, &env_only, "envs only");
 	policy_sps = policy_alone(d, &spec, batch, &us_call, &where, note, sizeof(note));
-	bench(d, env_id, d->policy, d->async, &loop, "closed loop");
+	own = bench(d, env_id, d->policy, d->async, &loop, "closed loop");
 	if (have_other)
 		bench(d, env_id, d->policy, !d->async, &other, "closed loop, other mode");
 	if (policy_sps <= 0 && loop.ns_policy > 0) {
@@ -290,6 +450,9 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 		snprintf(name, sizeof(name), "closed loop (%s)", d->async ? "sync" : "async");
 		print_row(name, &other);
 	}
+	if (own)
+		printf("(closed loops measured by diagnose itself, policy on the host: this "
+		       "build's pool benchmark has no policy)\n");
 	putchar('\n');
 
 	memset(&in, 0, sizeof(in));
@@ -302,8 +465,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	in.env_only_sps = env_only.steps_per_sec;
 	in.policy_only_sps = policy_sps;
 	in.loop_sps = loop.steps_per_sec;
-	in.loop = (struct tune_shares){loop.share_env, loop.share_ring, loop.share_copy,
-				       loop.share_policy, loop.share_wait};
+	result_shares(&loop, &in.loop);
 	in.other_mode_sps = have_other ? other.steps_per_sec : 0;
 	tune_diagnose(&in, &v);
 	tune_print_verdict(stdout, &v);

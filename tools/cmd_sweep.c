@@ -33,6 +33,21 @@ int cmd_sweep(int argc, char **argv)
 #else
 #include "bench_pool.h"
 
+/* Wall-clock shares of a batch (see tune_wall_shares); the benchmark's own
+ * shares are of worker time (threads x window), where the trainer's policy
+ * time shows up as the other workers' waiting. */
+static void result_shares(const struct bench_pool_result *r, struct tune_shares *sh)
+{
+	double wall = r->batches ? r->seconds * 1e9 / (double)r->batches : 0;
+
+	if (wall > 0)
+		tune_wall_shares(r->ns_env_step, r->ns_ring, r->ns_copy, r->ns_policy,
+				 r->threads_used, wall, sh);
+	else
+		*sh = (struct tune_shares){r->share_env, r->share_ring, r->share_copy,
+					   r->share_policy, r->share_wait};
+}
+
 #define MAX_LIST 64
 
 struct sweep {
@@ -132,7 +147,8 @@ static void parse_mode(struct sweep *s, const char *v)
 {
 	char buf[64], *save = NULL, *tok;
 
-	if (strlen(v) >= sizeof(buf))
+	if (strlen(v) >= sizeof(buf) || !v[0] || v[0] == ',' || v[strlen(v) - 1] == ',' ||
+	    strstr(v, ",,"))
 		cli_die("--mode: '%s' is not sync, async or sync,async", v);
 	strcpy(buf, v);
 	s->sync = s->async = false;
@@ -203,11 +219,14 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 		"\"ns_per_batch\":{\"env\":%.0f,\"ring\":%.0f,\"copy\":%.0f,\"policy\":%.0f,"
 		"\"wait\":%.0f},"
 		"\"shares\":{\"env\":%.4f,\"ring\":%.4f,\"copy\":%.4f,\"policy\":%.4f,\"wait\":%.4f},"
-		"\"bound\":\"%s\"}}\n",
+		"\"worker_shares\":{\"env\":%.4f,\"ring\":%.4f,\"copy\":%.4f,\"policy\":%.4f,"
+		"\"wait\":%.4f},\"batches\":%llu,\"window_s\":%.4f,\"bound\":\"%s\"}}\n",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
 		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb, r->threads_used, r->ns_env_step,
 		r->ns_ring, r->ns_copy, r->ns_policy, r->ns_wait, sh->env, sh->ring, sh->copy,
-		sh->policy, sh->wait, tune_bound_name(tune_classify(sh)));
+		sh->policy, sh->wait, r->share_env, r->share_ring, r->share_copy, r->share_policy,
+		r->share_wait, (unsigned long long)r->batches, r->seconds,
+		tune_bound_name(tune_classify(sh)));
 	fflush(f);
 }
 
@@ -266,8 +285,7 @@ static double run_one(struct sweep *s, struct tune_progress *pg, uint32_t envs, 
 	row.p90_us = r.p90_us;
 	row.p99_us = r.p99_us;
 	row.efficiency = r.efficiency;
-	row.sh = (struct tune_shares){r.share_env, r.share_ring, r.share_copy, r.share_policy,
-				      r.share_wait};
+	result_shares(&r, &row.sh);
 	tune_table_row(stdout, &row);
 	fflush(stdout);
 	if (s->out)

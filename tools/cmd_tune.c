@@ -54,6 +54,37 @@ enum tune_bound tune_classify(const struct tune_shares *s)
 	return best;
 }
 
+static double clamp01(double x)
+{
+	x = pos(x);
+	return x > 1 ? 1 : x;
+}
+
+void tune_wall_shares(double ns_env, double ns_ring, double ns_copy, double ns_policy,
+		      uint32_t threads, double batch_wall_ns, struct tune_shares *out)
+{
+	double t = threads ? (double)threads : 1.0, used;
+
+	memset(out, 0, sizeof(*out));
+	if (!(batch_wall_ns > 0))
+		return;
+	out->env = clamp01(ns_env / t / batch_wall_ns);
+	out->ring = clamp01(ns_ring / t / batch_wall_ns);
+	out->copy = clamp01(ns_copy / batch_wall_ns);
+	out->policy = clamp01(ns_policy / batch_wall_ns);
+	used = out->env + out->ring + out->copy + out->policy;
+	if (used > 1) {
+		/* The parts overlap or a timer caught a preemption: scale them
+		 * to the batch, nothing was left for waiting. */
+		out->env /= used;
+		out->ring /= used;
+		out->copy /= used;
+		out->policy /= used;
+		used = 1;
+	}
+	out->wait = 1 - used;
+}
+
 /* ---- table ------------------------------------------------------------- */
 
 void tune_table_header(FILE *f)

@@ -27,6 +27,21 @@ struct tune_shares {
 	double env, ring, copy, policy, wait;
 };
 
+/**
+ * Shares of a batch's wall-clock time as the trainer thread sees it, from
+ * the pool benchmark's per-batch nanoseconds: @ns_env and @ns_ring are
+ * summed over @threads workers (so divided by @threads: the average worker,
+ * which is the critical path when the slices are balanced); @ns_copy (the
+ * collector) and @ns_policy run on the trainer thread and count whole;
+ * wait is what is left of @batch_wall_ns (waiting for the slowest worker,
+ * wake-ups, per-call overhead). Every share is clamped to [0, 1]; when
+ * the parts add up to more than the batch (they overlap, or a timer caught
+ * a preemption) they are scaled to sum 1 and wait is 0. The shares always
+ * sum to 1, except with @batch_wall_ns <= 0, where everything is 0.
+ */
+void tune_wall_shares(double ns_env, double ns_ring, double ns_copy, double ns_policy,
+		      uint32_t threads, double batch_wall_ns, struct tune_shares *out);
+
 /** Short name of a bound: "env", "policy", "copy", "sync". */
 const char *tune_bound_name(enum tune_bound b);
 

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Golden-output tests of the tuning commands (sweep, diagnose, top, plots).
+#   cli_tune.sh STEPRING GOLDEN_DIR SOURCE_DIR
+# Figures change from run to run, so outputs are compared after masking:
+# every number becomes '#', the bound column 'BOUND', runs of blanks one
+# blank. JSONL lines are compared by their key paths and value types.
+# UPDATE=1 rewrites the golden files instead of comparing.
+set -u
+S=$1
+G=$2
+SRC=$3
+PY=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+# Bad arguments: exit 2, one line on stderr starting "stepring: ", no stdout.
+bad() {
+	"$S" "$@" >"$tmp/out" 2>"$tmp/err"
+	local rc=$?
+	if [ "$rc" != 2 ]; then
+		fail "stepring $* -> exit $rc, want 2"
+	elif [ "$(wc -l <"$tmp/err")" != 1 ] || ! grep -q '^stepring: ' "$tmp/err"; then
+		fail "stepring $*: stderr is not one 'stepring: ' line:"
+		cat "$tmp/err"
+	elif [ -s "$tmp/out" ]; then
+		fail "stepring $*: wrote to stdout"
+	else
+		echo "ok: stepring $* -> $(cat "$tmp/err")"
+	fi
+}
+
+bad sweep --envs 0
+bad sweep --envs 1,x
+bad sweep --envs ''
+bad sweep --threads -1
+bad sweep --batch 0
+bad sweep --mode fast
+bad sweep --mode sync,
+bad sweep --policy mlp:0x2
+bad sweep --policy transformer
+bad sweep --device tpu
+bad sweep --bind everywhere
+bad sweep --env NoSuchEnv-v0
+bad sweep --seconds -1
+bad sweep --seconds abc
+bad sweep --max-envs 0
+bad sweep --out /nonexistent-dir/x.jsonl
+bad sweep --frobnicate
+bad sweep --envs
+bad diagnose --env NoSuchEnv-v0
+bad diagnose --env CartPole-v1 --env Bogus-v9
+bad diagnose --policy none
+bad diagnose --policy mlp:8
+bad diagnose --mode async --envs 4 --batch 4
+bad diagnose --mode async --envs 1
+bad diagnose --mode turbo
+bad diagnose --envs 0
+bad diagnose --frob
+bad top --interval 0
+bad top --count x
+bad top --bogus
+
+for c in sweep diagnose top; do
+	if "$S" "$c" --help >"$tmp/help" 2>&1 && grep -q "^usage: stepring $c" "$tmp/help"; then
+		echo "ok: stepring $c --help"
+	else
+		fail "stepring $c --help"
+	fi
+done
+
+mask() { # numbers -> '#', bound column -> BOUND, blanks squeezed
+	sed -E -e 's/[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)?/#/g' \
+		-e 's/ (env|policy|copy|sync)$/ BOUND/' -e 's/ +/ /g' -e 's/ $//'
+}
+
+check() { # NAME FILE: compare with the golden file
+	if [ "${UPDATE:-0}" = 1 ]; then
+		cp "$2" "$G/$1"
+		echo "updated $G/$1"
+	elif diff -u "$G/$1" "$2"; then
+		echo "ok: $1"
+	else
+		fail "$1 differs from the golden file"
+	fi
+}
+
+# --- sweep: the table and the JSONL ---------------------------------------
+if ! "$S" sweep --env CartPole-v1 --envs 2,4 --threads 1 --mode sync,async --seconds 0.05 \
+	--warmup 0.02 --cooldown 0 --bind none --no-progress --out "$tmp/s.jsonl" >"$tmp/table" \
+	2>"$tmp/err"; then
+	fail "sweep failed: $(cat "$tmp/err")"
+fi
+sed -e "s|$tmp|TMP|g" "$tmp/table" | mask >"$tmp/table.masked"
+check sweep_table.golden "$tmp/table.masked"
+[ "$(wc -l <"$tmp/s.jsonl")" = 4 ] || fail "sweep wrote $(wc -l <"$tmp/s.jsonl") JSON lines, want 4"
+
+# Key paths and value types of every line (the same for all of them).
+$PY - "$tmp/s.jsonl" >"$tmp/keys" <<'EOF' || fail "JSONL is not valid JSON"
+import json, sys
+
+def walk(v, path, out):
+    if isinstance(v, dict):
+        for k in v:
+            walk(v[k], f"{path}.{k}" if path else k, out)
+    elif isinstance(v, list):
+        out.append(f"{path}: list")
+        for x in v:
+            walk(x, path + "[]", out)
+    else:
+        t = {bool: "bool", int: "number", float: "number", str: "string"}.get(type(v), "null")
+        out.append(f"{path}: {t}")
+
+shapes = set()
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    out = []
+    walk(d, "", out)
+    # backends vary with the build: keep one entry
+    shapes.add("\n".join(dict.fromkeys(out)))
+    c, r = d["config"], d["result"]
+    assert d["schema"] == "stepring.sweep/1"
+    assert c["env"] == "CartPole-v1" and c["threads"] == 1 and c["num_envs"] in (2, 4)
+    assert c["batch"] == (c["num_envs"] if c["mode"] == "sync" else c["num_envs"] // 2)
+    assert r["steps_per_sec"] > 0 and r["p50_us"] <= r["p90_us"] <= r["p99_us"]
+    assert r["bound"] in ("env", "policy", "copy", "sync")
+    assert abs(sum(r["shares"].values()) - 1) < 0.2, r["shares"]
+    assert "--envs %d " % c["num_envs"] in d["command"]
+    assert "host" in d["build"]["backends"]
+assert len(shapes) == 1, "JSON lines differ in shape"
+print(shapes.pop())
+EOF
+check sweep_jsonl_keys.golden "$tmp/keys"
+
+# --- plot ---------------------------------------------------------------------
+if $PY "$SRC/tools/plot_sweep.py" "$tmp/s.jsonl" -o "$tmp/s.png" >/dev/null &&
+	[ "$(head -c 8 "$tmp/s.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
+	[ "$(stat -c %s "$tmp/s.png")" -gt 20000 ]; then
+	echo "ok: plot_sweep.py wrote a PNG"
+else
+	fail "plot_sweep.py"
+fi
+echo '{"not": "a sweep line"}' >"$tmp/bad.jsonl"
+if $PY "$SRC/tools/plot_sweep.py" "$tmp/bad.jsonl" -o "$tmp/bad.png" 2>"$tmp/err"; then
+	fail "plot_sweep.py accepted a non-sweep file"
+else
+	echo "ok: plot_sweep.py refuses a non-sweep file: $(cat "$tmp/err")"
+fi
+
+# --- diagnose: structure of the report ----------------------------------------
+if ! "$S" diagnose --env CartPole-v1 --envs 8 --threads 1 --policy mlp:16x1 --seconds 0.05 \
+	>"$tmp/diag" 2>"$tmp/err"; then
+	fail "diagnose failed: $(cat "$tmp/err")"
+fi
+# The table and the verdict line are golden; the reasons and advice that
+# follow depend on the verdict: each starts "  because" or "  try".
+grep -v '^  \(because\|try\) \|^(' "$tmp/diag" | mask |
+	sed -E -e 's/^verdict: (env-bound|policy\/GPU-bound|copy-bound|sync-bound)$/verdict: VERDICT/' \
+		-e 's/^(policy only \(# rows\)) .*/\1 .../' >"$tmp/diag.masked"
+check diagnose.golden "$tmp/diag.masked"
+grep -q '^  because ' "$tmp/diag" || fail "diagnose gives no reasons"
+grep -q '^  try ' "$tmp/diag" || fail "diagnose gives no advice"
+grep -q '^verdict: \(env-bound\|policy/GPU-bound\|copy-bound\|sync-bound\)$' "$tmp/diag" ||
+	fail "diagnose has no verdict line"
+
+if [ "$fails" != 0 ]; then
+	echo "$fails failure(s)"
+	exit 1
+fi
+echo "all ok"
