@@ -34,13 +34,19 @@ int cmd_diagnose(int argc, char **argv)
 
 /* Wall-clock shares of a batch (see tune_wall_shares); the benchmark's own
  * shares are of worker time (threads x window), where the trainer's policy
- * time shows up as the other workers' waiting. */
-static void result_shares(const struct bench_pool_result *r, struct tune_shares *sh)
+ * time shows up as the other workers' waiting. In async mode the pool's
+ * collect time includes worker 0's envs, stepped inline on the trainer
+ * thread while it gathers a batch: that part (an average worker's env and
+ * ring time) is taken out of copy, where it would be counted twice. */
+static void result_shares(const struct bench_pool_result *r, bool async, struct tune_shares *sh)
 {
 	double wall = r->batches ? r->seconds * 1e9 / (double)r->batches : 0;
+	double t = r->threads_used ? (double)r->threads_used : 1.0;
+	double copy = async ? fmax(0.0, r->ns_copy - (r->ns_env_step + r->ns_ring) / t)
+			    : r->ns_copy;
 
 	if (wall > 0)
-		tune_wall_shares(r->ns_env_step, r->ns_ring, r->ns_copy, r->ns_policy,
+		tune_wall_shares(r->ns_env_step, r->ns_ring, copy, r->ns_policy,
 				 r->threads_used, wall, sh);
 	else
 		*sh = (struct tune_shares){r->share_env, r->share_ring, r->share_copy,
@@ -395,11 +401,11 @@ out:
 #endif
 }
 
-static void print_row(const char *name, const struct bench_pool_result *r)
+static void print_row(const char *name, const struct bench_pool_result *r, bool async)
 {
 	struct tune_shares sh;
 
-	result_shares(r, &sh);
+	result_shares(r, async, &sh);
 
 	printf("%-24s %12.0f %9.1f %9.1f %4.0f%% %3.0f%% %3.0f%% %3.0f%% %5.0f%% %3.0f%% %6s\n",
 	       name, r->steps_per_sec, r->p50_us, r->p99_us, 100 * r->efficiency, 100 * sh.env,
@@ -437,7 +443,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	       d->async ? "async" : "sync", d->policy, where, d->seconds);
 	printf("%-24s %12s %9s %9s %5s %4s %4s %4s %6s %4s %6s\n", "run", "steps/s", "p50_us",
 	       "p99_us", "eff", "env", "ring", "copy", "policy", "wait", "bound");
-	print_row("envs only (no policy)", &env_only);
+	print_row("envs only (no policy)", &env_only, d->async);
 	snprintf(name, sizeof(name), "policy only (%u rows)", batch);
 	if (policy_sps > 0)
 		printf("%-24s %12.0f   rows/s, %.1f us per forward on %s%s%s\n", name, policy_sps,
@@ -445,10 +451,10 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	else
 		printf("%-24s %12s   (%s)\n", name, "-", note[0] ? note : "not measured");
 	snprintf(name, sizeof(name), "closed loop (%s)", d->async ? "async" : "sync");
-	print_row(name, &loop);
+	print_row(name, &loop, d->async);
 	if (have_other) {
 		snprintf(name, sizeof(name), "closed loop (%s)", d->async ? "sync" : "async");
-		print_row(name, &other);
+		print_row(name, &other, !d->async);
 	}
 	if (own)
 		printf("(closed loops measured by diagnose itself, policy on the host: this "
@@ -465,7 +471,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	in.env_only_sps = env_only.steps_per_sec;
 	in.policy_only_sps = policy_sps;
 	in.loop_sps = loop.steps_per_sec;
-	result_shares(&loop, &in.loop);
+	result_shares(&loop, d->async, &in.loop);
 	in.other_mode_sps = have_other ? other.steps_per_sec : 0;
 	tune_diagnose(&in, &v);
 	tune_print_verdict(stdout, &v);

@@ -35,13 +35,19 @@ int cmd_sweep(int argc, char **argv)
 
 /* Wall-clock shares of a batch (see tune_wall_shares); the benchmark's own
  * shares are of worker time (threads x window), where the trainer's policy
- * time shows up as the other workers' waiting. */
-static void result_shares(const struct bench_pool_result *r, struct tune_shares *sh)
+ * time shows up as the other workers' waiting. In async mode the pool's
+ * collect time includes worker 0's envs, stepped inline on the trainer
+ * thread while it gathers a batch: that part (an average worker's env and
+ * ring time) is taken out of copy, where it would be counted twice. */
+static void result_shares(const struct bench_pool_result *r, bool async, struct tune_shares *sh)
 {
 	double wall = r->batches ? r->seconds * 1e9 / (double)r->batches : 0;
+	double t = r->threads_used ? (double)r->threads_used : 1.0;
+	double copy = async ? fmax(0.0, r->ns_copy - (r->ns_env_step + r->ns_ring) / t)
+			    : r->ns_copy;
 
 	if (wall > 0)
-		tune_wall_shares(r->ns_env_step, r->ns_ring, r->ns_copy, r->ns_policy,
+		tune_wall_shares(r->ns_env_step, r->ns_ring, copy, r->ns_policy,
 				 r->threads_used, wall, sh);
 	else
 		*sh = (struct tune_shares){r->share_env, r->share_ring, r->share_copy,
@@ -285,7 +291,7 @@ static double run_one(struct sweep *s, struct tune_progress *pg, uint32_t envs, 
 	row.p90_us = r.p90_us;
 	row.p99_us = r.p99_us;
 	row.efficiency = r.efficiency;
-	result_shares(&r, &row.sh);
+	result_shares(&r, async, &row.sh);
 	tune_table_row(stdout, &row);
 	fflush(stdout);
 	if (s->out)
