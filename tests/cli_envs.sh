@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # CLI tests of `stepring envs`, `stepring envcheck` and `stepring bench env`.
-# usage: cli_envs.sh STEPRING REFDATA_DIR
+# usage: cli_envs.sh STEPRING REFDATA_DIR [PLUGIN.so]
 set -u
 SR=$1
 REF=$2
+PLUGIN=${3:-}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fails=0
@@ -132,6 +133,23 @@ expect 2 "envcheck spin" -- "$SR" envcheck --env spin --csv "$TMP/sub.csv" && on
 expect 2 "envcheck bad mode" -- "$SR" envcheck --env CartPole-v1 --csv "$TMP/sub.csv" --mode fast &&
 	one_error_line "bad mode" "--mode"
 expect 0 "envcheck --help" -- "$SR" envcheck --help
+
+# ---- a plugin: listed by envs, checked by envcheck against a CSV made here ---
+if [ -n "$PLUGIN" ]; then
+	expect 0 "envs --plugin" -- "$SR" envs --plugin "$PLUGIN" &&
+		{ grep -q '^Corridor-v0 *corridor *(1,) *Discrete(2) *100' "$TMP/out" || fail "envs --plugin: no Corridor line"; }
+	# A corridor's episodes (state column pos; reward -0.01 per step, +1 at cell 9).
+	printf '%s\n' 'episode,t,pos,action,obs_pos,reward,terminated,truncated' \
+		'0,0,3,-1,3,0,0,0' '0,1,3,1,4,-0.01,0,0' '0,2,4,0,3,-0.01,0,0' '0,3,3,1,4,-0.01,0,0' \
+		'1,0,8,-1,8,0,0,0' '1,1,8,1,9,1,1,0' >"$TMP/corridor.csv"
+	expect 0 "envcheck --plugin" -- "$SR" envcheck --plugin "$PLUGIN" --csv "$TMP/corridor.csv" &&
+		{ grep -q '^rows=6 max_obs_err=0 ' "$TMP/out" || fail "envcheck --plugin: $(cat "$TMP/out")"; }
+	sed 's/^1,1,8,1,9,1,1,0$/1,1,8,0,9,1,1,0/' "$TMP/corridor.csv" >"$TMP/corridor_bad.csv"
+	expect 1 "envcheck --plugin, wrong action" -- "$SR" envcheck --plugin "$PLUGIN" --csv "$TMP/corridor_bad.csv"
+	expect 2 "envcheck --plugin and --env" -- "$SR" envcheck --plugin "$PLUGIN" --env cartpole \
+		--csv "$TMP/corridor.csv" && one_error_line "both" "one of --env or --plugin"
+	expect 2 "envs --plugin missing" -- "$SR" envs --plugin "$TMP/none.so" && one_error_line "missing plugin" "cannot load"
+fi
 
 # ---- bench ------------------------------------------------------------------
 expect 2 "bench without WHAT" -- "$SR" bench

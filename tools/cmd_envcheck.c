@@ -13,13 +13,15 @@ int cmd_envcheck(int argc, char **argv);
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: stepring envcheck --env ID --csv FILE [--mode both|onestep|rollout]\n"
+		"usage: stepring envcheck (--env ID | --plugin PATH) --csv FILE\n"
+		"                         [--mode both|onestep|rollout]\n"
 		"Replay a reference trajectory CSV (episode,t,<state>,action,obs_*,reward,\n"
 		"terminated,truncated; columns found from the header) through env ID and print\n"
 		"  rows=N max_obs_err=E max_rew_err=E flag_mismatches=K\n"
 		"  --mode onestep  every step from the row's own state\n"
 		"  --mode rollout  every episode from its t=0 state, replaying the actions\n"
 		"  --mode both     both (default)\n"
+		"  --plugin PATH   check an env plugin (.so) instead of a built-in env\n"
 		"Tolerances: obs %g absolute, reward %g * max(1, |r|), flags exact; truncated\n"
 		"is expected when t == max_episode_steps.\n"
 		"Exit status: 0 within tolerance, 1 outside it, 2 usage error or unreadable,\n"
@@ -29,7 +31,7 @@ static void usage(FILE *f)
 
 int cmd_envcheck(int argc, char **argv)
 {
-	const char *env = NULL, *path = NULL, *mode = "both";
+	const char *env = NULL, *path = NULL, *mode = "both", *plugin = NULL;
 	struct sr__refcheck res;
 	struct sr__refcsv csv;
 	unsigned modes;
@@ -43,12 +45,14 @@ int cmd_envcheck(int argc, char **argv)
 		} else if (cli_opt(argc, argv, &i, "--env", &env)) {
 		} else if (cli_opt(argc, argv, &i, "--csv", &path)) {
 		} else if (cli_opt(argc, argv, &i, "--mode", &mode)) {
+		} else if (cli_opt(argc, argv, &i, "--plugin", &plugin)) {
 		} else {
 			cli_unknown("envcheck", argv[i]);
 		}
 	}
-	if (!env || !path)
-		cli_die("envcheck: --env and --csv are required (see 'stepring envcheck --help')");
+	if ((!env == !plugin) || !path)
+		cli_die("envcheck: --csv and one of --env or --plugin are required (see "
+			"'stepring envcheck --help')");
 	if (!strcmp(mode, "both"))
 		modes = SR_REFCHECK_ONESTEP | SR_REFCHECK_ROLLOUT;
 	else if (!strcmp(mode, "onestep"))
@@ -57,7 +61,12 @@ int cmd_envcheck(int argc, char **argv)
 		modes = SR_REFCHECK_ROLLOUT;
 	else
 		cli_die("envcheck: --mode: '%s' is not one of both, onestep, rollout", mode);
-	cli_env(env, &spec);
+	if (plugin) {
+		if (sr_env_load_plugin(plugin, &spec))
+			cli_die("envcheck: %s", sr_last_error());
+	} else {
+		cli_env(env, &spec);
+	}
 	if (spec.n_phys == 0)
 		cli_die("envcheck: env '%s' has no physical state to load from a CSV", spec.id);
 	err = sr__refcsv_load(path, &spec, &csv);
