@@ -1,0 +1,465 @@
+/* stepring ring ls | inspect NAME | rm NAME...: shared-memory rings left in
+ * /dev/shm (for instance by a crashed owner). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "ring_internal.h"
+#include "stepring.h"
+
+int cmd_ring(int argc, char **argv);
+
+#define SHM_DIR "/dev/shm"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: stepring ring ls [--json] [--all]\n"
+		"       stepring ring inspect NAME [--json]\n"
+		"       stepring ring rm NAME... [--force] | rm --stale [NAME...]\n"
+		"       stepring ring create NAME [--capacity N] [--obs-dim D] [--act-size A]\n"
+		"                                 [--fill N]\n"
+		"\n"
+		"Shared-memory transition rings in " SHM_DIR ".\n"
+		"  ls       list segments with a stepring ring header: name, format version,\n"
+		"           geometry, size, counters, owner pid and whether it is alive\n"
+		"           (--all also lists other segments as 'not a ring')\n"
+		"  inspect  attach read-only and print the header, geometry and counters\n"
+		"  rm       unlink rings; refuses a ring whose owner is alive, or a segment\n"
+		"           that is not a ring, unless --force; --stale removes the rings\n"
+		"           (all, or the NAMEs given) whose owner is gone\n"
+		"  create   make a named ring, publish N demo transitions and exit without\n"
+		"           removing it (what a crashed owner leaves; for tests and demos)\n"
+		"NAME is \"sr-foo\" or \"/sr-foo\".\n");
+}
+
+/* What a segment's first bytes say. */
+struct seg {
+	char name[256];
+	bool ring;      /* our magic */
+	uint32_t version;
+	struct sr__ring_hdr h; /* valid when ring && version == ours */
+	off_t size;
+	bool alive;
+};
+
+static bool pid_alive(int64_t pid)
+{
+	if (pid <= 0)
+		return false;
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/* Read the header of /dev/shm/@name without mapping it. 0 or -errno. */
+static int peek_seg(const char *name, struct seg *s)
+{
+	char path[512];
+	struct stat st;
+	ssize_t got;
+	int fd;
+
+	memset(s, 0, sizeof(*s));
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	snprintf(path, sizeof(path), SHM_DIR "/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	s->size = st.st_size;
+	got = pread(fd, &s->h, sizeof(s->h), 0);
+	close(fd);
+	if (got < 16 || s->h.magic != SR_RING_MAGIC)
+		return 0; /* not a ring */
+	s->version = s->h.version;
+	/* Another format version: only magic and version can be read. */
+	if (s->version != SR_RING_FORMAT_VERSION) {
+		s->ring = true;
+		return 0;
+	}
+	if (got != (ssize_t)sizeof(s->h))
+		return 0; /* truncated: not a usable ring */
+	s->ring = true;
+	s->alive = pid_alive(s->h.creator_pid);
+	return 0;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(((const struct seg *)a)->name, ((const struct seg *)b)->name);
+}
+
+static int ring_ls(int argc, char **argv)
+{
+	bool json = false, all = false;
+	struct seg *segs = NULL;
+	size_t n = 0, capn = 0;
+	struct dirent *de;
+	DIR *d;
+
+	for (int i = 1; i < argc; i++) {
+		if (cli_opt(argc, argv, &i, "--json", NULL))
+			json = true;
+		else if (cli_opt(argc, argv, &i, "--all", NULL))
+			all = true;
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else
+			cli_unknown("ring ls", argv[i]);
+	}
+	d = opendir(SHM_DIR);
+	if (!d)
+		cli_die("ring ls: cannot open " SHM_DIR ": %s", strerror(errno));
+	while ((de = readdir(d))) {
+		struct seg s;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (peek_seg(de->d_name, &s))
+			continue;
+		if (!s.ring && !all)
+			continue;
+		if (n == capn) {
+			capn = capn ? 2 * capn : 16;
+			segs = realloc(segs, capn * sizeof(*segs));
+			if (!segs)
+				cli_die("ring ls: out of memory");
+		}
+		segs[n++] = s;
+	}
+	closedir(d);
+	qsort(segs, n, sizeof(*segs), cmp_names);
+	if (!json)
+		printf("%-28s %4s %10s %7s %8s %10s %12s %12s %8s %s\n", "NAME", "VER", "CAPACITY",
+		       "OBS_DIM", "ACT_SIZE", "MIB", "HEAD", "CURSOR", "PID", "OWNER");
+	for (size_t i = 0; i < n; i++) {
+		struct seg *s = &segs[i];
+		bool ours = s->ring && s->version == SR_RING_FORMAT_VERSION;
+		const char *owner = !s->ring ? "not a ring"
+				    : !ours  ? "other format version"
+				    : s->alive ? "alive"
+					       : "dead (stale: stepring ring rm --stale)";
+
+		if (json) {
+			printf("{\"name\":");
+			json_str(stdout, s->name);
+			printf(",\"ring\":%s,\"version\":%u,\"bytes\":%lld", s->ring ? "true" : "false",
+			       s->version, (long long)s->size);
+			if (ours)
+				printf(",\"capacity\":%llu,\"obs_dim\":%u,\"act_size\":%u,"
+				       "\"head\":%llu,\"cursor\":%llu,\"pid\":%lld,\"alive\":%s",
+				       (unsigned long long)s->h.capacity, s->h.obs_dim, s->h.act_size,
+				       (unsigned long long)s->h.head,
+				       (unsigned long long)s->h.cursor, (long long)s->h.creator_pid,
+				       s->alive ? "true" : "false");
+			printf("}\n");
+		} else if (ours) {
+			printf("%-28s %4u %10llu %7u %8u %10.1f %12llu %12llu %8lld %s\n", s->name,
+			       s->version, (unsigned long long)s->h.capacity, s->h.obs_dim,
+			       s->h.act_size, (double)s->size / (1 << 20),
+			       (unsigned long long)s->h.head, (unsigned long long)s->h.cursor,
+			       (long long)s->h.creator_pid, owner);
+		} else {
+			printf("%-28s %4s %10s %7s %8s %10.1f %12s %12s %8s %s\n", s->name,
+			       s->ring ? "?" : "-", "-", "-", "-", (double)s->size / (1 << 20), "-",
+			       "-", "-", owner);
+		}
+	}
+	if (!json && n == 0)
+		printf("(no rings in " SHM_DIR ")\n");
+	free(segs);
+	return 0;
+}
+
+static int ring_inspect(int argc, char **argv)
+{
+	const char *name = NULL;
+	bool json = false;
+	sr_ring *r;
+	int err;
+
+	for (int i = 1; i < argc; i++) {
+		if (cli_opt(argc, argv, &i, "--json", NULL))
+			json = true;
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (argv[i][0] == '-' && argv[i][1] == '-')
+			cli_unknown("ring inspect", argv[i]);
+		else if (!name)
+			name = argv[i];
+		else
+			cli_die("ring inspect: one NAME only ('%s' is extra)", argv[i]);
+	}
+	if (!name)
+		cli_die("ring inspect: NAME is missing (see 'stepring ring ls')");
+	err = sr_ring_attach(name, 0, &r);
+	if (err)
+		cli_die("%s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
+
+	const struct sr__ring_hdr *h = r->hdr;
+	uint64_t head = sr_ring_head(r), cursor = sr_ring_cursor(r), oldest = sr_ring_oldest(r);
+	uint64_t published = 0, pads = 0, firsts = 0, terms = 0, truncs = 0, live = 0;
+	bool alive = pid_alive(h->creator_pid);
+	char when[64] = "?";
+	time_t ct = (time_t)h->create_time;
+	struct tm tm;
+
+	if (gmtime_r(&ct, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	/* The consumer's view: published run from the cursor. */
+	while (cursor + published < head &&
+	       atomic_load_explicit(&r->seq[(cursor + published) & r->mask],
+				    memory_order_acquire) == cursor + published + 1)
+		published++;
+	/* Window census (a snapshot; slots may change under it). */
+	for (uint64_t q = oldest; q < head; q++) {
+		uint64_t s = q & r->mask;
+
+		if (atomic_load_explicit(&r->seq[s], memory_order_acquire) != q + 1)
+			continue;
+		live++;
+		pads += !!(r->flags[s] & SR_SLOT_PAD);
+		firsts += !!(r->flags[s] & SR_SLOT_FIRST);
+		terms += r->terminated[s] != 0;
+		truncs += r->truncated[s] != 0;
+	}
+	if (json) {
+		printf("{\"name\":");
+		json_str(stdout, r->name);
+		printf(",\"version\":%u,\"header_bytes\":%u,\"bytes\":%zu,\"capacity\":%llu,"
+		       "\"obs_dim\":%u,\"act_size\":%u,\"pid\":%lld,\"alive\":%s,\"created\":\"%s\","
+		       "\"head\":%llu,\"cursor\":%llu,\"oldest\":%llu,\"backlog\":%llu,"
+		       "\"ready_for_consumer\":%llu,\"live_slots\":%llu,\"pad\":%llu,\"first\":%llu,"
+		       "\"terminated\":%llu,\"truncated\":%llu,\"reserve_waits\":%llu,"
+		       "\"pad_slots_total\":%llu,\"consumed_batches\":%llu,\"offsets\":{"
+		       "\"obs\":%llu,\"action\":%llu,\"reward\":%llu,\"terminated\":%llu,"
+		       "\"truncated\":%llu,\"flags\":%llu,\"env_id\":%llu,\"prev\":%llu,\"seq\":%llu}}\n",
+		       h->version, h->hdr_size, r->len, (unsigned long long)h->capacity, h->obs_dim,
+		       h->act_size, (long long)h->creator_pid, alive ? "true" : "false", when,
+		       (unsigned long long)head, (unsigned long long)cursor,
+		       (unsigned long long)oldest, (unsigned long long)(head - cursor),
+		       (unsigned long long)published, (unsigned long long)live,
+		       (unsigned long long)pads, (unsigned long long)firsts,
+		       (unsigned long long)terms, (unsigned long long)truncs,
+		       (unsigned long long)h->reserve_waits, (unsigned long long)h->pad_slots,
+		       (unsigned long long)h->consumed_batches, (unsigned long long)h->off_obs,
+		       (unsigned long long)h->off_action, (unsigned long long)h->off_reward,
+		       (unsigned long long)h->off_terminated, (unsigned long long)h->off_truncated,
+		       (unsigned long long)h->off_flags, (unsigned long long)h->off_env_id,
+		       (unsigned long long)h->off_prev, (unsigned long long)h->off_seq);
+	} else {
+		printf("ring %s\n", r->name);
+		printf("  format        version %u (this library: %u), header %u bytes\n",
+		       h->version, SR_RING_FORMAT_VERSION, h->hdr_size);
+		printf("  owner         pid %lld (%s), created %s\n", (long long)h->creator_pid,
+		       alive ? "alive" : "dead", when);
+		printf("  geometry      capacity %llu slots, obs_dim %u (float32), action %u bytes\n",
+		       (unsigned long long)h->capacity, h->obs_dim, h->act_size);
+		printf("  segment       %zu bytes (%.1f MiB)\n", r->len, (double)r->len / (1 << 20));
+		printf("  columns       obs@%llu action@%llu reward@%llu terminated@%llu "
+		       "truncated@%llu flags@%llu env_id@%llu prev@%llu seq@%llu\n",
+		       (unsigned long long)h->off_obs, (unsigned long long)h->off_action,
+		       (unsigned long long)h->off_reward, (unsigned long long)h->off_terminated,
+		       (unsigned long long)h->off_truncated, (unsigned long long)h->off_flags,
+		       (unsigned long long)h->off_env_id, (unsigned long long)h->off_prev,
+		       (unsigned long long)h->off_seq);
+		printf("  head          %llu (next sequence to reserve)\n", (unsigned long long)head);
+		printf("  cursor        %llu (consumer), backlog %llu, %llu ready to consume\n",
+		       (unsigned long long)cursor, (unsigned long long)(head - cursor),
+		       (unsigned long long)published);
+		printf("  window        [%llu, %llu): %llu published slots, %llu pad, %llu first, "
+		       "%llu terminated, %llu truncated\n",
+		       (unsigned long long)oldest, (unsigned long long)head,
+		       (unsigned long long)live, (unsigned long long)pads,
+		       (unsigned long long)firsts, (unsigned long long)terms,
+		       (unsigned long long)truncs);
+		printf("  counters      reserve_waits %llu, pad_slots %llu, consumed_batches %llu\n",
+		       (unsigned long long)h->reserve_waits, (unsigned long long)h->pad_slots,
+		       (unsigned long long)h->consumed_batches);
+	}
+	sr_ring_destroy(r);
+	return 0;
+}
+
+static int ring_rm(int argc, char **argv)
+{
+	bool force = false, stale = false;
+	const char *names[256];
+	int n = 0, fails = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (cli_opt(argc, argv, &i, "--force", NULL))
+			force = true;
+		else if (cli_opt(argc, argv, &i, "--stale", NULL))
+			stale = true;
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (argv[i][0] == '-' && argv[i][1] == '-')
+			cli_unknown("ring rm", argv[i]);
+		else if (n < 256)
+			names[n++] = argv[i];
+		else
+			cli_die("ring rm: at most 256 names");
+	}
+	if (!stale && !n)
+		cli_die("ring rm: NAME is missing (or --stale)");
+	if (stale && !n) {
+		DIR *d = opendir(SHM_DIR);
+		struct dirent *de;
+
+		if (!d)
+			cli_die("ring rm: cannot open " SHM_DIR ": %s", strerror(errno));
+		while ((de = readdir(d))) {
+			struct seg s;
+
+			if (de->d_name[0] == '.' || peek_seg(de->d_name, &s) || !s.ring ||
+			    s.version != SR_RING_FORMAT_VERSION || s.alive)
+				continue;
+			if (sr_ring_unlink(s.name) == 0)
+				printf("removed %s (owner pid %lld is gone)\n", s.name,
+				       (long long)s.h.creator_pid);
+		}
+		closedir(d);
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		char norm[SR__RING_NAME_MAX];
+		struct seg s;
+		int err;
+
+		if (sr__ring_norm_name(names[i], norm))
+			cli_die("ring rm: bad segment name '%s' (use \"sr-foo\")", names[i]);
+		err = peek_seg(norm + 1, &s);
+		if (err)
+			cli_die("ring rm: no segment named '%s'", norm);
+		if (!force && !s.ring)
+			cli_die("ring rm: '%s' is not a stepring ring (--force removes it anyway)",
+				norm);
+		if (stale && (!s.ring || s.version != SR_RING_FORMAT_VERSION || s.alive)) {
+			printf("kept %s (%s)\n", norm,
+			       !s.ring ? "not a ring" : s.alive ? "owner alive" : "other version");
+			continue;
+		}
+		if (!force && s.version == SR_RING_FORMAT_VERSION && s.alive)
+			cli_die("ring rm: '%s' belongs to pid %lld, which is alive (--force "
+				"removes it anyway)",
+				norm, (long long)s.h.creator_pid);
+		err = sr_ring_unlink(norm);
+		if (err) {
+			fprintf(stderr, "stepring: %s\n", sr_last_error());
+			fails++;
+			continue;
+		}
+		printf("removed %s\n", norm);
+	}
+	return fails ? 1 : 0;
+}
+
+static int ring_create(int argc, char **argv)
+{
+	sr_ring_opts o = {.flags = SR_RING_SHM, .obs_dim = 4, .act_size = 4, .capacity = 1024};
+	uint64_t fill = 0, q, first;
+	const char *v;
+	sr_ring *r;
+	int err;
+
+	for (int i = 1; i < argc; i++) {
+		if (cli_opt(argc, argv, &i, "--capacity", &v))
+			o.capacity = (uint64_t)cli_int("--capacity", v, 2, 1ll << 30);
+		else if (cli_opt(argc, argv, &i, "--obs-dim", &v))
+			o.obs_dim = (uint32_t)cli_int("--obs-dim", v, 1, 1 << 20);
+		else if (cli_opt(argc, argv, &i, "--act-size", &v))
+			o.act_size = (uint32_t)cli_int("--act-size", v, 1, 1 << 20);
+		else if (cli_opt(argc, argv, &i, "--fill", &v))
+			fill = (uint64_t)cli_int("--fill", v, 0, 1ll << 40);
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (argv[i][0] == '-' && argv[i][1] == '-')
+			cli_unknown("ring create", argv[i]);
+		else if (!o.name)
+			o.name = argv[i];
+		else
+			cli_die("ring create: one NAME only ('%s' is extra)", argv[i]);
+	}
+	if (!o.name)
+		cli_die("ring create: NAME is missing");
+	if (o.capacity & (o.capacity - 1))
+		cli_die("--capacity: %llu is not a power of two", (unsigned long long)o.capacity);
+	err = sr_ring_create(&o, &r);
+	if (err)
+		cli_die("%s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
+	/* Demo episodes of 10 steps for 4 envs, consumed as they go. */
+	for (uint64_t i = 0; i < fill; i++) {
+		uint64_t s;
+		uint32_t env = (uint32_t)(i % 4), t = (uint32_t)((i / 4) % 10);
+
+		sr_ring_reserve(r, 1, 0, &q);
+		s = q & (o.capacity - 1);
+		for (uint32_t k = 0; k < o.obs_dim; k++)
+			r->obs[s * o.obs_dim + k] = (float)i;
+		memset(r->action + s * o.act_size, 0, o.act_size);
+		r->reward[s] = t ? 1.0f : 0.0f;
+		r->terminated[s] = t == 9;
+		r->truncated[s] = 0;
+		r->flags[s] = t ? 0 : SR_SLOT_FIRST;
+		r->env_id[s] = env;
+		r->prev[s] = t ? q - 4 : SR_RING_NO_PREV;
+		sr_ring_publish(r, q, 1);
+		sr_ring_consume(r, sr_ring_peek(r, UINT32_MAX, &first));
+	}
+	printf("created %s: capacity %llu, obs_dim %u, %llu transitions; left in place\n",
+	       r->name, (unsigned long long)o.capacity, o.obs_dim, (unsigned long long)fill);
+	/* Leave the segment behind on purpose: unmap without unlinking. */
+	r->owner = false;
+	sr_ring_destroy(r);
+	return 0;
+}
+
+int cmd_ring(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return SR_CLI_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "ls"))
+		return ring_ls(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "inspect"))
+		return ring_inspect(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "rm"))
+		return ring_rm(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "create"))
+		return ring_create(argc - 1, argv + 1);
+	cli_die("ring: unknown subcommand '%s' (ls, inspect, rm, create)", argv[1]);
+}
