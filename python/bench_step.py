@@ -91,7 +91,7 @@ def cli_reference(cli, env, n, threads, seconds):
     if not cli:
         return None
     cmd = [cli, "bench", "pool", "--env", env, "--envs", str(n), "--json",
-           "--seconds", str(seconds)]
+           "--seconds", str(seconds), "--warmup", "0.2", "--cooldown", "0"]
     if threads:
         cmd += ["--threads", str(threads)]
     try:
@@ -130,8 +130,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.envs.split(",")]
     cli = None if args.no_cli else find_cli()
-    print("stepring %s (%s), %s, %d rounds x %.2f s per side, median"
-          % (stepring.version(), stepring.build_info(), args.env, args.rounds, args.seconds))
+    print("%s, %s, %d rounds x %.2f s per side, median"
+          % (stepring.build_info(), args.env, args.rounds, args.seconds))
     print("%8s %14s %14s %7s %16s" % ("envs", "C steps/s", "py steps/s", "py/C",
                                       "CLI bench pool"))
     rows = []
@@ -158,7 +158,7 @@ def main(argv=None):
         ref = cli_reference(cli, args.env, n, args.threads, args.seconds)
         ref_sps = None
         if ref:
-            for k in ("steps_per_s", "sps", "env_steps_per_s", "throughput"):
+            for k in ("steps_per_sec", "steps_per_s"):
                 if isinstance(ref.get(k), (int, float)):
                     ref_sps = ref[k]
                     break
