@@ -322,3 +322,34 @@ int sr__bind_self(const struct sr__plan_worker *w)
 	hwloc_bitmap_free(set);
 	return err;
 }
+
+#ifdef SR_HAVE_CUDA
+#include <hwloc/cudart.h>
+
+#include "device_priv.h" /* declares sr__bind_self_near_cuda */
+
+/* Bind the calling thread (the collector) to the CPUs near CUDA device
+ * @dev, from hwloc's CUDA helper (the PCI device's local CPUs); @buf gets
+ * them as a list. 0, -ENOSYS (no topology), -ENODEV (no such GPU, or
+ * hwloc does not know where it is), -errno from the binding. */
+int sr__bind_self_near_cuda(int dev, char *buf, size_t len)
+{
+	hwloc_bitmap_t set;
+	int err = 0;
+
+	pthread_once(&machine_once, machine_load);
+	if (!machine_topo)
+		return -ENOSYS;
+	set = hwloc_bitmap_alloc();
+	if (!set)
+		return -ENOMEM;
+	if (hwloc_cudart_get_device_cpuset(machine_topo, dev, set) < 0 || hwloc_bitmap_iszero(set))
+		err = -ENODEV;
+	else if (hwloc_set_cpubind(machine_topo, set, HWLOC_CPUBIND_THREAD) < 0)
+		err = -errno;
+	if (!err && buf && len)
+		hwloc_bitmap_list_snprintf(buf, len, set);
+	hwloc_bitmap_free(set);
+	return err;
+}
+#endif

@@ -64,3 +64,8 @@ int sr__cuda_pinned_h2d(int index, size_t bytes, int reps, double *gbs)
 {
 	return sr__errorf(-ENOSYS, "device: no CUDA in this build");
 }
+
+int sr__bind_self_near_cuda(int dev, char *buf, size_t len)
+{
+	return -ENOSYS;
+}

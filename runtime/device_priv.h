@@ -96,6 +96,10 @@ int sr__cuda_actions(struct sr__cuda *c, uint32_t bi, uint32_t n, const void *sr
 int sr__cuda_d2h(int index, void *dst, const void *src, size_t len);
 int sr__cuda_pinned_h2d(int index, size_t bytes, int reps, double *gbs);
 
+/* Bind the calling thread to the CPUs near CUDA device @dev (hwloc's CUDA
+ * helper, in affinity.c; -ENOSYS without CUDA); @buf gets the list. */
+int sr__bind_self_near_cuda(int dev, char *buf, size_t len);
+
 /* The pool's cuda device (runtime/device.h) runs @p in its policy op.
  * -ENOSYS for any other device. */
 struct sr__device;

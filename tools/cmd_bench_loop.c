@@ -48,6 +48,7 @@ struct loop_res {
 	uint64_t batches;
 	uint32_t threads, rows;
 	char device[96];
+	char near[128];   /* CPUs near the GPU this thread was bound to */
 	bool registered, staging;
 };
 
@@ -241,6 +242,11 @@ static void run_loop(const struct loop_cfg *c)
 		cli_die("bench loop: device: %s", sr_last_error());
 	sr_device_info_get(dev, &info);
 	snprintf(r.device, sizeof(r.device), "%s", info.name);
+	/* This thread runs the collector and drives the GPU: put it near
+	 * the GPU (the workers are bound already). */
+	if (info.kind == SR_DEVICE_CUDA &&
+	    sr__bind_self_near_cuda(info.index, r.near, sizeof(r.near)) != 0)
+		snprintf(r.near, sizeof(r.near), "unbound");
 	r.registered = info.ring_registered;
 	r.staging = info.staging;
 
@@ -260,13 +266,13 @@ static void run_loop(const struct loop_cfg *c)
 		       "\"device_name\":\"%s\",\"ring_registered\":%s,\"seed\":%llu,"
 		       "\"seconds\":%g,\"env_only_steps_per_sec\":%.1f,\"loop_steps_per_sec\":%.1f,"
 		       "\"ratio\":%.4f,\"batches\":%llu,\"us_env\":%.2f,\"us_copy\":%.2f,"
-		       "\"us_policy\":%.2f,\"build\":\"%s\"}\n",
+		       "\"us_policy\":%.2f,\"collector_cpus\":\"%s\",\"build\":\"%s\"}\n",
 		       spec.id, c->envs, r.threads, r.rows, c->async ? "async" : "sync", c->policy,
 		       (unsigned long long)sr_policy_macs(pol),
 		       info.kind == SR_DEVICE_CUDA ? "cuda" : "host", r.device,
 		       r.registered ? "true" : "false", (unsigned long long)c->seed, c->seconds,
 		       r.env_sps, r.loop_sps, r.ratio, (unsigned long long)r.batches, r.us_env,
-		       r.us_copy, r.us_policy, sr_build_info());
+		       r.us_copy, r.us_policy, r.near[0] ? r.near : "unbound", sr_build_info());
 	} else {
 		printf("bench loop: %s, %u envs, %u threads, %s batches of %u, policy %s "
 		       "(%llu MACs/row) on %s%s\n",
@@ -279,6 +285,8 @@ static void run_loop(const struct loop_cfg *c)
 		printf("  closed loop   %12.0f steps/s   (%.2f of env only)\n", r.loop_sps, r.ratio);
 		printf("  per batch     env %.1f us   copy %.1f us   policy+actions %.1f us\n",
 		       r.us_env, r.us_copy, r.us_policy);
+		if (r.near[0])
+			printf("  collector     on CPUs %s (near the GPU)\n", r.near);
 	}
 	free(fixed);
 	sr_device_close(dev);
