@@ -152,9 +152,9 @@ if [ -n "$PLUGIN" ]; then
 fi
 
 # ---- bench ------------------------------------------------------------------
-expect 2 "bench without WHAT" -- "$SR" bench
+expect 2 "bench without WHAT" -- "$SR" bench && one_error_line "bench" "available: .*env"
 expect 0 "bench --help" -- "$SR" bench --help && { grep -q '^  env ' "$TMP/out" || fail "bench --help lacks env"; }
-expect 2 "bench unknown" -- "$SR" bench nope
+expect 2 "bench unknown" -- "$SR" bench nope && one_error_line "bench nope" "unknown benchmark 'nope'"
 expect 0 "bench env --help" -- "$SR" bench env --help
 expect 2 "bench env no --env" -- "$SR" bench env && one_error_line "bench env" "--env"
 expect 2 "bench env --n 0" -- "$SR" bench env --env cartpole --n 0 && one_error_line "--n 0" "out of range"

@@ -50,21 +50,24 @@ static void usage(FILE *f)
 
 int cmd_bench(int argc, char **argv)
 {
+	char avail[256];
+	size_t off = 0;
 	sr_cmd_fn fn;
 
-	if (argc < 2) {
-		usage(stderr);
-		return SR_CLI_EXIT_USAGE;
-	}
+	avail[0] = '\0';
+	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]) && off < sizeof(avail); i++)
+		if (lookup(benches[i].name))
+			off += (size_t)snprintf(avail + off, sizeof(avail) - off, "%s%s",
+						off ? ", " : "", benches[i].name);
+	if (argc < 2)
+		cli_die("bench: which benchmark? (available: %s; see 'stepring bench --help')",
+			avail);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		usage(stdout);
 		return 0;
 	}
 	fn = lookup(argv[1]);
-	if (!fn) {
-		fprintf(stderr, "stepring: bench: unknown benchmark '%s'\n", argv[1]);
-		usage(stderr);
-		return SR_CLI_EXIT_USAGE;
-	}
+	if (!fn)
+		cli_die("bench: unknown benchmark '%s' (available: %s)", argv[1], avail);
 	return fn(argc - 1, argv + 1);
 }
