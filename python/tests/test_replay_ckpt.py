@@ -123,10 +123,12 @@ def test_checkpoint_errors(tmp_path):
             g.restore(path)
         assert "num_envs" in str(ei.value)
     sect = [s for s in stepring.checkpoint_info(path)["sections"] if s["name"] == "env_states"][0]
-    data = bytearray(open(path, "rb").read())
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
     data[sect["offset"] + sect["length"] // 2] ^= 0x40
     bad = str(tmp_path / "bad.ckpt")
-    open(bad, "wb").write(bytes(data))
+    with open(bad, "wb") as f:
+        f.write(bytes(data))
     with pytest.raises(stepring.StepringError) as ei:
         stepring.checkpoint_info(bad)
     assert ei.value.errno == 74 and "env_states" in str(ei.value)  # EBADMSG

@@ -208,13 +208,18 @@ def test_async_env_id_bookkeeping():
         e.send(np.zeros(b, np.int32), env_id=batches[2])
         counts = np.zeros(n, int)
         obs, _, _, _, info = e.recv()
-        for _ in range(200):
+        # Which envs come first depends on the scheduler (worker 0 steps
+        # inline in recv; others wake up when the OS lets them): loop until
+        # every env was returned a few times, without a bound on fairness.
+        for _ in range(20000):
             ids = info["env_id"]
             assert len(set(ids.tolist())) == b
             counts[ids] += 1
+            if counts.min() >= 3:
+                break
             obs, r, te, tr, info = e.step(controller(obs))
             assert obs.shape == (b, 4) and r.shape == (b,) and info["env_id"].shape == (b,)
-        assert (counts > 0).all()
+        assert counts.min() >= 3, counts
 
 
 def test_async_send_recv_explicit_ids():
@@ -246,18 +251,22 @@ def test_async_trajectories_match_sync():
             obs, _, _, _, _ = s.step(controller(obs))
             for i in range(n):
                 sync[i].append(obs[i].copy())
-    with stepring.make_vec("CartPole-v1", n, mode="async", batch_size=2, seed=9) as a:
-        obs, info = a.reset()
-        got = [[] for _ in range(n)]
-        for _ in range(steps * n // 2):
-            for row, i in enumerate(info["env_id"]):
-                got[i].append(obs[row].copy())
-            obs, _, _, _, info = a.step(controller(obs))
-    for i in range(n):
-        k = len(got[i])
-        assert k > 5
-        assert np.array_equal(np.array(got[i][:min(k, steps + 1)]),
-                              np.array(sync[i][:min(k, steps + 1)]))
+    for threads in (1, 2):
+        with stepring.make_vec("CartPole-v1", n, mode="async", batch_size=2, seed=9,
+                               num_threads=threads) as a:
+            obs, info = a.reset()
+            got = [[] for _ in range(n)]
+            # Which envs are returned first is up to the scheduler: step
+            # until every env has its steps + 1 observations.
+            for _ in range(50000):
+                for row, i in enumerate(info["env_id"]):
+                    got[i].append(obs[row].copy())
+                if min(len(g) for g in got) > steps:
+                    break
+                obs, _, _, _, info = a.step(controller(obs))
+        for i in range(n):
+            assert len(got[i]) > steps
+            assert np.array_equal(np.array(got[i][:steps + 1]), np.array(sync[i]))
 
 
 def test_errors_carry_the_c_message():
