@@ -371,3 +371,31 @@ def test_cuda_without_a_gpu_is_a_clear_error():
         stepring.make_vec("CartPole-v1", 4, device="cuda")
     assert isinstance(ei.value, NotImplementedError)
     assert "device" in str(ei.value) and len(str(ei.value)) > 10
+
+
+def test_box_actions_pendulum():
+    with stepring.make_vec("Pendulum-v1", 4, seed=1) as e, \
+            stepring.make_vec("Pendulum-v1", 4, seed=1) as ref:
+        sa = e.single_action_space
+        assert isinstance(sa, Box) and sa.shape == (1,) and sa.dtype == np.float32
+        assert sa.low[0] == -2.0 and sa.high[0] == 2.0
+        assert e.action_space.shape == (4, 1)
+        assert e.single_observation_space.shape == (3,)
+        e.reset()
+        ref.reset()
+        a = e.action_space.sample()
+        assert a.shape == (4, 1) and a.dtype == np.float32
+        o1, r1, _, _, _ = e.step(a)
+        o2, r2, _, _, _ = ref.step(a.astype(np.float64))  # converted to float32
+        assert np.array_equal(o1, o2) and np.array_equal(r1, r2)
+        assert r1.dtype == np.float32 and np.all(r1 <= 0)
+        bad = a.copy()
+        bad[2, 0] = np.nan
+        with pytest.raises(ValueError) as ei:
+            e.step(bad)  # refused by sr_pool_step: nothing stepped
+        assert str(ei.value)
+        with pytest.raises(ValueError):
+            e.step(np.zeros((4, 2), np.float32))
+        o1, *_ = e.step(a)
+        o2, *_ = ref.step(a)
+        assert np.array_equal(o1, o2)
