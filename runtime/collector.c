@@ -13,8 +13,7 @@
  *     reserved (SR_RESERVE_CONTIG, so one view); async mode, the first
  *     batch_size slots that are env results (not SR_SLOT_PAD filler and
  *     not the SR_SLOT_FINAL extras of same-step autoreset);
- *  3. updates the episode accumulators and statistics from every consumed
- *     slot (transitions only: FIRST and PAD slots are not transitions);
+ *  3. merges the episodes the workers finished into the statistics;
  *  4. hands the rows to the device (device.h), which gives a view of the
  *     ring or a copy;
  *  5. consumes the range (sr_ring_consume): producers may reuse those
@@ -64,55 +63,25 @@ void sr__collector_close(sr_pool *p)
 	p->final_stage = NULL;
 }
 
-/* Episode bookkeeping for consumed slots [first, first + n). */
-static void account(sr_pool *p, uint64_t first, uint32_t n)
+/* P1: merge the finished episodes the workers queued. */
+void sr__collect_episodes(sr_pool *p)
 {
-	uint64_t mask = p->ring_cap - 1;
+	for (uint32_t i = 0; i < p->num_threads; i++) {
+		struct sr__worker *w = &p->workers[i];
+		uint32_t t = atomic_load_explicit(&w->eps_tail, memory_order_relaxed);
+		uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_acquire);
 
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t s = (first + i) & mask;
-		uint8_t f = p->c_flags[s];
-		struct sr__env_acc *a;
-
-		if (f & SR_SLOT_PAD)
-			continue;
-		a = &p->acc[p->c_env[s]];
-		if (f & SR_SLOT_FIRST) {
-			/* A reset abandons a partial episode. The FIRST slot of a
-			 * same-step autoreset repeats the final step's flags: its
-			 * episode is closed by the matching FINAL slot. */
-			if (!(p->c_term[s] | p->c_trunc[s]))
-				a->ret = 0, a->len = 0;
-			continue;
-		}
-		a->ret += p->c_rew[s];
-		a->len++;
-		if (p->c_term[s] | p->c_trunc[s]) {
+		for (; t != h; t++) {
 			uint32_t k = (uint32_t)(p->episodes % SR__EPWIN);
-			p->ep_ret[k] = a->ret;
-			p->ep_len[k] = (double)a->len;
+			p->ep_ret[k] = w->eps[2 * (t & w->eps_mask)];
+			p->ep_len[k] = w->eps[2 * (t & w->eps_mask) + 1];
 			p->episodes++;
-			a->ret = 0;
-			a->len = 0;
 		}
+		/* Entries read before the worker may reuse them. */
+		atomic_store_explicit(&w->eps_tail, h, memory_order_release);
 	}
 }
 
-/* Consume everything published from the cursor (up to @upto). */
-static void consume_upto(sr_pool *p, uint64_t upto)
-{
-	uint64_t first;
-
-	while (sr_ring_cursor(p->ring) < upto) {
-		uint64_t left = upto - sr_ring_cursor(p->ring);
-		uint32_t n = sr_ring_peek(p->ring, left > UINT32_MAX ? UINT32_MAX : (uint32_t)left,
-					  &first);
-		if (!n)
-			continue; /* sync: everything is published already */
-		account(p, first, n);
-		sr_ring_consume(p->ring, n);
-	}
-}
 
 int sr__collect_sync(sr_pool *p, uint64_t seq, const sr_batch **out)
 {
@@ -121,9 +90,19 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, const sr_batch **out)
 	uint64_t t0 = sr__now_ns();
 	int err;
 
-	/* Every worker has published (wait_done's acquire), so the whole
-	 * reservation (pads, batch, same-step extras) is ready. */
-	consume_upto(p, sr_ring_head(p->ring));
+	/* Every worker has published (wait_done's acquire on done_gen, which
+	 * follows their releases), so the whole reservation (pads, batch,
+	 * same-step extras) is ready: consume it without scanning it with
+	 * peek. */
+	{
+		uint64_t n = sr_ring_head(p->ring) - sr_ring_cursor(p->ring);
+		while (n) {
+			uint32_t k = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+			sr_ring_consume(p->ring, k);
+			n -= k;
+		}
+	}
+	sr__collect_episodes(p);
 	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
 	if (err)
 		return err;
@@ -167,7 +146,7 @@ static uint32_t scan_rows(sr_pool *p, uint32_t need, uint64_t *first, bool *cont
 int sr__collect_async(sr_pool *p, const sr_batch **out)
 {
 	uint32_t need = p->batch_size, used = 0;
-	uint64_t first, t0 = sr__now_ns(), tw = 0, t1;
+	uint64_t first, t0 = sr__now_ns(), tw = 0, t1, tin = 0, ti;
 	struct sr__batch_req req;
 	bool contig;
 	int err;
@@ -178,8 +157,11 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 	for (;;) {
 		uint32_t spins;
 
-		/* Worker 0 lives on this thread: step what it was sent. */
+		/* Worker 0 lives on this thread: step what it was sent (its
+		 * time counts as worker 0's env and ring time, not collect). */
+		ti = sr__now_ns();
 		sr__async_inline(p);
+		tin += sr__now_ns() - ti;
 		used = scan_rows(p, need, &first, &contig);
 		if (used)
 			break;
@@ -229,7 +211,7 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
 	if (err)
 		return err;
-	account(p, first, used);
+	sr__collect_episodes(p);
 	for (uint32_t i = 0; i < need; i++) {
 		uint32_t env = p->c_env[p->gather[i] & (p->ring_cap - 1)];
 		p->inflight[env] = 0;
@@ -239,7 +221,7 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 	p->n_inflight -= need;
 	sr_ring_consume(p->ring, used);
 	p->batches++;
-	p->ns_collect += sr__now_ns() - t0 - tw;
+	p->ns_collect += sr__now_ns() - t0 - tw - tin;
 	*out = &p->batch;
 	return 0;
 }
@@ -257,7 +239,6 @@ void sr__collect_drain(sr_pool *p)
 			cpu_relax();
 			continue;
 		}
-		account(p, first, n);
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t s = (first + i) & mask;
 			if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)) && p->inflight[p->c_env[s]]) {
@@ -267,5 +248,6 @@ void sr__collect_drain(sr_pool *p)
 		}
 		sr_ring_consume(p->ring, n);
 	}
+	sr__collect_episodes(p);
 	p->last_n = 0;
 }

@@ -16,9 +16,10 @@
  *  - Worker 0 is "inline": the thread that calls sr_pool_step/recv/reset
  *    steps worker 0's slice itself. Workers 1..T-1 are pthreads bound by
  *    the placement plan. So num_threads = T uses T CPUs, not T + 1.
- *  - Episode accumulators (return, length) and the episode statistics are
- *    owned by the collector, which runs on the calling thread; workers do
- *    not touch them.
+ *  - Episode accumulators (pool->acc[env]: return, length) are updated by
+ *    the env's worker as it steps; a finished episode goes into the
+ *    worker's SPSC episode queue, and the pool thread merges those into the
+ *    statistics window (pool->ep_ret / ep_len / episodes) after each batch.
  *
  * QUIESCENT POINTS: between two pool calls in sync mode, and in async mode
  * once every sent env has been received, no worker touches any of this, so
@@ -92,7 +93,7 @@ struct sr__env_book {
 	uint8_t pad0;
 };
 
-/* Episode accumulators, per env, owned by the collector. */
+/* Episode accumulators, per env, written by the env's worker only. */
 struct sr__env_acc {
 	double ret;   /* sum of rewards of the current episode */
 	uint64_t len; /* steps of the current episode */
@@ -133,6 +134,15 @@ struct sr__worker {
 	uint32_t *done_loc;         /* n_envs: SAME_STEP envs that finished this slice */
 	uint64_t *done_seq;         /* ... and their slot sequences */
 	int alloc_err;
+
+	/* --- finished episodes: SPSC, this worker produces (release on
+	 * eps_head), the pool thread merges (acquire). Capacity >= n_envs:
+	 * between two merges an env finishes at most one episode. --- */
+	double *eps;               /* 2 per entry: return, length */
+	uint32_t eps_mask;
+	_Alignas(SR_CACHELINE) _Atomic uint32_t eps_head;
+	_Atomic uint32_t eps_tail; /* written by the pool thread */
+	uint64_t eps_dropped;      /* never expected; counted, not stored */
 
 	/* --- async queue: single producer (pool thread), single consumer
 	 * (this worker). Free-running indices; capacity >= n_envs, and an env
@@ -253,6 +263,8 @@ void sr__collector_close(sr_pool *p);
 /* Sync: consume everything published (pads, batch, extras) and expose
  * slots [seq, seq + num_envs) as the batch. */
 int sr__collect_sync(sr_pool *p, uint64_t seq, const sr_batch **out);
+/* Move finished episodes from the workers' queues into the statistics. */
+void sr__collect_episodes(sr_pool *p);
 /* Async: wait for batch_size ready envs and expose them. */
 int sr__collect_async(sr_pool *p, const sr_batch **out);
 /* Async: wait until nothing is in flight and drop what is published. */

@@ -93,11 +93,12 @@ static int worker_alloc(struct sr__worker *w)
 	size_t o_run = align64(o_act + n * p->act_size);
 	size_t o_dloc = align64(o_run + n * sizeof(uint32_t));
 	size_t o_dseq = align64(o_dloc + n * sizeof(uint32_t));
-	size_t o_q = align64(o_dseq + n * sizeof(uint64_t)), total;
+	size_t o_eps = align64(o_dseq + n * sizeof(uint64_t)), o_q, total;
 	unsigned char *m;
 
 	while (qcap < n)
 		qcap <<= 1;
+	o_q = align64(o_eps + qcap * 2 * sizeof(double));
 	total = align64(o_q + qcap * sizeof(uint32_t));
 	m = aligned_alloc(64, total);
 	if (!m)
@@ -112,6 +113,8 @@ static int worker_alloc(struct sr__worker *w)
 	w->run_env = (uint32_t *)(m + o_run);
 	w->done_loc = (uint32_t *)(m + o_dloc);
 	w->done_seq = (uint64_t *)(m + o_dseq);
+	w->eps = (double *)(m + o_eps);
+	w->eps_mask = (uint32_t)qcap - 1;
 	w->q = (uint32_t *)(m + o_q);
 	w->q_mask = (uint32_t)qcap - 1;
 	for (uint32_t i = 0; i < w->n_envs; i++)
@@ -162,6 +165,23 @@ static void env_calls(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t s,
 	}
 }
 
+/* A finished episode: hand it to the pool thread (SPSC). */
+static void push_episode(struct sr__worker *w, struct sr__env_acc *a)
+{
+	uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_relaxed);
+
+	if (h - atomic_load_explicit(&w->eps_tail, memory_order_acquire) > w->eps_mask) {
+		w->eps_dropped++;
+	} else {
+		w->eps[2 * (h & w->eps_mask)] = a->ret;
+		w->eps[2 * (h & w->eps_mask) + 1] = (double)a->len;
+		/* P0: release pairs with the acquire in sr__collect_episodes (P1). */
+		atomic_store_explicit(&w->eps_head, h + 1, memory_order_release);
+	}
+	a->ret = 0;
+	a->len = 0;
+}
+
 /*
  * Ring bookkeeping for the same envs after env_calls: reward, truncation
  * (TimeLimit), flags, env id, prev link, action; remembers which envs
@@ -173,55 +193,75 @@ static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t
 {
 	sr_pool *p = w->pool;
 	uint64_t s = seq & (p->ring_cap - 1);
-	uint32_t maxs = p->spec.max_episode_steps, od = p->obs_dim;
+	const uint32_t maxs = p->spec.max_episode_steps, od = p->obs_dim;
+	const uint32_t env0 = w->first_env + lo;
+	/* Locals: byte stores may alias anything, so fields read through @p
+	 * would be reloaded after every store. */
+	uint32_t *restrict c_env = p->c_env + s;
+	uint8_t *restrict c_term = p->c_term + s;
+	uint8_t *restrict c_trunc = p->c_trunc + s;
+	uint8_t *restrict c_flags = p->c_flags + s;
+	float *restrict c_rew = p->c_rew + s;
+	uint64_t *restrict c_prev = p->c_prev + s;
+	const double *restrict rew = w->reward_scratch + lo;
+	struct sr__env_book *restrict book = w->book + lo;
+	struct sr__env_acc *restrict acc = p->acc + env0;
+	const bool same = p->autoreset == SR_AUTORESET_SAME_STEP;
+	const bool disabled = p->autoreset == SR_AUTORESET_DISABLED;
 
 	memcpy(p->c_act + s * p->act_size, acts, (size_t)n * p->act_size);
 	for (uint32_t i = 0; i < n; i++) {
-		struct sr__env_book *b = &w->book[lo + i];
-		uint64_t sl = s + i, q = seq + i;
-		uint32_t env = w->first_env + lo + i;
+		struct sr__env_book *b = &book[i];
 
-		p->c_env[sl] = env;
-		if (!b->done) {
-			uint8_t term = p->c_term[sl] ? 1 : 0, trunc;
-			p->c_term[sl] = term;
-			p->c_rew[sl] = (float)w->reward_scratch[lo + i];
-			b->elapsed++;
-			trunc = maxs && b->elapsed >= maxs;
-			p->c_trunc[sl] = trunc;
-			p->c_flags[sl] = 0;
-			p->c_prev[sl] = b->prev_seq;
-			b->prev_seq = q;
-			if (term | trunc) {
+		c_env[i] = env0 + i;
+		if (SR_LIKELY(!b->done)) {
+			uint8_t term = c_term[i] ? 1 : 0, trunc;
+			float r = (float)rew[i];
+			uint32_t el = b->elapsed + 1;
+
+			c_term[i] = term;
+			c_rew[i] = r;
+			b->elapsed = el;
+			trunc = maxs && el >= maxs;
+			c_trunc[i] = trunc;
+			c_flags[i] = 0;
+			c_prev[i] = b->prev_seq;
+			b->prev_seq = seq + i;
+			acc[i].ret += r;
+			acc[i].len++;
+			if (SR_UNLIKELY(term | trunc)) {
+				push_episode(w, &acc[i]);
 				b->done = 1;
 				b->term = term;
 				b->trunc = trunc;
 				if (p->keep_final)
-					memcpy(p->final_env + (size_t)env * od, p->c_obs + sl * od,
-					       od * sizeof(float));
-				if (p->autoreset == SR_AUTORESET_SAME_STEP) {
+					memcpy(p->final_env + (size_t)(env0 + i) * od,
+					       p->c_obs + (s + i) * od, od * sizeof(float));
+				if (same) {
 					w->done_loc[nd] = lo + i;
-					w->done_seq[nd] = q;
+					w->done_seq[nd] = seq + i;
 					nd++;
 				}
 			}
-		} else if (p->autoreset == SR_AUTORESET_DISABLED) {
+		} else if (disabled) {
 			/* Not stepped: repeat the state, not a transition. */
-			p->c_rew[sl] = 0.0f;
-			p->c_term[sl] = b->term;
-			p->c_trunc[sl] = b->trunc;
-			p->c_flags[sl] = SR_SLOT_PAD;
-			p->c_prev[sl] = b->prev_seq;
+			c_rew[i] = 0.0f;
+			c_term[i] = b->term;
+			c_trunc[i] = b->trunc;
+			c_flags[i] = SR_SLOT_PAD;
+			c_prev[i] = b->prev_seq;
 		} else {
 			/* NEXT_STEP: this slot is the reset obs of a new episode. */
-			p->c_rew[sl] = 0.0f;
-			p->c_term[sl] = 0;
-			p->c_trunc[sl] = 0;
-			p->c_flags[sl] = SR_SLOT_FIRST;
-			p->c_prev[sl] = SR_RING_NO_PREV;
-			b->prev_seq = q;
+			c_rew[i] = 0.0f;
+			c_term[i] = 0;
+			c_trunc[i] = 0;
+			c_flags[i] = SR_SLOT_FIRST;
+			c_prev[i] = SR_RING_NO_PREV;
+			b->prev_seq = seq + i;
 			b->elapsed = 0;
 			b->done = b->term = b->trunc = 0;
+			acc[i].ret = 0;
+			acc[i].len = 0;
 		}
 	}
 	return nd;
@@ -311,6 +351,9 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 		p->c_term[sl] = 0;
 		p->c_trunc[sl] = 0;
 		if (on) {
+			/* A reset abandons a partial episode. */
+			p->acc[w->first_env + lo + i].ret = 0;
+			p->acc[w->first_env + lo + i].len = 0;
 			p->c_flags[sl] = SR_SLOT_FIRST;
 			p->c_prev[sl] = SR_RING_NO_PREV;
 			b->prev_seq = seq + i;

@@ -45,6 +45,9 @@ struct bench_pool_result {
 	uint64_t batches;         /* batches in the active window */
 	double seconds;           /* measured active window */
 	uint64_t episodes;        /* episodes finished in the window */
+	/* The same from medians, robust when other processes share the CPUs:
+	 * batch rows / median batch latency, n / median raw batch time. */
+	double p50_steps_per_sec, raw_p50_steps_per_sec, efficiency_p50;
 };
 
 /* Defaults: CartPole-v1, 1024 envs, threads 0 (one per core), sync, 3 s

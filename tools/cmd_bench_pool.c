@@ -75,9 +75,23 @@ static void *make_actions(const sr_env_spec *s, uint32_t rows, uint64_t seed)
 	return a;
 }
 
-/* The raw loop: one thread, n instances, step all then reset the ended. */
-static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed)
+static int cmp_float(const void *a, const void *b)
 {
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#define RAW_LAT 65536
+
+/* The raw loop: one thread, n instances, step all then reset the ended.
+ * Returns steps/s over the whole run; *p50_rate gets n / the median time
+ * of one batch (robust against preemption on a shared machine). */
+static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
+		       double *p50_rate)
+{
+	float *lat = malloc(RAW_LAT * sizeof(float));
+	uint32_t nlat = 0;
 	size_t ss = s->state_size, asz = sr_env_action_size(s);
 	char *st = aligned_alloc(64, ((size_t)n * ss + 63) & ~(size_t)63);
 	float *obs = malloc((size_t)n * s->obs_dim * sizeof(float));
@@ -85,16 +99,19 @@ static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 	uint8_t *term = malloc(n);
 	uint32_t *el = calloc(n, sizeof(uint32_t));
 	unsigned char *acts = make_actions(s, n, seed);
-	uint64_t t0, t, steps = 0, it = 0;
+	uint64_t t0, t, tb, steps = 0, it = 0;
 	double rate = 0;
 
-	if (!st || !obs || !rew || !term || !el || !acts)
+	*p50_rate = 0;
+	if (!st || !obs || !rew || !term || !el || !acts || !lat)
 		goto out;
 	s->seed(s, st, n, seed, 0);
 	s->reset(s, st, n, obs);
 	t0 = cli_now_ns();
+	tb = t0;
 	do {
 		for (int k = 0; k < 8; k++, it++) {
+			uint64_t te;
 			s->step(s, st, n, acts + (it % ACT_BATCHES) * n * asz, obs, rew, term);
 			for (uint32_t i = 0; i < n; i++) {
 				el[i]++;
@@ -104,11 +121,19 @@ static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 				}
 			}
 			steps += n;
+			te = cli_now_ns();
+			if (nlat < RAW_LAT)
+				lat[nlat++] = (float)(te - tb);
+			tb = te;
 		}
-		t = cli_now_ns();
+		t = tb;
 	} while ((double)(t - t0) < seconds * 1e9);
 	rate = (double)steps / ((double)(t - t0) / 1e9);
+	qsort(lat, nlat, sizeof(float), cmp_float);
+	if (nlat && lat[nlat / 2] > 0)
+		*p50_rate = (double)n / (lat[nlat / 2] / 1e9);
 out:
+	free(lat);
 	free(st);
 	free(obs);
 	free(rew);
@@ -116,13 +141,6 @@ out:
 	free(el);
 	free(acts);
 	return rate;
-}
-
-static int cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 static uint64_t cpu_ns(void)
@@ -189,7 +207,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 
 	/* Raw ceiling first, while the pool's workers sleep. */
 	r->raw_steps_per_sec = raw_loop(&spec, (cfg->envs + T - 1) / T,
-					fmin(fmax(cfg->seconds / 3, 0.2), 1.0), cfg->seed);
+					fmin(fmax(cfg->seconds / 3, 0.2), 1.0), cfg->seed,
+					&r->raw_p50_steps_per_sec);
 
 	err = sr_pool_reset(p, &b);
 	if (err)
@@ -284,6 +303,10 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 			r->p50_us = lat[nlat / 2];
 			r->p90_us = lat[(uint64_t)nlat * 90 / 100];
 			r->p99_us = lat[(uint64_t)nlat * 99 / 100];
+			r->p50_steps_per_sec = rows / (r->p50_us / 1e6);
+			if (r->raw_p50_steps_per_sec > 0)
+				r->efficiency_p50 = r->p50_steps_per_sec /
+						    (T * r->raw_p50_steps_per_sec);
 		}
 	}
 	err = 0;
@@ -320,10 +343,13 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		(unsigned long long)c->seed, r->seconds, c->warmup, c->cooldown, c->checkpoint_every);
 	fprintf(f, "\"steps_per_sec\":%.1f,\"raw_steps_per_sec\":%.1f,\"efficiency\":%.4f,"
 		   "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"cpu_pct\":%.1f,"
-		   "\"rss_kb\":%llu,\"batches\":%llu,\"episodes\":%llu,",
+		   "\"rss_kb\":%llu,\"batches\":%llu,\"episodes\":%llu,"
+		   "\"p50_steps_per_sec\":%.1f,\"raw_p50_steps_per_sec\":%.1f,"
+		   "\"efficiency_p50\":%.4f,",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
 		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb,
-		(unsigned long long)r->batches, (unsigned long long)r->episodes);
+		(unsigned long long)r->batches, (unsigned long long)r->episodes,
+		r->p50_steps_per_sec, r->raw_p50_steps_per_sec, r->efficiency_p50);
 	fprintf(f, "\"breakdown\":{\"ns_env_step\":%.1f,\"ns_ring\":%.1f,\"ns_copy\":%.1f,"
 		   "\"ns_policy\":%.1f,\"ns_wait\":%.1f,\"share_env\":%.4f,\"share_ring\":%.4f,"
 		   "\"share_copy\":%.4f,\"share_policy\":%.4f,\"share_wait\":%.4f},",
@@ -460,6 +486,9 @@ int bench_pool(int argc, char **argv)
 	printf("  raw steps/s   %.0f  (one thread, %u envs)\n", r.raw_steps_per_sec,
 	       (c.envs + r.threads_used - 1) / r.threads_used);
 	printf("  efficiency    %.3f  (steps/s / (%u x raw))\n", r.efficiency, r.threads_used);
+	printf("  from medians  %.0f steps/s vs raw %.0f: efficiency %.3f (batch p50s; robust\n"
+	       "                on a shared machine)\n", r.p50_steps_per_sec,
+	       r.raw_p50_steps_per_sec, r.efficiency_p50);
 	printf("  batch latency p50 %.1f us  p90 %.1f us  p99 %.1f us\n", r.p50_us, r.p90_us,
 	       r.p99_us);
 	printf("  breakdown     env %.1f%%  ring %.1f%%  collect %.1f%%  policy %.1f%%  "
