@@ -204,10 +204,15 @@ size_t sr_policy_num_params(const sr_policy *p)
  * transposed (W[in][out]) so the inner loop runs over outputs and
  * vectorizes without reassociating anything: each y[j] still sums its
  * products in input order, then adds the bias, exactly as the CUDA kernel
- * does with W[out][in]. Hence O3 for this function alone (the build's O2
- * does not vectorize loops of unknown length).
+ * does with W[out][in]. Hence O3 for this function alone (gcc's O2 does
+ * not vectorize loops of unknown length; clang's does).
  */
-__attribute__((optimize("O3"))) static void dense(const float *restrict wt, uint32_t in,
+#if defined(__GNUC__) && !defined(__clang__)
+#define SR_VECTORIZE __attribute__((optimize("O3")))
+#else
+#define SR_VECTORIZE
+#endif
+SR_VECTORIZE static void dense(const float *restrict wt, uint32_t in,
 						  uint32_t on, const float *restrict x,
 						  float *restrict y, int act)
 {
