@@ -29,7 +29,7 @@ struct fake {
 	char name[64], seg[80];
 	sr_stats_shm *s;
 	pthread_t thr;
-	volatile int run;
+	int run; /* atomic: the stepping thread polls it */
 	int started;
 };
 
@@ -63,7 +63,7 @@ static void *fake_main(void *arg)
 	struct fake *f = arg;
 	uint64_t steps = 1000;
 
-	while (f->run) {
+	while (__atomic_load_n(&f->run, __ATOMIC_RELAXED)) {
 		struct timespec ts = {0, 5 * 1000 * 1000};
 
 		steps += 5000;
@@ -112,7 +112,7 @@ static void fake_create(struct fake *f, int64_t pid, bool thread)
 	/* Magic last, with release: a reader that sees it sees the rest. */
 	__atomic_store_n(&s->magic, SR_STATS_MAGIC, __ATOMIC_RELEASE);
 	if (thread) {
-		f->run = 1;
+		__atomic_store_n(&f->run, 1, __ATOMIC_RELAXED);
 		assert_int_equal(pthread_create(&f->thr, NULL, fake_main, f), 0);
 		f->started = 1;
 	}
@@ -121,7 +121,7 @@ static void fake_create(struct fake *f, int64_t pid, bool thread)
 static void fake_end(struct fake *f, bool unlink_it)
 {
 	if (f->started) {
-		f->run = 0;
+		__atomic_store_n(&f->run, 0, __ATOMIC_RELAXED);
 		pthread_join(f->thr, NULL);
 		f->started = 0;
 	}
@@ -266,7 +266,7 @@ static void test_segment_gone(void **st)
 	st_ = pclose(p);
 	assert_int_equal(WEXITSTATUS(st_), 0);
 	assert_true(saw);
-	f.run = 0;
+	__atomic_store_n(&f.run, 0, __ATOMIC_RELAXED);
 	pthread_join(f.thr, NULL);
 	munmap(f.s, sizeof(*f.s));
 }

@@ -22,7 +22,7 @@ struct live {
 	sr_pool *pool;
 	char name[64];
 	pthread_t thr;
-	volatile int run;
+	int run; /* atomic: the stepping thread polls it */
 	int err;
 };
 
@@ -35,7 +35,7 @@ static void *stepper(void *arg)
 	uint64_t i = 0;
 
 	l->err = sr_pool_reset(l->pool, &b);
-	while (l->run && !l->err) {
+	while (__atomic_load_n(&l->run, __ATOMIC_RELAXED) && !l->err) {
 		for (uint32_t k = 0; k < n; k++)
 			act[k] = (int32_t)((i + k) & 1);
 		l->err = sr_pool_step(l->pool, act, &b);
@@ -64,13 +64,13 @@ static void live_start(struct live *l, uint32_t threads)
 		fprintf(stderr, "sr_pool_create: %s\n", sr_last_error());
 		fail();
 	}
-	l->run = 1;
+	__atomic_store_n(&l->run, 1, __ATOMIC_RELAXED);
 	assert_int_equal(pthread_create(&l->thr, NULL, stepper, l), 0);
 }
 
 static void live_stop(struct live *l)
 {
-	l->run = 0;
+	__atomic_store_n(&l->run, 0, __ATOMIC_RELAXED);
 	pthread_join(l->thr, NULL);
 	assert_int_equal(l->err, 0);
 	sr_pool_destroy(l->pool);
