@@ -218,12 +218,11 @@ int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv
 			if (!parse_double(tok[c_state[k]], &c.phys[r * c.n_phys + k]))
 				BAD("state value", tok[c_state[k]]);
 		if (c.discrete) {
-			if (c.t[r] == 0) /* reset row: action is -1, ignored */
-				c.act_i[r] = -1;
-			else if (!parse_int(tok[c_act], 0, (long long)spec->act_n - 1, &v))
+			/* A reset row's action (-1 in the reference) is ignored. */
+			if (!parse_int(tok[c_act], c.t[r] == 0 ? INT32_MIN : 0,
+				       c.t[r] == 0 ? INT32_MAX : (long long)spec->act_n - 1, &v))
 				BAD("action", tok[c_act]);
-			else
-				c.act_i[r] = (int32_t)v;
+			c.act_i[r] = (int32_t)v;
 		} else {
 			if (!parse_float(tok[c_act], &c.act_f[r]) ||
 			    (c.t[r] > 0 && isnan(c.act_f[r])))
