@@ -1,0 +1,65 @@
+"""The ctypes structs mirror the C headers byte for byte: compile a probe
+against include/ that prints sizeof and offsetof, and compare."""
+import ctypes
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from stepring import _lib
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+STRUCTS = {
+    "sr_env_spec": _lib.sr_env_spec,
+    "sr_pool_opts": _lib.sr_pool_opts,
+    "sr_batch": _lib.sr_batch,
+    "sr_pool_stats": _lib.sr_pool_stats,
+    "sr_replay_opts": _lib.sr_replay_opts,
+    "sr_replay_batch": _lib.sr_replay_batch,
+    "sr_replay_seq_batch": _lib.sr_replay_seq_batch,
+    "sr_ckpt_opts": _lib.sr_ckpt_opts,
+    "sr_ckpt_status": _lib.sr_ckpt_status,
+    "sr_ckpt_info": _lib.sr_ckpt_info,
+    "sr_device_opts": _lib.sr_device_opts,
+    "sr_device_batch": _lib.sr_device_batch,
+}
+
+
+def probe_source():
+    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include \"stepring.h\"",
+             "#include \"stepring/replay.h\"", "#include \"stepring/checkpoint.h\"",
+             "#include \"stepring/device.h\"", "int main(void) {"]
+    for name, cls in STRUCTS.items():
+        lines.append('printf("%s sizeof %%zu\\n", sizeof(%s));' % (name, name))
+        for field, _ in cls._fields_:
+            lines.append('printf("%s %s %%zu\\n", offsetof(%s, %s));' % (name, field, name, field))
+    lines += ["return 0; }"]
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def c_layout(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    assert cc, "a C compiler is needed to check the struct layouts"
+    d = tmp_path_factory.mktemp("abi")
+    src, exe = d / "probe.c", d / "probe"
+    src.write_text(probe_source())
+    # config.h is generated into the build directory next to the library.
+    build_inc = os.path.join(os.path.dirname(os.path.abspath(_lib.path)), "include")
+    subprocess.run([cc, "-std=c11", "-I", os.path.join(ROOT, "include"), "-I", build_inc,
+                    str(src), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    layout = {}
+    for line in out.splitlines():
+        name, field, value = line.split()
+        layout[(name, field)] = int(value)
+    return layout
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTS))
+def test_struct_layout_matches_the_header(c_layout, name):
+    cls = STRUCTS[name]
+    assert ctypes.sizeof(cls) == c_layout[(name, "sizeof")]
+    for field, _ in cls._fields_:
+        assert getattr(cls, field).offset == c_layout[(name, field)], field
