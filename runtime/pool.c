@@ -27,7 +27,7 @@
 #include "pool_internal.h"
 
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
-		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY)
+		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER)
 
 void sr_pool_opts_init(sr_pool_opts *o)
 {
@@ -137,6 +137,15 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		/* A described topology is not this machine: plan only, no binding. */
 		for (uint32_t i = 0; i < p->plan->nthreads; i++)
 			p->plan->w[i].cpus[0] = '\0';
+	}
+	if (o->flags & SR_POOL_F_BIND_CALLER) {
+		/* Before worker 0's memory is first touched from this thread. */
+		err = sr__bind_self(&p->plan->w[0]);
+		if (err) {
+			sr__errorf(err, "cannot bind the calling thread to cpus %s: %s",
+				   p->plan->w[0].cpus, sr_strerror(err));
+			goto fail;
+		}
 	}
 	T = p->plan->nthreads;
 	if (T > p->num_envs)

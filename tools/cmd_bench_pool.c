@@ -185,7 +185,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		return fail(r, -EINVAL, "%s", "async needs batch < envs");
 	o.bind = (uint32_t)cfg->bind;
 	o.device = (uint32_t)cfg->device;
-	o.flags = SR_POOL_F_SEED;
+	/* The calling thread steps worker 0's envs: bind it like a worker. */
+	o.flags = SR_POOL_F_SEED | SR_POOL_F_BIND_CALLER;
 	o.seed = cfg->seed;
 	if (cfg->cpuset) {
 		o.flags |= SR_POOL_F_CPUSET;

@@ -52,6 +52,8 @@ enum {
 	SR_POOL_F_RING_NAME = 1u << 2, /* publish the ring (and stats) under ring_name */
 	SR_POOL_F_FINAL_OBS = 1u << 3, /* keep final_obs (implied by SAME_STEP) */
 	SR_POOL_F_TOPOLOGY = 1u << 4,  /* use topology_xml / synthetic instead of the machine */
+	SR_POOL_F_BIND_CALLER = 1u << 5, /* bind the calling thread where the plan puts worker 0
+					  * (it steps worker 0's envs inside step/recv) */
 };
 
 typedef struct sr_pool_opts {
