@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_loop.h"
 #include "cli.h"
 #include "device_priv.h"
 #include "stepring.h"
@@ -34,7 +35,7 @@ int bench_loop(int argc, char **argv);
 
 struct loop_cfg {
 	const char *env, *policy;
-	uint32_t envs, threads, batch, in_flight;
+	uint32_t envs, threads, batch;
 	int async, device;
 	double seconds, warmup;
 	uint64_t seed;
@@ -58,7 +59,7 @@ static void usage(FILE *f)
 		"usage: stepring bench loop [--env ID] [--envs N] [--threads T]\n"
 		"                           [--policy mlp:WxD[:relu]] [--device host|cuda|auto]\n"
 		"                           [--mode sync|async] [--batch B] [--seconds S]\n"
-		"                           [--warmup S] [--seed S] [--in-flight N] [--json]\n"
+		"                           [--warmup S] [--seed S] [--json]\n"
 		"       stepring bench loop --h2d [--mib M] [--device cuda] [--json]\n"
 		"\n"
 		"Closed loop env -> ring -> device -> policy -> actions -> env, and the\n"
@@ -74,7 +75,6 @@ static void usage(FILE *f)
 		"  --batch B       async batch size (default envs / 2)\n"
 		"  --seconds S     each measured window (default 3)\n"
 		"  --warmup S      before each window (default 0.5)\n"
-		"  --in-flight N   device batches (default 3)\n"
 		"  --json          one JSON object on stdout\n"
 		"  --h2d           bandwidth: ring -> GPU vs pinned cudaMemcpy (needs a GPU)\n"
 		"  --mib M         --h2d batch size in MiB (default 64)\n");
@@ -118,12 +118,117 @@ static void *fixed_actions(const sr_env_spec *s, uint32_t rows)
 	return a;
 }
 
+/* ---- the policy step, shared with bench_pool_run (bench_loop.h) ---------- */
+
+struct bench_policy {
+	sr_pool *pool;
+	sr_policy *pol;
+	sr_device *dev;
+	sr_device_batch *held; /* the previous batch: its actions are still in use */
+	sr_device_info info;
+};
+
+int bench_policy_open(const char *desc, sr_pool *pool, int device, uint64_t seed,
+		      struct bench_policy **out, char *msg, size_t len)
+{
+	const sr_env_spec *spec = sr_pool_spec(pool);
+	struct bench_policy *bp;
+	sr_policy_opts po;
+	sr_device_opts o;
+	int err;
+
+	*out = NULL;
+	if (!desc || !strcmp(desc, "none"))
+		return 0;
+	memset(&po, 0, sizeof(po));
+	po.seed = seed;
+	bp = calloc(1, sizeof(*bp));
+	if (!bp) {
+		snprintf(msg, len, "out of memory");
+		return -ENOMEM;
+	}
+	bp->pool = pool;
+	err = sr_policy_parse(desc, &po);
+	if (!err)
+		err = sr_policy_create(spec, &po, &bp->pol);
+	if (!err) {
+		sr_device_opts_init(&o);
+		o.kind = (uint32_t)device;
+		o.max_rows = sr_pool_batch_size(pool);
+		o.obs_dim = spec->obs_dim;
+		o.act_kind = spec->act_kind;
+		o.act_dim = spec->act_dim;
+		o.flags = SR_DEVICE_F_RING;
+		o.ring = sr_pool_ring(pool);
+		err = sr_device_open(&o, &bp->dev);
+	}
+	if (!err)
+		err = sr_device_set_policy(bp->dev, bp->pol);
+	if (err) {
+		snprintf(msg, len, "policy %s: %s", desc, sr_last_error());
+		bench_policy_close(bp);
+		return err;
+	}
+	sr_device_info_get(bp->dev, &bp->info);
+	*out = bp;
+	return 0;
+}
+
+int bench_policy_act(struct bench_policy *bp, const sr_batch *b, const void **actions,
+		     uint64_t *ns_copy, uint64_t *ns_policy)
+{
+	sr_device_batch *db;
+	uint64_t t0 = cli_now_ns(), t1;
+	int err;
+
+	/* The caller has handed the previous actions to the pool (send and
+	 * step copy them): that batch can go back. */
+	if (bp->held)
+		sr_device_release(bp->dev, bp->held);
+	bp->held = NULL;
+	if (b->first_seq != UINT64_MAX)
+		err = sr_device_submit_ring(bp->dev, sr_pool_ring(bp->pool), b->first_seq, b->n, 0,
+					    &db);
+	else
+		err = sr_device_submit(bp->dev, b, 0, &db);
+	if (err)
+		return err;
+	t1 = cli_now_ns();
+	err = sr_device_policy_forward(bp->dev, db);
+	if (!err)
+		err = sr_device_actions(bp->dev, db, NULL, actions);
+	if (err) {
+		sr_device_release(bp->dev, db);
+		return err;
+	}
+	bp->held = db;
+	*ns_copy = t1 - t0;
+	*ns_policy = cli_now_ns() - t1;
+	return 0;
+}
+
+const char *bench_policy_where(const struct bench_policy *bp)
+{
+	return bp ? bp->info.name : "none";
+}
+
+void bench_policy_close(struct bench_policy *bp)
+{
+	if (!bp)
+		return;
+	if (bp->held)
+		sr_device_release(bp->dev, bp->held);
+	sr_device_close(bp->dev);
+	sr_policy_destroy(bp->pol);
+	free(bp);
+}
+
 static double window(const struct loop_cfg *c, sr_pool *p, const sr_batch **b,
-		     sr_device *dev, const void *fixed, struct loop_res *r, bool measure)
+		     struct bench_policy *bp, const void *fixed, struct loop_res *r, bool measure)
 {
 	double secs = measure ? c->seconds : c->warmup;
 	uint64_t t_end = cli_now_ns() + (uint64_t)(fmax(secs, measure ? 0.05 : 0) * 1e9);
-	uint64_t ns_env = 0, ns_copy = 0, ns_pol = 0, nb = 0, t0, t1, t2;
+	uint64_t ns_env = 0, ns_copy = 0, ns_pol = 0, nb = 0, t0, nc, np;
 	sr_pool_stats s0, s1;
 	uint64_t w0;
 	int err;
@@ -133,47 +238,27 @@ static double window(const struct loop_cfg *c, sr_pool *p, const sr_batch **b,
 	do {
 		const void *act = fixed;
 
-		t0 = cli_now_ns();
-		if (dev) {
-			sr_device_batch *db;
-			const sr_batch *hb = *b;
-
-			if (hb->first_seq != UINT64_MAX)
-				err = sr_device_submit_ring(dev, sr_pool_ring(p), hb->first_seq, hb->n,
-							    0, &db);
-			else
-				err = sr_device_submit(dev, hb, 0, &db);
-			if (err)
-				cli_die("bench loop: device submit: %s", sr_last_error());
-			t1 = cli_now_ns();
-			err = sr_device_policy_forward(dev, db);
-			if (!err)
-				err = sr_device_actions(dev, db, NULL, &act);
-			if (err)
+		if (bp) {
+			if (bench_policy_act(bp, *b, &act, &nc, &np))
 				cli_die("bench loop: policy: %s", sr_last_error());
-			/* The actions stay readable until the batch is recycled,
-			 * i.e. the next submit after N - 1 more: send them first. */
-			t2 = cli_now_ns();
-			ns_copy += t1 - t0;
-			ns_pol += t2 - t1;
-			t0 = t2;
-			if (c->async)
-				err = sr_pool_send(p, act, NULL, (*b)->n);
-			else
-				err = sr_pool_step(p, act, b);
-			sr_device_release(dev, db);
-		} else {
-			err = c->async ? sr_pool_send(p, act, NULL, (*b)->n) : sr_pool_step(p, act, b);
+			ns_copy += nc;
+			ns_pol += np;
 		}
-		if (!err && c->async)
-			err = sr_pool_recv(p, b);
+		t0 = cli_now_ns();
+		if (c->async) {
+			err = sr_pool_send(p, act, NULL, (*b)->n);
+			if (!err)
+				err = sr_pool_recv(p, b);
+		} else {
+			err = sr_pool_step(p, act, b);
+		}
 		if (err)
 			cli_die("bench loop: pool: %s", sr_last_error());
 		ns_env += cli_now_ns() - t0;
 		nb++;
 	} while (cli_now_ns() < t_end);
 	sr_pool_stats_get(p, &s1);
-	if (measure && dev) {
+	if (measure && bp) {
 		r->batches = nb;
 		r->us_env = (double)ns_env / (double)nb / 1e3;
 		r->us_copy = (double)ns_copy / (double)nb / 1e3;
@@ -187,22 +272,17 @@ static void run_loop(const struct loop_cfg *c)
 	sr_pool_opts o;
 	sr_pool *p = NULL;
 	sr_env_spec spec;
-	sr_policy_opts po;
-	sr_policy *pol = NULL;
-	sr_device_opts dopt;
-	sr_device *dev = NULL;
+	struct bench_policy *bp = NULL;
 	sr_device_info info;
+	sr_policy *pol;
 	const sr_batch *b;
 	struct loop_res r;
+	char msg[512];
 	void *fixed;
 	int err;
 
 	memset(&r, 0, sizeof(r));
 	cli_env(c->env, &spec);
-	memset(&po, 0, sizeof(po));
-	po.seed = c->seed;
-	if (sr_policy_parse(c->policy, &po))
-		cli_die("--policy: %s", sr_last_error());
 	if (c->device == SR_DEVICE_CUDA && !sr_device_cuda_available(0))
 		cli_die("--device cuda: no GPU answers (%s)",
 			SR_CONFIG_WITH_CUDA ? "no driver or no device" : "built without CUDA");
@@ -223,24 +303,11 @@ static void run_loop(const struct loop_cfg *c)
 	r.threads = sr_pool_num_threads(p);
 	r.rows = sr_pool_batch_size(p);
 
-	err = sr_policy_create(&spec, &po, &pol);
-	if (err)
-		cli_die("bench loop: policy: %s", sr_last_error());
-	sr_device_opts_init(&dopt);
-	dopt.kind = (uint32_t)c->device;
-	dopt.in_flight = c->in_flight;
-	dopt.max_rows = r.rows;
-	dopt.obs_dim = spec.obs_dim;
-	dopt.act_kind = spec.act_kind;
-	dopt.act_dim = spec.act_dim;
-	dopt.flags = SR_DEVICE_F_RING;
-	dopt.ring = sr_pool_ring(p);
-	err = sr_device_open(&dopt, &dev);
-	if (!err)
-		err = sr_device_set_policy(dev, pol);
-	if (err)
-		cli_die("bench loop: device: %s", sr_last_error());
-	sr_device_info_get(dev, &info);
+	err = bench_policy_open(c->policy, p, c->device, c->seed, &bp, msg, sizeof(msg));
+	if (err || !bp)
+		cli_die("bench loop: %s", err ? msg : "--policy none has no loop to close");
+	pol = bp->pol;
+	info = bp->info;
 	snprintf(r.device, sizeof(r.device), "%s", info.name);
 	/* This thread runs the collector and drives the GPU: put it near
 	 * the GPU (the workers are bound already). */
@@ -256,8 +323,8 @@ static void run_loop(const struct loop_cfg *c)
 	/* Env only, then the closed loop, each after a warm-up. */
 	window(c, p, &b, NULL, fixed, &r, false);
 	r.env_sps = window(c, p, &b, NULL, fixed, &r, true);
-	window(c, p, &b, dev, fixed, &r, false);
-	r.loop_sps = window(c, p, &b, dev, fixed, &r, true);
+	window(c, p, &b, bp, fixed, &r, false);
+	r.loop_sps = window(c, p, &b, bp, fixed, &r, true);
 	r.ratio = r.env_sps > 0 ? r.loop_sps / r.env_sps : 0;
 
 	if (c->json) {
@@ -289,8 +356,7 @@ static void run_loop(const struct loop_cfg *c)
 			printf("  collector     on CPUs %s (near the GPU)\n", r.near);
 	}
 	free(fixed);
-	sr_device_close(dev);
-	sr_policy_destroy(pol);
+	bench_policy_close(bp);
 	sr_pool_destroy(p);
 }
 
@@ -412,8 +478,6 @@ int bench_loop(int argc, char **argv)
 			c.warmup = cli_double("--warmup", v, 0, 3600);
 		} else if (cli_opt(argc, argv, &i, "--seed", &v)) {
 			c.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
-		} else if (cli_opt(argc, argv, &i, "--in-flight", &v)) {
-			c.in_flight = (uint32_t)cli_int("--in-flight", v, 1, SR_DEVICE_MAX_IN_FLIGHT);
 		} else if (cli_opt(argc, argv, &i, "--mib", &v)) {
 			c.mib = cli_double("--mib", v, 0.01, 4096);
 		} else if (cli_opt(argc, argv, &i, "--json", NULL)) {
