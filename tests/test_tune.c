@@ -232,11 +232,26 @@ static void test_verdict_sync(void **st)
 	assert_true(has(&v, "more envs per thread (1 now"));
 	assert_true(has(&v, "async mode: 500000 steps/s (2.50x)"));
 
-	/* The same shares but a loop near its expected rate: not sync-bound,
-	 * the waiting is the envs' own time as seen from the trainer. */
+	/* Waiting is the largest share: sync-bound even when the loop is near
+	 * what the (equally waiting) runs alone allow. */
 	in.loop_sps = 8.5e5;
 	tune_diagnose(&in, &v);
-	assert_int_not_equal(v.bound, TUNE_BOUND_SYNC);
+	assert_int_equal(v.bound, TUNE_BOUND_SYNC);
+
+	/* Waiting 35% but env larger, loop near expected: env-bound. */
+	in.loop = (struct tune_shares){.env = 0.5, .ring = 0.05, .copy = 0.05, .policy = 0.05,
+				       .wait = 0.35};
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_ENV);
+	/* ... but sync-bound when the loop falls far below it. */
+	in.loop_sps = 3e5;
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_SYNC);
+	/* Waiting under 30% is never the verdict. */
+	in.loop = (struct tune_shares){.env = 0.2, .ring = 0.25, .copy = 0.3, .policy = 0.0,
+				       .wait = 0.25};
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_COPY);
 }
 
 static void test_json_context(void **st)

@@ -203,10 +203,11 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 	memset(v, 0, sizeof(*v));
 	v->expected_sps = expected_rate(in);
 	v->loop_vs_expected = v->expected_sps > 0 ? l / v->expected_sps : 0;
-	policy_slower = p > 0 ? p < e : pos(s->policy) > pos(s->env);
+	policy_slower = pos(s->policy) > pos(s->env);
 
-	if (v->expected_sps > 0 && v->loop_vs_expected < SYNC_EFFICIENCY &&
-	    (tune_classify(s) == TUNE_BOUND_SYNC || pos(s->wait) >= SYNC_WAIT_SHARE))
+	if (pos(s->wait) >= SYNC_WAIT_SHARE &&
+	    (tune_classify(s) == TUNE_BOUND_SYNC ||
+	     (v->expected_sps > 0 && v->loop_vs_expected < SYNC_EFFICIENCY)))
 		v->bound = TUNE_BOUND_SYNC;
 	else if (data > pos(s->env) && data > pos(s->policy))
 		v->bound = TUNE_BOUND_COPY;
@@ -266,13 +267,11 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 			  "(float32, no padding)");
 		break;
 	case TUNE_BOUND_POLICY:
+		why(v, "policy takes %d%% of the batch against env's %d%%", pct(s->policy),
+		    pct(s->env));
 		if (p > 0)
-			why(v, "the policy alone (%.0f rows/s) is slower than the envs alone (%.0f "
-			       "steps/s)",
-			    p, e);
-		else
-			why(v, "policy takes %d%% of the batch against env's %d%%", pct(s->policy),
-			    pct(s->env));
+			why(v, "the policy alone does %.0f rows/s, the envs alone %.0f steps/s", p,
+			    e);
 		advise(v, "a bigger batch (--batch / --envs): a forward pass costs little more "
 			  "for more rows, above all on a GPU");
 		if (!in->async)

@@ -117,12 +117,13 @@ struct tune_verdict {
 const char *tune_verdict_name(enum tune_bound b);
 
 /**
- * The diagnose verdict (see docs/tuning.md for the rules and examples):
- * sync-bound when the loop reaches < 60% of what env and policy alone
- * allow and waiting is its largest or >= 30% share; else copy-bound when
- * ring + copy outweigh both env and policy; else policy-bound when the
- * policy alone is slower than the envs alone (or, unmeasured, when its
- * share beats env's); else env-bound.
+ * The diagnose verdict (see docs/tuning.md for the rules and examples),
+ * from the closed loop's wall-clock shares: sync-bound when waiting takes
+ * >= 30% of a batch and is either its largest share or the loop reaches
+ * < 60% of what envs and policy alone allow; else copy-bound when ring +
+ * copy outweigh both env and policy; else policy-bound when policy
+ * outweighs env; else env-bound. The "alone" figures are reported with
+ * the verdict and steer the advice.
  */
 void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v);
 /** Print a verdict block ("verdict: ...", "  because ...", "  try ..."). */
