@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "bench_loop.h"
 #include "bench_pool.h"
 #include "cli.h"
 #include "stepring.h"
@@ -163,6 +164,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	float *lat = NULL;
 	uint32_t nlat = 0, rows, T;
 	uint64_t it = 0, t_end, w0 = 0, w1 = 0, c0 = 0, c1 = 0, b0 = 0, b1 = 0, next_ckpt = 0;
+	struct bench_policy *bp = NULL; /* "mlp:WxD" (bench_loop.h), or NULL */
+	uint64_t pol_ns = 0;
 	size_t asz;
 	int err, phase;
 	char ckpt_path[64];
@@ -170,9 +173,6 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	memset(r, 0, sizeof(*r));
 	if (!cfg->env || sr_env_find(cfg->env, &spec))
 		return fail(r, -ENOENT, "%s", sr_last_error());
-	if (cfg->policy && strcmp(cfg->policy, "none"))
-		return fail(r, -ENOSYS, "policy '%s' is not available in this build (use none)",
-			    cfg->policy);
 	if (cfg->checkpoint_every > 0 && (cfg->async || !sr_pool_checkpoint))
 		return fail(r, -ENOSYS, "%s", cfg->async ? "checkpoint_every needs sync mode"
 							: "no checkpoint engine in this build");
@@ -184,7 +184,9 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	if (cfg->async && o.batch_size >= cfg->envs)
 		return fail(r, -EINVAL, "%s", "async needs batch < envs");
 	o.bind = (uint32_t)cfg->bind;
-	o.device = (uint32_t)cfg->device;
+	/* With a policy, the policy's device takes the batches from the ring. */
+	o.device = (uint32_t)(cfg->policy && strcmp(cfg->policy, "none") ? SR_DEVICE_HOST
+									  : cfg->device);
 	/* The calling thread steps worker 0's envs: bind it like a worker. */
 	o.flags = SR_POOL_F_SEED | SR_POOL_F_BIND_CALLER;
 	o.seed = cfg->seed;
@@ -195,6 +197,12 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	err = sr_pool_create(&o, &p);
 	if (err)
 		return fail(r, err, "%s", sr_last_error());
+	err = bench_policy_open(cfg->policy, p, cfg->device, cfg->seed, &bp, r->msg,
+				sizeof(r->msg));
+	if (err) {
+		r->err = err;
+		goto out;
+	}
 	T = sr_pool_num_threads(p);
 	r->threads_used = T;
 	rows = sr_pool_batch_size(p);
@@ -234,7 +242,18 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		while (cli_now_ns() < t_end) {
 			for (int k = 0; k < 4; k++, it++) {
 				const unsigned char *a = acts + (it % ACT_BATCHES) * rows * asz;
-				uint64_t t0 = cli_now_ns();
+				uint64_t t0;
+				if (bp) {
+					const void *pa;
+					uint64_t nc, np;
+					err = bench_policy_act(bp, b, &pa, &nc, &np);
+					if (err)
+						goto fail_pool;
+					a = pa;
+					if (phase == 1)
+						pol_ns += nc + np;
+				}
+				t0 = cli_now_ns();
 				if (cfg->async) {
 					err = sr_pool_send(p, a, NULL, b->n);
 					if (!err)
@@ -290,14 +309,15 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		r->ns_env_step = (double)(s1.ns_env_step - s0.ns_env_step) / nb;
 		r->ns_ring = (double)(s1.ns_ring_publish - s0.ns_ring_publish) / nb;
 		r->ns_copy = (double)(s1.ns_collect - s0.ns_collect) / nb;
-		r->ns_policy = 0;
+		r->ns_policy = (double)pol_ns / nb;
 		r->share_env = (double)(s1.ns_env_step - s0.ns_env_step) / tot;
 		r->share_ring = (double)(s1.ns_ring_publish - s0.ns_ring_publish) / tot;
 		r->share_copy = (double)(s1.ns_collect - s0.ns_collect) / tot;
-		r->share_policy = 0;
+		r->share_policy = (double)pol_ns / tot;
 		/* The rest of the window: spinning, sleeping, and the caller's
 		 * own work between calls (choosing actions). */
-		r->share_wait = fmax(0.0, 1.0 - r->share_env - r->share_ring - r->share_copy);
+		r->share_wait = fmax(0.0, 1.0 - r->share_env - r->share_ring - r->share_copy -
+					     r->share_policy);
 		r->ns_wait = r->share_wait * tot / nb;
 		qsort(lat, nlat, sizeof(float), cmp_float);
 		if (nlat) {
@@ -315,6 +335,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 fail_pool:
 	fail(r, err, "%s", sr_last_error());
 out:
+	bench_policy_close(bp);
 	sr_pool_destroy(p);
 	free(acts);
 	free(lat);
@@ -367,7 +388,7 @@ static void usage(FILE *f)
 		"usage: stepring bench pool --env ID --envs N [--threads T] [--batch B]\n"
 		"                           [--mode sync|async] [--seconds S] [--warmup S]\n"
 		"                           [--cooldown S] [--bind core|numa|none] [--cpuset LIST]\n"
-		"                           [--seed S] [--policy none] [--device host|cuda|auto]\n"
+		"                           [--seed S] [--policy none|mlp:WxD] [--device host|cuda|auto]\n"
 		"                           [--checkpoint-every S] [--checkpoint-backend B] [--json]\n"
 		"Run the pool end to end and, in the same run, the raw single-thread env loop;\n"
 		"print steps/s, efficiency = steps/s / (threads x raw steps/s), batch latency\n"
