@@ -407,8 +407,12 @@ static void print_row(const char *name, const struct bench_pool_result *r, bool 
 
 	result_shares(r, async, &sh);
 
-	printf("%-24s %12.0f %9.1f %9.1f %4.0f%% %3.0f%% %3.0f%% %3.0f%% %5.0f%% %3.0f%% %6s\n",
-	       name, r->steps_per_sec, r->p50_us, r->p99_us, 100 * r->efficiency, 100 * sh.env,
+	char eff[16] = "    -"; /* own_loop() runs no raw loop: no efficiency */
+
+	if (r->efficiency > 0)
+		snprintf(eff, sizeof(eff), "%4.0f%%", 100 * r->efficiency);
+	printf("%-24s %12.0f %9.1f %9.1f %5s %3.0f%% %3.0f%% %3.0f%% %5.0f%% %3.0f%% %6s\n",
+	       name, r->steps_per_sec, r->p50_us, r->p99_us, eff, 100 * sh.env,
 	       100 * sh.ring, 100 * sh.copy, 100 * sh.policy, 100 * sh.wait,
 	       tune_bound_name(tune_classify(&sh)));
 }
