@@ -26,7 +26,8 @@
  * released the batch without syncing).
  *
  * The policy: one kernel launch per hidden layer (one thread per row and
- * output unit, W[out][in] times x, bias, activation), then a head kernel:
+ * output unit, W x + bias with W stored transposed so that neighbouring
+ * threads read neighbouring weights, then the activation), then a head kernel:
  * discrete, one thread per row computes every logit and keeps the first
  * maximum; box, one thread per row and output writes shift + scale * tanh.
  * Products and sums use __fmul_rn/__fadd_rn in the host's order, so only
@@ -239,6 +240,11 @@ extern "C" int sr__cuda_open(const sr_device_opts *opts, uint32_t nb, sr_device_
 		void *base = sr_ring_base(opts->ring, &len);
 
 		e = cudaHostRegister(base, len, cudaHostRegisterDefault);
+		if (e != cudaSuccess && e != cudaErrorHostMemoryAlreadyRegistered) {
+			/* A ring attached read-only: we only ever read it. */
+			(void)cudaGetLastError();
+			e = cudaHostRegister(base, len, cudaHostRegisterReadOnly);
+		}
 		if (e == cudaSuccess) {
 			c->reg_ours = true;
 		} else if (e == cudaErrorHostMemoryAlreadyRegistered) {
@@ -323,23 +329,25 @@ extern "C" int sr__cuda_sync(struct sr__cuda *c, uint32_t bi)
 
 /* ---- policy kernels ---------------------------------------------------------- */
 
-__global__ void k_dense(const float *__restrict__ w, uint32_t in, uint32_t on,
+__global__ void k_dense(const float *__restrict__ wt, uint32_t in, uint32_t on,
 			const float *__restrict__ x, float *__restrict__ y, uint32_t n, int act)
 {
 	size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	uint32_t r, j;
-	const float *wj, *xr;
+	const float *xr;
 	float s = 0.0f;
 
 	if (t >= (size_t)n * on)
 		return;
+	/* Neighbouring threads: neighbouring outputs j of one row, so the
+	 * weight reads (W transposed: wt[k][j]) coalesce and x[r][k] is a
+	 * broadcast. */
 	r = (uint32_t)(t / on);
 	j = (uint32_t)(t % on);
-	wj = w + (size_t)j * in;
 	xr = x + (size_t)r * in;
 	for (uint32_t k = 0; k < in; k++)
-		s = __fadd_rn(s, __fmul_rn(wj[k], xr[k]));
-	s = __fadd_rn(s, w[(size_t)in * on + j]);
+		s = __fadd_rn(s, __fmul_rn(wt[(size_t)k * on + j], xr[k]));
+	s = __fadd_rn(s, wt[(size_t)in * on + j]);
 	if (act == 1)
 		s = tanhf(s);
 	else if (act == 2)
@@ -347,7 +355,7 @@ __global__ void k_dense(const float *__restrict__ w, uint32_t in, uint32_t on,
 	y[(size_t)r * on + j] = s;
 }
 
-__global__ void k_head_argmax(const float *__restrict__ w, uint32_t in, uint32_t on,
+__global__ void k_head_argmax(const float *__restrict__ wt, uint32_t in, uint32_t on,
 			      const float *__restrict__ x, int32_t *__restrict__ act, uint32_t n)
 {
 	uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
@@ -359,12 +367,11 @@ __global__ void k_head_argmax(const float *__restrict__ w, uint32_t in, uint32_t
 		return;
 	xr = x + (size_t)r * in;
 	for (uint32_t j = 0; j < on; j++) {
-		const float *wj = w + (size_t)j * in;
 		float s = 0.0f;
 
 		for (uint32_t k = 0; k < in; k++)
-			s = __fadd_rn(s, __fmul_rn(wj[k], xr[k]));
-		s = __fadd_rn(s, w[(size_t)in * on + j]);
+			s = __fadd_rn(s, __fmul_rn(wt[(size_t)k * on + j], xr[k]));
+		s = __fadd_rn(s, wt[(size_t)in * on + j]);
 		if (j == 0 || s > best) {
 			best = s;
 			bi = (int32_t)j;
@@ -373,24 +380,23 @@ __global__ void k_head_argmax(const float *__restrict__ w, uint32_t in, uint32_t
 	act[r] = bi;
 }
 
-__global__ void k_head_box(const float *__restrict__ w, uint32_t in, uint32_t on,
+__global__ void k_head_box(const float *__restrict__ wt, uint32_t in, uint32_t on,
 			   const float *__restrict__ x, const float *__restrict__ scale,
 			   const float *__restrict__ shift, float *__restrict__ act, uint32_t n)
 {
 	size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	uint32_t r, j;
-	const float *wj, *xr;
+	const float *xr;
 	float s = 0.0f;
 
 	if (t >= (size_t)n * on)
 		return;
 	r = (uint32_t)(t / on);
 	j = (uint32_t)(t % on);
-	wj = w + (size_t)j * in;
 	xr = x + (size_t)r * in;
 	for (uint32_t k = 0; k < in; k++)
-		s = __fadd_rn(s, __fmul_rn(wj[k], xr[k]));
-	s = __fadd_rn(s, w[(size_t)in * on + j]);
+		s = __fadd_rn(s, __fmul_rn(wt[(size_t)k * on + j], xr[k]));
+	s = __fadd_rn(s, wt[(size_t)in * on + j]);
 	act[t] = __fadd_rn(shift[j], __fmul_rn(scale[j], tanhf(s)));
 }
 
@@ -412,8 +418,8 @@ extern "C" int sr__cuda_set_policy(struct sr__cuda *c, const struct sr__policy_d
 	CU(cudaMalloc((void **)&c->d_params, pd->nparams * sizeof(float)), "cudaMalloc weights");
 	CU(cudaMalloc((void **)&c->d_scratch[0], scratch), "cudaMalloc policy scratch");
 	CU(cudaMalloc((void **)&c->d_scratch[1], scratch), "cudaMalloc policy scratch");
-	CU(cudaMemcpy(c->d_params, pd->params, pd->nparams * sizeof(float),
-		      cudaMemcpyHostToDevice),
+	/* The transposed layout: see k_dense. */
+	CU(cudaMemcpy(c->d_params, pd->wt, pd->nparams * sizeof(float), cudaMemcpyHostToDevice),
 	   "cudaMemcpy weights");
 	if (pd->act_kind == SR_SPACE_BOX) {
 		CU(cudaMalloc((void **)&c->d_scale, od * sizeof(float)), "cudaMalloc scale");
@@ -424,7 +430,7 @@ extern "C" int sr__cuda_set_policy(struct sr__cuda *c, const struct sr__policy_d
 		   "cudaMemcpy shift");
 	}
 	/* The host copy may go away: keep only device pointers. */
-	c->pd.params = NULL;
+	c->pd.params = c->pd.wt = NULL;
 	c->pd.scale = c->pd.shift = NULL;
 	c->have_policy = true;
 	return 0;

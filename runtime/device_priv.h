@@ -44,7 +44,8 @@ struct sr__cols {
 /*
  * The MLP as the kernels see it: layer l maps dims[l] -> dims[l + 1]; its
  * weights W[out][in] (row-major) are followed by bias[out], starting at
- * params + off[l]. The last layer has no activation: argmax (discrete) or
+ * params + off[l]; wt holds the same with each W transposed (W[in][out]),
+ * the layout both the host loop and the kernels read. The last layer has no activation: argmax (discrete) or
  * tanh scaled to [low, high] (box).
  */
 #define SR__POLICY_MAX_LAYERS 66
@@ -56,6 +57,7 @@ struct sr__policy_desc {
 	uint32_t act_kind;   /* enum sr_space_kind */
 	uint32_t max_dim;    /* widest layer */
 	const float *params;
+	const float *wt;     /* the same, each layer's W transposed: W[in][out], then bias */
 	size_t nparams;
 	const float *scale;  /* box: (high - low) / 2 per output, else NULL */
 	const float *shift;  /* box: (high + low) / 2 per output */

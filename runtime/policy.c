@@ -174,6 +174,7 @@ int sr_policy_create(const sr_env_spec *spec, const sr_policy_opts *o, sr_policy
 		}
 	}
 	d->params = p->params;
+	d->wt = p->wt;
 	d->scale = p->scale;
 	d->shift = p->shift;
 	*out = p;
