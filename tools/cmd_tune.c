@@ -255,6 +255,11 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 		else
 			advise(v, "keep workers bound (--bind core) and other processes off their "
 				  "cores: one late worker delays every sync batch");
+		if (in->threads > 1 && per_thread < 1024)
+			advise(v, "fewer threads (compare: stepring sweep --threads 1,%u): with "
+				  "cheap envs one worker that never waits can beat %u that wait for "
+				  "each other",
+			       in->threads, in->threads);
 		break;
 	case TUNE_BOUND_COPY:
 		why(v, "ring + copy take %d%% of the batch, more than env (%d%%) and policy (%d%%)",

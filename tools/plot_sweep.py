@@ -55,8 +55,9 @@ def series_key(cfg, varied):
     """Label of the line a point belongs to: the mode, plus whatever else
     the sweep varied besides num_envs."""
     parts = [cfg["mode"]]
-    if "threads" in varied:
-        parts.append(f"{cfg['threads']} threads")
+    if "threads_requested" in varied:
+        t = cfg["threads_requested"]
+        parts.append(f"{t} threads" if t else "threads per core")
     if "batch" in varied and cfg.get("batch_rule") == "fixed":
         parts.append(f"batch {cfg['batch']}")
     elif cfg["mode"] == "async" and cfg.get("batch_rule") == "num_envs/2":
@@ -77,7 +78,11 @@ def main(argv=None):
     out = a.out or os.path.splitext(a.jsonl)[0] + ".png"
 
     varied = set()
-    for k in ("threads", "policy"):
+    # Series follow what the sweep asked for (threads 0 = one per core,
+    # whatever the pool then used), not what each run reports.
+    for r in rows:
+        r["config"].setdefault("threads_requested", r["config"]["threads"])
+    for k in ("threads_requested", "policy"):
         if len({r["config"][k] for r in rows}) > 1:
             varied.add(k)
     # A batch that follows num_envs (sync, or the async default num_envs/2)
@@ -97,10 +102,10 @@ def main(argv=None):
     # usual case is a single series per mode).
     area = []
     for m in modes:
-        for key, pts in series.items():
-            if pts[0]["config"]["mode"] == m:
-                area.append((key, pts))
-                break
+        cands = [(key, pts) for key, pts in sorted(series.items())
+                 if pts[0]["config"]["mode"] == m]
+        if cands:
+            area.append(max(cands, key=lambda kp: len(kp[1])))
 
     fig = plt.figure(figsize=(6.0 * max(1, len(area)), 9.0))
     gs = fig.add_gridspec(2, max(1, len(area)), height_ratios=[1.1, 1.0])
@@ -114,6 +119,8 @@ def main(argv=None):
                     xytext=(0, 6 + 11 * (k % 3)), ha="center", fontsize=8)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi * 2.5)  # room for the labels of the best points
     ax.set_xlabel("num_envs")
     ax.set_ylabel("env steps / s")
     ax.grid(True, which="both", alpha=0.3)
