@@ -120,76 +120,67 @@ static inline void cpu_relax(void)
 }
 
 /*
- * Scan the published range for batch rows. Returns the number of slots to
- * consume when @need rows were found (row seqs in p->gather), else 0.
+ * Scan forward from *@pos over published slots (sr_ring_slot_valid: an
+ * acquire load of the slot's publish sequence, R1) and collect batch rows
+ * into p->gather until @need are found. Incremental: a recv that has to
+ * wait resumes where it stopped. Returns true when the batch is complete.
  */
-static uint32_t scan_rows(sr_pool *p, uint32_t need, uint64_t *first, bool *contig)
+static bool scan_rows(sr_pool *p, uint32_t need, uint64_t *pos, uint32_t *rows, bool *contig)
 {
 	uint64_t mask = p->ring_cap - 1;
-	uint32_t n = sr_ring_peek(p->ring, (uint32_t)p->ring_cap, first), rows = 0;
 
-	*contig = true;
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t q = *first + i;
+	while (*rows < need && sr_ring_slot_valid(p->ring, *pos)) {
+		uint64_t q = (*pos)++;
 		if (p->c_flags[q & mask] & (SR_SLOT_PAD | SR_SLOT_FINAL)) {
-			if (rows)
+			if (*rows)
 				*contig = false;
 			continue;
 		}
-		p->gather[rows++] = q;
-		if (rows == need)
-			return i + 1;
+		p->gather[(*rows)++] = q;
 	}
-	return 0;
+	return *rows == need;
 }
 
 int sr__collect_async(sr_pool *p, const sr_batch **out)
 {
-	uint32_t need = p->batch_size, used = 0;
-	uint64_t first, t0 = sr__now_ns(), tw = 0, t1, tin = 0, ti;
+	uint32_t need = p->batch_size, rows = 0;
+	uint64_t first = sr_ring_cursor(p->ring), pos = first;
+	uint64_t t0 = sr__now_ns(), tw = 0, t1, tin, ti;
 	struct sr__batch_req req;
-	bool contig;
+	bool contig = true;
 	int err;
 
 	if (p->n_inflight < need)
 		return sr__errorf(-EINVAL, "recv needs %u envs in flight (batch_size) but only %u "
 				  "were sent and not yet received", need, p->n_inflight);
-	for (;;) {
-		uint32_t spins;
+	/* Worker 0 lives on this thread: step what it was sent (its time
+	 * counts as worker 0's env and ring time, not collect). */
+	ti = sr__now_ns();
+	sr__async_inline(p);
+	tin = sr__now_ns() - ti;
+	if (!scan_rows(p, need, &pos, &rows, &contig)) {
+		uint32_t spins = 0;
 
-		/* Worker 0 lives on this thread: step what it was sent (its
-		 * time counts as worker 0's env and ring time, not collect). */
-		ti = sr__now_ns();
-		sr__async_inline(p);
-		tin += sr__now_ns() - ti;
-		used = scan_rows(p, need, &first, &contig);
-		if (used)
-			break;
-		/* Wait for a worker's publish (E0/E1). */
+		/* Wait for the workers' publishes (E0/E1). */
 		t1 = sr__now_ns();
-		for (spins = 0; spins < p->spin_iters; spins++) {
+		while (spins < p->spin_iters) {
 			uint32_t v = atomic_load_explicit(&p->pub_evt, memory_order_acquire);
-			used = scan_rows(p, need, &first, &contig);
-			if (used)
+			if (scan_rows(p, need, &pos, &rows, &contig))
 				break;
 			while (atomic_load_explicit(&p->pub_evt, memory_order_acquire) == v &&
 			       ++spins < p->spin_iters)
 				cpu_relax();
 		}
-		if (!used) {
-			for (;;) {
-				uint32_t v;
-				atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
-				v = atomic_load_explicit(&p->pub_evt, memory_order_seq_cst);
-				used = scan_rows(p, need, &first, &contig);
-				if (used)
-					break;
-				sr__futex_wait(&p->pub_evt, v);
-			}
-			atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
+		while (rows < need) {
+			uint32_t v;
+			atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
+			v = atomic_load_explicit(&p->pub_evt, memory_order_seq_cst);
+			if (scan_rows(p, need, &pos, &rows, &contig))
+				break;
+			sr__futex_wait(&p->pub_evt, v);
 		}
-		tw += sr__now_ns() - t1;
-		break;
+		atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
+		tw = sr__now_ns() - t1;
 	}
 	p->ns_wait += tw;
 
@@ -219,7 +210,8 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 	}
 	p->last_n = need;
 	p->n_inflight -= need;
-	sr_ring_consume(p->ring, used);
+	/* R2: slots before pos are read (the view stays valid: see DESIGN). */
+	sr_ring_consume(p->ring, (uint32_t)(pos - first));
 	p->batches++;
 	p->ns_collect += sr__now_ns() - t0 - tw - tin;
 	*out = &p->batch;

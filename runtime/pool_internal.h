@@ -130,7 +130,8 @@ struct sr__worker {
 	struct sr__env_book *book;  /* n_envs */
 	double *reward_scratch;     /* n_envs: the env writes double rewards */
 	unsigned char *act_scratch; /* n_envs * act_size (async gathers) */
-	uint32_t *run_env;          /* n_envs: async drain list */
+	uint32_t *run_env;          /* 3 * n_envs: async drain runs (lo, len, seq offset) */
+	uint8_t *mark;              /* n_envs: async drain, envs popped (1 step, 2 reset) */
 	uint32_t *done_loc;         /* n_envs: SAME_STEP envs that finished this slice */
 	uint64_t *done_seq;         /* ... and their slot sequences */
 	int alloc_err;

@@ -91,7 +91,8 @@ static int worker_alloc(struct sr__worker *w)
 	size_t o_rew = align64(o_book + n * sizeof(struct sr__env_book));
 	size_t o_act = align64(o_rew + n * sizeof(double));
 	size_t o_run = align64(o_act + n * p->act_size);
-	size_t o_dloc = align64(o_run + n * sizeof(uint32_t));
+	size_t o_mark = align64(o_run + 3 * n * sizeof(uint32_t));
+	size_t o_dloc = align64(o_mark + n);
 	size_t o_dseq = align64(o_dloc + n * sizeof(uint32_t));
 	size_t o_eps = align64(o_dseq + n * sizeof(uint64_t)), o_q, total;
 	unsigned char *m;
@@ -111,6 +112,7 @@ static int worker_alloc(struct sr__worker *w)
 	w->reward_scratch = (double *)(m + o_rew);
 	w->act_scratch = m + o_act;
 	w->run_env = (uint32_t *)(m + o_run);
+	w->mark = m + o_mark;
 	w->done_loc = (uint32_t *)(m + o_dloc);
 	w->done_seq = (uint64_t *)(m + o_dseq);
 	w->eps = (double *)(m + o_eps);
@@ -399,8 +401,10 @@ static void run_sync(struct sr__worker *w, uint32_t cmd)
 
 /*
  * Async: pop everything queued for @w, reserve one slot range for it and
- * step it in runs (consecutive envs, consecutive non-wrapping slots, same
- * kind). Returns the number of envs handled.
+ * step it in env order: the popped envs are marked in w->mark (1 step,
+ * 2 reset) and walked by index, so runs of consecutive envs become one
+ * env call whatever order they were sent in. Pass 1 makes the env calls
+ * (timed once), pass 2 the ring bookkeeping. Returns the envs handled.
  */
 static uint32_t drain_async(struct sr__worker *w)
 {
@@ -409,37 +413,67 @@ static uint32_t drain_async(struct sr__worker *w)
 	/* A1: acquire pairs with the release in sr__async_enqueue (A0): the
 	 * queue entries and the env's action mailbox are visible. */
 	uint32_t head = atomic_load_explicit(&w->q_head, memory_order_acquire);
-	uint32_t k = head - tail, i = 0, nd = 0;
-	uint64_t seq0, mask = p->ring_cap - 1, t0, ns_env = 0, t1;
+	uint32_t k = head - tail, nd = 0, nruns = 0, lo_min = UINT32_MAX, lo_max = 0;
+	uint64_t seq0, mask = p->ring_cap - 1, t0, t1, ns_env = 0, q;
+	uint8_t *mark = w->mark;
 
 	if (!k)
 		return 0;
 	t0 = sr__now_ns();
-	for (uint32_t j = 0; j < k; j++)
-		w->run_env[j] = w->q[(tail + j) & w->q_mask];
+	for (uint32_t j = 0; j < k; j++) {
+		uint32_t e = w->q[(tail + j) & w->q_mask];
+		uint32_t lo = (e & ~SR__Q_RESET) - w->first_env;
+		mark[lo] = (e & SR__Q_RESET) ? 2 : 1;
+		lo_min = lo < lo_min ? lo : lo_min;
+		lo_max = lo > lo_max ? lo : lo_max;
+	}
 	/* Entries are copied out: the slots may be reused by the producer. */
 	atomic_store_explicit(&w->q_tail, head, memory_order_release);
 	sr_ring_reserve(p->ring, k, 0, &seq0);
-	while (i < k) {
-		uint32_t e = w->run_env[i], reset = e & SR__Q_RESET, env = e & ~SR__Q_RESET;
-		uint64_t q = seq0 + i;
-		uint32_t j = i + 1, lo = env - w->first_env;
 
-		while (j < k && w->run_env[j] == e + (j - i) && ((q + (j - i)) & mask) != 0)
-			j++;
-		if (reset) {
-			reset_range(w, lo, j - i, q, NULL, &ns_env);
-		} else {
-			const unsigned char *acts = p->async_act + (size_t)env * p->act_size;
-			uint64_t a = sr__now_ns();
-			env_calls(w, lo, j - i, q & mask, acts);
-			ns_env += sr__now_ns() - a;
-			nd = bookkeep(w, lo, j - i, q, acts, nd);
+	/* Runs: (first local env, length, first seq), in w->run_env triples
+	 * packed as lo, len and the seq offset. */
+	q = seq0;
+	for (uint32_t lo = lo_min; lo <= lo_max;) {
+		uint8_t m = mark[lo];
+		uint32_t len = 1;
+
+		if (!m) {
+			lo++;
+			continue;
 		}
-		i = j;
+		while (lo + len <= lo_max && mark[lo + len] == m && ((q + len) & mask) != 0)
+			len++;
+		w->run_env[3 * nruns] = lo;
+		w->run_env[3 * nruns + 1] = len | (m == 2 ? SR__Q_RESET : 0);
+		w->run_env[3 * nruns + 2] = (uint32_t)(q - seq0);
+		nruns++;
+		memset(mark + lo, 0, len);
+		q += len;
+		lo += len;
+	}
+	/* Pass 1: env calls. */
+	t1 = sr__now_ns();
+	for (uint32_t r = 0; r < nruns; r++) {
+		uint32_t lo = w->run_env[3 * r], len = w->run_env[3 * r + 1];
+		uint64_t qq = seq0 + w->run_env[3 * r + 2];
+		if (!(len & SR__Q_RESET))
+			env_calls(w, lo, len, qq & mask,
+				  p->async_act + (size_t)(w->first_env + lo) * p->act_size);
+	}
+	ns_env = sr__now_ns() - t1;
+	/* Pass 2: bookkeeping (and resets, rare: async reset only). */
+	for (uint32_t r = 0; r < nruns; r++) {
+		uint32_t lo = w->run_env[3 * r], len = w->run_env[3 * r + 1];
+		uint64_t qq = seq0 + w->run_env[3 * r + 2];
+		if (len & SR__Q_RESET)
+			reset_range(w, lo, len & ~SR__Q_RESET, qq, NULL, &ns_env);
+		else
+			nd = bookkeep(w, lo, len, qq,
+				      p->async_act + (size_t)(w->first_env + lo) * p->act_size, nd);
 	}
 	same_step_fixup(w, nd);
-	/* R1: publish (release) pairs with the collector's peek (acquire). */
+	/* R1: publish (release) pairs with the collector's acquire. */
 	sr_ring_publish(p->ring, seq0, k);
 	/* E0: tell a waiting recv; seq_cst pairs with main_sleeping (Dekker). */
 	atomic_fetch_add_explicit(&p->pub_evt, 1, memory_order_seq_cst);
