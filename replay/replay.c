@@ -32,6 +32,16 @@
 
 #define MAX_NSTEP 1024u
 
+/*
+ * The sum-tree is K-ary with K = 8: the children of a node are 8 doubles,
+ * one 64-byte line, so a descent or an update touches one line per level
+ * and log8(capacity) levels (6 for 65536 slots) instead of log2 (16).
+ * Level L holds ceil(capacity / 8^(depth - L)) nodes, padded with zeros to
+ * a multiple of 8; node i of level L has children 8i .. 8i + 7 in L + 1.
+ */
+#define K 8
+#define MAX_LEVELS 24
+
 struct sr_replay {
 	struct sr_ring *r;
 	uint32_t kind;
@@ -47,14 +57,22 @@ struct sr_replay {
 	_Atomic uint64_t inserts; /* written by the sampler's thread only */
 	_Atomic uint64_t samples;
 	/* prioritized */
-	double *tree;       /* 2 * cap: tree[1] is the root, leaves at [cap, 2 cap) */
-	uint64_t *leaf_seq; /* cap */
+	double *tree;       /* all levels of the K-ary sum-tree, each 64-byte aligned */
+	double *leaves;     /* the leaf level: one per ring slot (padded to K) */
+	uint64_t off[MAX_LEVELS]; /* level L starts at tree + off[L]; 0 is the root */
+	uint32_t depth;     /* leaf level index */
+	uint64_t *leaf_seq; /* cap (padded to K) */
 	uint64_t live;      /* leaves > 0 */
 	double max_p;       /* largest raw priority (+eps) seen */
 	double max_leaf;    /* max_p^alpha */
 	double *gpow;       /* gamma^k, k = 0..n_step */
 	uint64_t *chain;    /* scratch: MAX(n_step, k) + 1 sequences */
 	uint32_t chain_len;
+	/* batch scratch */
+	uint32_t scratch_n;
+	uint64_t *cand;     /* candidate end sequence per row */
+	uint64_t *leaf;     /* prioritized: leaf (slot) per row */
+	double *uval;       /* prioritized: draw value per row */
 };
 
 void sr_replay_opts_init(sr_replay_opts *o)
@@ -70,23 +88,84 @@ void sr_replay_opts_init(sr_replay_opts *o)
 	o->error_buffer = 1.0;
 }
 
+/* Copy one obs row into the caller's batch. */
+static inline void copy_obs_row(float *dst, const float *src, size_t bytes)
+{
+	sr__racy_rows(dst, src, bytes);
+}
+
 /* Uniform integer in [0, n). */
 static inline uint64_t rand_below(sr_rng *g, uint64_t n)
 {
 	return (uint64_t)(((unsigned __int128)sr_rng_next(g) * n) >> 64);
 }
 
+/* x^y for priorities and weights: float precision is plenty (priorities
+ * come in as float, weights go out as float) and powf is several times
+ * cheaper than pow; exact shortcuts for the common exponents. */
+static inline double fpow(double x, double y)
+{
+	if (y == 1.0)
+		return x;
+	if (y == 0.5)
+		return sqrt(x);
+	if (y == -1.0)
+		return 1.0 / x;
+	if (y == 0.0)
+		return 1.0;
+	return (double)powf((float)x, (float)y);
+}
+
+static inline double sum8(const double *c)
+{
+	return ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
+}
+
+static inline double tree_total(const sr_replay *s)
+{
+	return s->tree[s->off[0]];
+}
+
+/* Recompute the ancestors of leaf @slot from their children: no drift from
+ * repeated add/subtract of deltas. */
+static inline void fix_up(sr_replay *s, uint64_t slot)
+{
+	uint64_t i = slot;
+
+	for (uint32_t L = s->depth; L > 0; L--) {
+		i /= K;
+		s->tree[s->off[L - 1] + i] = sum8(s->tree + s->off[L] + K * i);
+	}
+}
+
 static void set_leaf(sr_replay *s, uint64_t slot, double v)
 {
-	uint64_t i = s->r->cap + slot;
-	double old = s->tree[i];
+	double old = s->leaves[slot];
 
 	s->live += (v > 0) - (old > 0);
-	s->tree[i] = v;
-	/* Recompute parents from their children: no drift from repeated
-	 * add/subtract of deltas. */
-	for (i >>= 1; i; i >>= 1)
-		s->tree[i] = s->tree[2 * i] + s->tree[2 * i + 1];
+	s->leaves[slot] = v;
+	fix_up(s, slot);
+}
+
+/* Lay out the levels for @cap leaves; returns the number of doubles. */
+static uint64_t tree_layout(sr_replay *s, uint64_t cap)
+{
+	uint64_t size[MAX_LEVELS], n = cap, total = 0;
+	uint32_t levels = 0;
+
+	/* Sizes from the leaves up, padded to whole lines of K. */
+	for (;;) {
+		size[levels++] = (n + K - 1) / K * K;
+		if (n == 1)
+			break;
+		n = (n + K - 1) / K;
+	}
+	s->depth = levels - 1;
+	for (uint32_t L = 0; L < levels; L++) {
+		s->off[L] = total;
+		total += size[levels - 1 - L];
+	}
+	return total;
 }
 
 int sr_replay_create(sr_ring *ring, const sr_replay_opts *opts, sr_replay **out)
@@ -169,10 +248,14 @@ int sr_replay_create(sr_ring *ring, const sr_replay_opts *opts, sr_replay **out)
 	for (uint32_t k = 1; k <= d.n_step; k++)
 		s->gpow[k] = s->gpow[k - 1] * d.gamma;
 	if (d.kind == SR_REPLAY_PRIORITIZED) {
-		s->tree = calloc(2 * cap, sizeof(double));
-		s->leaf_seq = calloc(cap, sizeof(uint64_t));
+		uint64_t nd = tree_layout(s, cap);
+
+		s->tree = aligned_alloc(64, nd * sizeof(double));
+		s->leaf_seq = calloc(cap + K, sizeof(uint64_t));
 		if (!s->tree || !s->leaf_seq)
 			goto err_free;
+		memset(s->tree, 0, nd * sizeof(double));
+		s->leaves = s->tree + s->off[s->depth];
 	}
 	*out = s;
 	return 0;
@@ -191,6 +274,9 @@ void sr_replay_destroy(sr_replay *s)
 	free(s->leaf_seq);
 	free(s->gpow);
 	free(s->chain);
+	free(s->cand);
+	free(s->leaf);
+	free(s->uval);
 	free(s);
 }
 
@@ -212,8 +298,8 @@ int64_t sr_replay_sync(sr_replay *s)
 		if (v < q + 1)
 			break; /* reserved, not yet published: stop at the frontier */
 		if (v == q + 1) {
-			sr__racy_copy(&fl, &r->flags[slot], 1);
-			sr__racy_copy(&prev, &r->prev[slot], 8);
+			fl = sr__racy_u8(&r->flags[slot]);
+			prev = sr__racy_u64(&r->prev[slot]);
 			ok = sr__slot_end(r, q) && !(fl & (SR_SLOT_PAD | SR_SLOT_FIRST)) &&
 			     prev != SR_RING_NO_PREV && prev < q;
 			if (ok)
@@ -315,10 +401,10 @@ static inline bool read_meta(const struct sr_ring *r, uint64_t q, struct slot_me
 
 	if (!sr__slot_begin(r, q))
 		return false;
-	sr__racy_copy(&m->prev, &r->prev[i], 8);
-	sr__racy_copy(&m->flags, &r->flags[i], 1);
-	sr__racy_copy(&m->term, &r->terminated[i], 1);
-	sr__racy_copy(&m->trunc, &r->truncated[i], 1);
+	m->prev = sr__racy_u64(&r->prev[i]);
+	m->flags = sr__racy_u8(&r->flags[i]);
+	m->term = sr__racy_u8(&r->terminated[i]);
+	m->trunc = sr__racy_u8(&r->truncated[i]);
 	return true;
 }
 
@@ -364,23 +450,19 @@ static bool read_transition(sr_replay *s, uint64_t e, uint64_t lo, uint32_t row,
 	if (m == 0)
 		return false;
 	/* chain[m] = x_0 (s), chain[m - 1] = x_1 (a), chain[0] = e (s'). */
-	for (uint32_t k = 1; k <= m; k++) {
-		float rw;
-
-		sr__racy_copy(&rw, &r->reward[chain[m - k] & mask], 4);
-		ret += s->gpow[k - 1] * rw;
-	}
+	for (uint32_t k = 1; k <= m; k++)
+		ret += s->gpow[k - 1] * sr__racy_f32(&r->reward[chain[m - k] & mask]);
 	if (b->obs)
-		sr__racy_copy(b->obs + (size_t)row * d, r->obs + (chain[m] & mask) * d,
-			      (size_t)d * 4);
+		copy_obs_row(b->obs + (size_t)row * d, r->obs + (chain[m] & mask) * d,
+			     (size_t)d * 4);
 	if (b->next_obs)
-		sr__racy_copy(b->next_obs + (size_t)row * d, r->obs + (e & mask) * d,
-			      (size_t)d * 4);
+		copy_obs_row(b->next_obs + (size_t)row * d, r->obs + (e & mask) * d,
+			     (size_t)d * 4);
 	if (b->action)
-		sr__racy_copy((uint8_t *)b->action + (size_t)row * r->act_size,
+		sr__racy_rows((uint8_t *)b->action + (size_t)row * r->act_size,
 			      r->action + (chain[m - 1] & mask) * r->act_size, r->act_size);
 	if (b->env_id)
-		sr__racy_copy(b->env_id + row, r->env_id + (e & mask), 4);
+		b->env_id[row] = sr__racy_u32(&r->env_id[e & mask]);
 	if (!chain_valid(r, chain, m))
 		return false;
 	if (b->reward)
@@ -401,92 +483,256 @@ static uint64_t attempts_for(uint32_t n)
 	return 64ull * n + 4096;
 }
 
+/* Scratch arrays for a batch of @n rows. */
+static int ensure_scratch(sr_replay *s, uint32_t n)
+{
+	if (n <= s->scratch_n)
+		return 0;
+	free(s->cand);
+	free(s->leaf);
+	free(s->uval);
+	s->cand = malloc(n * sizeof(uint64_t));
+	s->leaf = malloc(n * sizeof(uint64_t));
+	s->uval = malloc(n * sizeof(double));
+	if (!s->cand || !s->leaf || !s->uval) {
+		s->scratch_n = 0;
+		return sr__errorf(-ENOMEM, "replay: out of memory for a batch of %u", n);
+	}
+	s->scratch_n = n;
+	return 0;
+}
+
+/*
+ * Software pipeline over a batch: the slots of row j + PF_META are
+ * prefetched (seq, prev, flags), then those of row j + PF_ROW through its
+ * prev link (obs of both ends, action, reward, ...), then row j is read.
+ * Rows are independent, so the cache misses of many rows overlap instead
+ * of being paid one after another.
+ */
+#define PF_META 16
+#define PF_ROW 8
+
+static inline void prefetch_meta(const struct sr_ring *r, uint64_t e)
+{
+	uint64_t i = e & r->mask;
+
+	__builtin_prefetch(&r->seq[i]);
+	__builtin_prefetch(&r->prev[i]);
+	__builtin_prefetch(&r->flags[i]);
+}
+
+/* Large obs rows (images): fetch the whole of both rows of the next
+ * transition while this one is copied, so the copy does not wait for the
+ * hardware prefetcher to ramp up again on every page of a random row. */
+static inline void prefetch_obs_rows(const struct sr_ring *r, uint64_t e)
+{
+	uint64_t i = e & r->mask, p = sr__racy_u64(&r->prev[i]) & r->mask;
+	const char *a = (const char *)(r->obs + i * r->obs_dim);
+	const char *b = (const char *)(r->obs + p * r->obs_dim);
+	size_t bytes = (size_t)r->obs_dim * 4;
+
+	for (size_t off = 0; off < bytes; off += 64) {
+		__builtin_prefetch(a + off);
+		__builtin_prefetch(b + off);
+	}
+}
+
+static inline void prefetch_row(const struct sr_ring *r, uint64_t e)
+{
+	uint64_t i = e & r->mask, p = sr__racy_u64(&r->prev[i]) & r->mask;
+
+	__builtin_prefetch(&r->seq[p]);
+	__builtin_prefetch(&r->flags[p]);
+	__builtin_prefetch(&r->terminated[p]);
+	__builtin_prefetch(&r->truncated[p]);
+	__builtin_prefetch(&r->obs[p * r->obs_dim]);
+	__builtin_prefetch(&r->obs[i * r->obs_dim]);
+	__builtin_prefetch(&r->action[i * r->act_size]);
+	__builtin_prefetch(&r->reward[i]);
+	__builtin_prefetch(&r->env_id[i]);
+	__builtin_prefetch(&r->terminated[i]);
+	__builtin_prefetch(&r->truncated[i]);
+}
+
+/* Read rows [0, n) from the candidates in s->cand (UINT64_MAX: none);
+ * returns the number of rows that failed, their cand[] set to UINT64_MAX. */
+static uint32_t read_candidates(sr_replay *s, uint32_t n, uint64_t lo, const sr_replay_batch *b)
+{
+	const struct sr_ring *r = s->r;
+	uint64_t *cand = s->cand;
+	uint32_t failed = 0;
+
+	for (uint32_t j = 0; j < n && j < PF_META; j++)
+		prefetch_meta(r, cand[j]);
+	for (uint32_t j = 0; j < n && j < PF_ROW; j++)
+		prefetch_row(r, cand[j]);
+	bool big = r->obs_dim >= 256;
+
+	for (uint32_t j = 0; j < n; j++) {
+		if (j + PF_META < n)
+			prefetch_meta(r, cand[j + PF_META]);
+		if (j + PF_ROW < n)
+			prefetch_row(r, cand[j + PF_ROW]);
+		if (big && j + 1 < n)
+			prefetch_obs_rows(r, cand[j + 1]);
+		if (cand[j] == UINT64_MAX || !read_transition(s, cand[j], lo, j, b)) {
+			cand[j] = UINT64_MAX;
+			failed++;
+		}
+	}
+	return failed;
+}
+
 static int sample_uniform(sr_replay *s, uint32_t n, const sr_replay_batch *b)
 {
 	const struct sr_ring *r = s->r;
 	/* Draw over the whole window; unpublished slots fail the check. */
 	uint64_t hi = sr_ring_head(r), lo = hi > r->cap ? hi - r->cap : 0;
 	uint64_t tries = attempts_for(n);
-	uint32_t row = 0;
+	uint32_t failed;
+	int err;
 
 	if (hi <= lo)
 		return sr__errorf(-EAGAIN, "replay: the ring holds no transitions yet");
-	while (row < n) {
-		uint64_t e = lo + rand_below(&s->rng, hi - lo);
+	err = ensure_scratch(s, n);
+	if (err)
+		return err;
+	for (uint32_t j = 0; j < n; j++)
+		s->cand[j] = lo + rand_below(&s->rng, hi - lo);
+	failed = read_candidates(s, n, lo, b);
+	/* Rows that drew a non-transition (or a slot overwritten meanwhile):
+	 * draw again, one by one. Rejection keeps the draw uniform over the
+	 * live transitions. */
+	for (uint32_t j = 0; failed && j < n; j++) {
+		if (s->cand[j] != UINT64_MAX)
+			continue;
+		for (;;) {
+			uint64_t e = lo + rand_below(&s->rng, hi - lo);
 
-		if (read_transition(s, e, lo, row, b)) {
-			if (b->weight)
-				b->weight[row] = 1.0f;
-			row++;
-		} else if (--tries == 0) {
-			return sr__errorf(-EAGAIN,
-					  "replay: too few live transitions in [%llu, %llu)",
-					  (unsigned long long)lo, (unsigned long long)hi);
+			if (read_transition(s, e, lo, j, b))
+				break;
+			if (--tries == 0)
+				return sr__errorf(-EAGAIN,
+						  "replay: too few live transitions in [%llu, %llu)",
+						  (unsigned long long)lo, (unsigned long long)hi);
 		}
+		failed--;
 	}
+	if (b->weight)
+		for (uint32_t j = 0; j < n; j++)
+			b->weight[j] = 1.0f;
 	return (int)n;
 }
 
-/* Leaf index for a value u in [0, total). */
+/* Child (of K at @c) whose slice holds @u; *u becomes the offset in it.
+ * Branch-free: the draw is random, so a search loop would mispredict at
+ * every level. A zero-sized child is never chosen unless rounding pushes u
+ * to the end of the node (callers check the leaf value). */
+static inline uint64_t pick_child(const double *c, double *u)
+{
+	double pre[K];
+	uint64_t j = 0;
+	double v = *u;
+
+	pre[0] = 0.0;
+#pragma GCC unroll 8
+	for (int k = 1; k < K; k++)
+		pre[k] = pre[k - 1] + c[k - 1];
+#pragma GCC unroll 8
+	for (int k = 1; k < K; k++)
+		j += v >= pre[k];
+	*u = v - pre[j];
+	return j;
+}
+
+/* Leaf index for a value u in [0, total). May land on a zero leaf (or a
+ * padding leaf) through rounding: callers check the leaf value. */
 static inline uint64_t descend(const sr_replay *s, double u)
 {
-	uint64_t i = 1, cap = s->r->cap;
-	const double *t = s->tree;
+	uint64_t i = 0;
 
-	while (i < cap) {
-		double l = t[2 * i];
+	for (uint32_t L = 1; L <= s->depth; L++) {
+		const double *c = s->tree + s->off[L] + K * i;
 
-		if (u < l) {
-			i = 2 * i;
-		} else {
-			u -= l;
-			i = 2 * i + 1;
-		}
+		i = K * i + pick_child(c, &u);
 	}
-	return i - cap;
+	return i;
+}
+
+/* Descend for all rows level by level: the loads of one level are
+ * independent across rows and overlap. leaf[j] gets the leaf index. */
+static void descend_batch(sr_replay *s, uint32_t n)
+{
+	uint64_t *idx = s->leaf;
+	double *u = s->uval;
+
+	for (uint32_t j = 0; j < n; j++)
+		idx[j] = 0;
+	for (uint32_t L = 1; L <= s->depth; L++) {
+		const double *lvl = s->tree + s->off[L];
+
+		for (uint32_t j = 0; j < n; j++)
+			idx[j] = K * idx[j] + pick_child(lvl + K * idx[j], &u[j]);
+	}
 }
 
 static int sample_prioritized(sr_replay *s, uint32_t n, const sr_replay_batch *b)
 {
 	const struct sr_ring *r = s->r;
 	uint64_t lo = sr_ring_oldest(r), tries = attempts_for(n);
-	double wmax = 0, total;
-	uint32_t row = 0;
+	double wmax = 0, total = tree_total(s);
+	int err;
 
-	while (row < n) {
-		double u;
-		uint64_t leaf;
+	if (!(total > 0) || s->live == 0)
+		return sr__errorf(-EAGAIN, "replay: the ring holds no transitions yet");
+	err = ensure_scratch(s, n);
+	if (err)
+		return err;
+	/* Stratified: row j draws from the j-th slice of the total. */
+	for (uint32_t j = 0; j < n; j++) {
+		double u = ((double)j + sr_rng_uniform(&s->rng)) * (total / n);
 
-		total = s->tree[1];
-		if (!(total > 0) || s->live == 0)
-			return sr__errorf(-EAGAIN, "replay: the ring holds no transitions yet");
-		/* Stratified: row j draws from the j-th slice of the total. */
-		u = ((double)row + sr_rng_uniform(&s->rng)) * (total / n);
-		if (u >= total)
-			u = total * (1.0 - 0x1p-52);
-		leaf = descend(s, u);
-		if (s->tree[r->cap + leaf] > 0 &&
-		    read_transition(s, s->leaf_seq[leaf], lo, row, b)) {
-			/* Keep p^alpha; weights once the batch is drawn. */
-			if (b->weight)
-				b->weight[row] = (float)s->tree[r->cap + leaf];
-			row++;
-			continue;
+		s->uval[j] = u < total ? u : total * (1.0 - 0x1p-52);
+	}
+	descend_batch(s, n);
+	for (uint32_t j = 0; j < n; j++)
+		s->cand[j] = s->leaves[s->leaf[j]] > 0 ? s->leaf_seq[s->leaf[j]] : UINT64_MAX;
+	if (read_candidates(s, n, lo, b)) {
+		for (uint32_t j = 0; j < n; j++) {
+			uint64_t leaf;
+
+			if (s->cand[j] != UINT64_MAX)
+				continue;
+			/* Stale (lapped, or its prev is gone): it never comes
+			 * back. Redraw this row in its slice of the new total. */
+			for (leaf = s->leaf[j];;) {
+				double u;
+
+				if (s->leaves[leaf] > 0)
+					set_leaf(s, leaf, 0.0);
+				if (--tries == 0)
+					return sr__errorf(-EAGAIN, "replay: too few live transitions");
+				total = tree_total(s);
+				if (!(total > 0) || s->live == 0)
+					return sr__errorf(-EAGAIN,
+							  "replay: the ring holds no transitions");
+				u = ((double)j + sr_rng_uniform(&s->rng)) * (total / n);
+				leaf = descend(s, u < total ? u : total * (1.0 - 0x1p-52));
+				if (s->leaves[leaf] > 0 &&
+				    read_transition(s, s->leaf_seq[leaf], lo, j, b))
+					break;
+			}
+			s->leaf[j] = leaf;
 		}
-		/* Stale (lapped, or its prev is gone): it never comes back. */
-		if (s->tree[r->cap + leaf] > 0)
-			set_leaf(s, leaf, 0.0);
-		if (--tries == 0)
-			return sr__errorf(-EAGAIN, "replay: too few live transitions");
 	}
 	if (!b->weight)
 		return (int)n;
 	/* w = (N P(i))^-beta with P(i) = p_i^alpha / total, from the tree as
 	 * it is after the batch (stale leaves met while drawing are gone),
 	 * divided by the largest weight of the batch. */
-	total = s->tree[1];
+	total = tree_total(s);
 	for (uint32_t j = 0; j < n; j++) {
-		double w = pow((double)s->live * (double)b->weight[j] / total, -s->beta);
+		double w = fpow((double)s->live * s->leaves[s->leaf[j]] / total, -s->beta);
 
 		b->weight[j] = (float)w;
 		if (w > wmax)
@@ -515,8 +761,9 @@ int sr_replay_sample(sr_replay *s, uint32_t n, const sr_replay_batch *b)
 
 int sr_replay_update(sr_replay *s, const uint64_t *seq, const float *prio, uint32_t n)
 {
-	uint64_t cap;
-	int done = 0;
+	uint64_t cap, *idx;
+	uint32_t k = 0;
+	int err;
 
 	if (!s || s->kind != SR_REPLAY_PRIORITIZED)
 		return sr__errorf(-EINVAL, "replay update: not a prioritized sampler");
@@ -526,24 +773,44 @@ int sr_replay_update(sr_replay *s, const uint64_t *seq, const float *prio, uint3
 		if (!isfinite(prio[j]))
 			return sr__errorf(-EINVAL, "replay update: priority %u is %g", j,
 					  (double)prio[j]);
+	err = ensure_scratch(s, n);
+	if (err)
+		return err;
 	cap = s->r->cap;
+	idx = s->cand;
+	/* Leaves first, then their ancestors level by level (all leaves are at
+	 * the same depth): a parent is recomputed from its K children after
+	 * every touched child below it, and the loads of one level overlap.
+	 * Recomputing (not adding deltas) keeps the sums free of drift. */
 	for (uint32_t j = 0; j < n; j++) {
 		uint64_t slot = seq[j] & (cap - 1);
-		double p;
+		double p, v;
 
 		/* Only the transition this leaf was filled for, and only while
 		 * it is live (a zeroed leaf stays dead). */
-		if (s->leaf_seq[slot] != seq[j] || !(s->tree[cap + slot] > 0))
+		if (s->leaf_seq[slot] != seq[j] || !(s->leaves[slot] > 0))
 			continue;
 		p = fabs((double)prio[j]) + s->eps;
+		v = fpow(p, s->alpha);
 		if (p > s->max_p) {
 			s->max_p = p;
-			s->max_leaf = pow(p, s->alpha);
+			s->max_leaf = v;
 		}
-		set_leaf(s, slot, pow(p, s->alpha));
-		done++;
+		s->leaves[slot] = v; /* > 0: live count unchanged */
+		idx[k++] = slot;
 	}
-	return done;
+	for (uint32_t L = s->depth; L > 0; L--) {
+		double *up = s->tree + s->off[L - 1];
+		const double *lvl = s->tree + s->off[L];
+
+		for (uint32_t j = 0; j < k; j++) {
+			uint64_t i = idx[j] / K;
+
+			up[i] = sum8(lvl + K * i);
+			idx[j] = i;
+		}
+	}
+	return (int)k;
 }
 
 /* ---------------------------------------------------------------------------
@@ -577,22 +844,22 @@ static bool read_sequence(sr_replay *s, uint64_t e, uint64_t lo, uint32_t k, uin
 		size_t at = (size_t)row * k + j;
 
 		if (b->obs)
-			sr__racy_copy(b->obs + at * d, r->obs + i * d, (size_t)d * 4);
+			copy_obs_row(b->obs + at * d, r->obs + i * d, (size_t)d * 4);
 		if (b->action)
-			sr__racy_copy((uint8_t *)b->action + at * as, r->action + i * as, as);
+			sr__racy_rows((uint8_t *)b->action + at * as, r->action + i * as, as);
 		if (b->reward)
-			sr__racy_copy(b->reward + at, r->reward + i, 4);
+			b->reward[at] = sr__racy_f32(&r->reward[i]);
 		if (b->terminated)
-			sr__racy_copy(b->terminated + at, r->terminated + i, 1);
+			b->terminated[at] = sr__racy_u8(&r->terminated[i]);
 		if (b->truncated)
-			sr__racy_copy(b->truncated + at, r->truncated + i, 1);
+			b->truncated[at] = sr__racy_u8(&r->truncated[i]);
 		if (b->flags)
-			sr__racy_copy(b->flags + at, r->flags + i, 1);
+			b->flags[at] = sr__racy_u8(&r->flags[i]);
 		if (b->seq)
 			b->seq[at] = q;
 	}
 	if (b->env_id)
-		sr__racy_copy(b->env_id + row, r->env_id + (e & mask), 4);
+		b->env_id[row] = sr__racy_u32(&r->env_id[e & mask]);
 	return chain_valid(r, chain, k - 1);
 }
 
@@ -650,5 +917,5 @@ uint64_t sr_replay_size(const sr_replay *s)
 
 double sr_replay_total_priority(const sr_replay *s)
 {
-	return s->tree ? s->tree[1] : 0.0;
+	return s->tree ? tree_total(s) : 0.0;
 }

@@ -45,6 +45,17 @@
 #define cpu_relax() atomic_signal_fence(memory_order_seq_cst)
 #endif
 
+/* Each producer thread caches the last cursor it saw (per ring handle, by
+ * a process-unique id, so a new ring at a recycled address never matches):
+ * the cursor only grows, so a stale value is a safe lower bound, and the
+ * producer touches the consumer's cache line only when the cached room runs
+ * out (the Disruptor's gating-sequence cache). */
+static _Thread_local struct {
+	uint64_t id;
+	uint64_t limit; /* cached cursor + capacity */
+} room_cache;
+static _Atomic uint64_t next_ring_id = 1;
+
 static uint64_t align_up(uint64_t x, uint64_t a)
 {
 	return (x + a - 1) & ~(a - 1);
@@ -111,6 +122,7 @@ static void bind_columns(struct sr_ring *r)
 	struct sr__ring_hdr *h = r->hdr;
 	char *b = r->base;
 
+	r->id = atomic_fetch_add_explicit(&next_ring_id, 1, memory_order_relaxed);
 	r->cap = h->capacity;
 	r->mask = h->capacity - 1;
 	r->obs_dim = h->obs_dim;
@@ -435,14 +447,21 @@ bool sr_ring_read_only(const sr_ring *r)
  * ------------------------------------------------------------------------- */
 
 /* Wait until slots below @end may be written: end - cursor <= capacity.
- * R2: the acquire load pairs with sr_ring_consume's release store. */
+ * R2: the acquire load pairs with sr_ring_consume's release store (the
+ * cached value came from such a load too). */
 static void wait_room(sr_ring *r, uint64_t end)
 {
 	unsigned spins = 0;
+	uint64_t c;
 
-	if (SR_LIKELY(end - atomic_load_explicit(&r->hdr->cursor, memory_order_acquire) <=
-		      r->cap))
+	if (SR_LIKELY(room_cache.id == r->id && end <= room_cache.limit))
 		return;
+	c = atomic_load_explicit(&r->hdr->cursor, memory_order_acquire);
+	if (SR_LIKELY(end - c <= r->cap)) {
+		room_cache.id = r->id;
+		room_cache.limit = c + r->cap;
+		return;
+	}
 	atomic_fetch_add_explicit(&r->hdr->reserve_waits, 1, memory_order_relaxed);
 	while (end - atomic_load_explicit(&r->hdr->cursor, memory_order_acquire) > r->cap) {
 		if (spins < 64) {

@@ -27,6 +27,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "internal.h"
 #include "stepring/ring.h"
@@ -89,6 +90,7 @@ struct sr_ring {
 	uint64_t mask;
 	uint32_t obs_dim;
 	uint32_t act_size;
+	uint64_t id;   /* process-unique handle id (producer room cache key) */
 	float *obs;
 	uint8_t *action;
 	float *reward;
@@ -134,5 +136,68 @@ static inline bool sr__slot_end(const struct sr_ring *r, uint64_t s)
  * discards the result unless sr__slot_end() agrees. Kept in one named
  * function so that the TSan suppression can name it (tests/tsan.supp). */
 void sr__racy_copy(void *dst, const void *src, size_t n);
+
+#if defined(__SANITIZE_THREAD__)
+#define SR__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SR__TSAN 1
+#endif
+#endif
+
+/*
+ * Inline forms of the racy reads for the sampling hot path. Under TSan they
+ * go through sr__racy_copy (suppressed by name); otherwise scalars are read
+ * with one volatile load each (the compiler neither re-reads nor splits
+ * them) and rows with memcpy. A racy value is only ever used masked as a
+ * ring index or copied out, and the row is dropped unless the seqlock
+ * re-check passes, so a torn value can cause a retry, never a wrong row.
+ */
+#ifdef SR__TSAN
+#define SR__RACY_SCALAR(type, name)                                                        \
+	static inline type name(const type *p)                                             \
+	{                                                                                  \
+		type v;                                                                    \
+		sr__racy_copy(&v, p, sizeof(v));                                           \
+		return v;                                                                  \
+	}
+static inline void sr__racy_rows(void *dst, const void *src, size_t n)
+{
+	sr__racy_copy(dst, src, n);
+}
+#else
+#define SR__RACY_SCALAR(type, name)                                                        \
+	static inline type name(const type *p)                                             \
+	{                                                                                  \
+		return *(const volatile type *)p;                                          \
+	}
+/* Rows of a few bytes (small obs, actions) are the common case: copy them
+ * inline with two overlapping fixed-size moves instead of a libc call. */
+static inline void sr__racy_rows(void *dst, const void *src, size_t n)
+{
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+
+	if (n > 32) {
+		memcpy(d, s, n);
+	} else if (n >= 16) {
+		__builtin_memcpy(d, s, 16);
+		__builtin_memcpy(d + n - 16, s + n - 16, 16);
+	} else if (n >= 8) {
+		__builtin_memcpy(d, s, 8);
+		__builtin_memcpy(d + n - 8, s + n - 8, 8);
+	} else if (n >= 4) {
+		__builtin_memcpy(d, s, 4);
+		__builtin_memcpy(d + n - 4, s + n - 4, 4);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			d[i] = s[i];
+	}
+}
+#endif
+SR__RACY_SCALAR(uint64_t, sr__racy_u64)
+SR__RACY_SCALAR(uint32_t, sr__racy_u32)
+SR__RACY_SCALAR(uint8_t, sr__racy_u8)
+SR__RACY_SCALAR(float, sr__racy_f32)
 
 #endif
