@@ -10,6 +10,7 @@
 #include <math.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -616,6 +617,34 @@ static void test_many_envs_threads(void **st)
 	sr_pool_destroy(p);
 }
 
+/* SR_POOL_F_BIND_CALLER pins the calling thread where worker 0 goes. */
+static void test_bind_caller(void **st)
+{
+	sr_env_spec s = cnt_spec(3, 0);
+	sr_pool_opts o;
+	sr_pool *p;
+	cpu_set_t before, after;
+	const sr_batch *b;
+
+	assert_int_equal(sched_getaffinity(0, sizeof(before), &before), 0);
+	if (!CPU_ISSET(0, &before))
+		skip();
+	sr_pool_opts_init(&o);
+	o.spec = &s;
+	o.num_envs = 4;
+	o.num_threads = 1;
+	o.bind = SR_BIND_CORE;
+	o.flags = SR_POOL_F_BIND_CALLER | SR_POOL_F_CPUSET;
+	o.cpuset = "0";
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(sched_getaffinity(0, sizeof(after), &after), 0);
+	assert_int_equal(CPU_COUNT(&after), 1);
+	assert_true(CPU_ISSET(0, &after));
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	sr_pool_destroy(p);
+	assert_int_equal(sched_setaffinity(0, sizeof(before), &before), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +658,7 @@ int main(void)
 		cmocka_unit_test(test_async_matches_sync),
 		cmocka_unit_test(test_stats_shm),
 		cmocka_unit_test(test_many_envs_threads),
+		cmocka_unit_test(test_bind_caller),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
