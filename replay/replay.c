@@ -439,8 +439,11 @@ static bool read_transition(sr_replay *s, uint64_t e, uint64_t lo, uint32_t row,
 
 		if (p == SR_RING_NO_PREV || p >= chain[m] || p < lo || !read_meta(r, p, &mq))
 			break;
-		/* An earlier episode's end (or filler) is never a start state. */
-		if ((mq.flags & SR_SLOT_PAD) || mq.term || mq.trunc)
+		/* An earlier episode's end (or filler) is never a start state.
+		 * A FIRST slot always is: with same-step autoreset it carries
+		 * the flags of the step that ended the previous episode. */
+		if ((mq.flags & SR_SLOT_PAD) ||
+		    (!(mq.flags & SR_SLOT_FIRST) && (mq.term || mq.trunc)))
 			break;
 		chain[++m] = p;
 		if (mq.flags & SR_SLOT_FIRST)
@@ -833,8 +836,8 @@ static bool read_sequence(sr_replay *s, uint64_t e, uint64_t lo, uint32_t k, uin
 
 		/* The sequence stays inside one episode. */
 		if ((m.flags & SR_SLOT_FIRST) || p == SR_RING_NO_PREV || p >= chain[j - 1] ||
-		    p < lo || !read_meta(r, p, &mq) || (mq.flags & SR_SLOT_PAD) || mq.term ||
-		    mq.trunc)
+		    p < lo || !read_meta(r, p, &mq) || (mq.flags & SR_SLOT_PAD) ||
+		    (!(mq.flags & SR_SLOT_FIRST) && (mq.term || mq.trunc)))
 			return false;
 		chain[j] = p;
 		m = mq;

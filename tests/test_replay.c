@@ -698,13 +698,95 @@ static void test_no_torn(void **st)
 	sr_ring_destroy(t.r);
 }
 
+/* Same-step autoreset layout (as the pool writes it): the step that ends an
+ * episode goes to an extra SR_SLOT_FINAL slot (the real transition), and
+ * the reset obs takes the batch slot flagged SR_SLOT_FIRST while keeping
+ * that step's terminated flag. The FIRST slot must still start a chain. */
+static void test_same_step_layout(void **st)
+{
+	sr_ring_opts ro = {.obs_dim = 1, .act_size = 4, .capacity = 16};
+	sr_ring *r;
+	sr_replay *rp;
+	sr_replay_opts o;
+	uint64_t q;
+	/* seq: 0 FIRST(reset), 1 step, 2 FIRST(reset obs, term=1 kept),
+	 *      3 FINAL(final obs of ep 1, prev 1, term), 4 step (prev 2). */
+	struct {
+		uint8_t flags, term;
+		uint64_t prev;
+		float rew;
+	} sl[5] = {{SR_SLOT_FIRST, 0, SR_RING_NO_PREV, 0},
+		   {0, 0, 0, 1},
+		   {SR_SLOT_FIRST, 1, SR_RING_NO_PREV, 2},
+		   {SR_SLOT_FINAL, 1, 1, 2},
+		   {0, 0, 2, 4}};
+	float obs[64], nobs[64], rew[64], disc[64];
+	uint8_t term[64];
+	uint64_t seq[64];
+	sr_replay_batch b = {.obs = obs, .next_obs = nobs, .reward = rew, .discount = disc,
+			     .terminated = term, .seq = seq};
+	int seen[5] = {0};
+
+	(void)st;
+	assert_int_equal(sr_ring_create(&ro, &r), 0);
+	assert_int_equal(sr_ring_reserve(r, 5, 0, &q), 0);
+	for (int i = 0; i < 5; i++) {
+		sr_ring_obs_col(r)[i] = (float)(10 + i);
+		sr_ring_flags_col(r)[i] = sl[i].flags;
+		sr_ring_terminated_col(r)[i] = sl[i].term;
+		sr_ring_truncated_col(r)[i] = 0;
+		sr_ring_prev_col(r)[i] = sl[i].prev;
+		sr_ring_reward_col(r)[i] = sl[i].rew;
+		sr_ring_env_id_col(r)[i] = 0;
+	}
+	sr_ring_publish(r, q, 5);
+	sr_replay_opts_init(&o);
+	o.flags = SR_REPLAY_F_NSTEP;
+	o.n_step = 3;
+	o.gamma = 0.5;
+	assert_int_equal(sr_replay_create(r, &o, &rp), 0);
+	assert_int_equal(sr_replay_sync(rp), 3); /* slots 1, 3, 4 */
+	assert_int_equal(sr_replay_sample(rp, 64, &b), 64);
+	for (int j = 0; j < 64; j++) {
+		seen[seq[j]]++;
+		switch (seq[j]) {
+		case 1: /* reset obs 10 -> 11 */
+			assert_true(obs[j] == 10 && nobs[j] == 11 && rew[j] == 1 && disc[j] == 0.5f);
+			break;
+		case 3: /* 10 -> 11 -> final 13, cut at the episode start */
+			assert_true(obs[j] == 10 && nobs[j] == 13 && term[j] == 1);
+			assert_true(rew[j] == 1 + 0.5f * 2 && disc[j] == 0.25f);
+			break;
+		case 4: /* the new episode starts at FIRST slot 2 despite its term flag */
+			assert_true(obs[j] == 12 && nobs[j] == 14 && rew[j] == 4 && term[j] == 0);
+			break;
+		default:
+			fail();
+		}
+	}
+	assert_true(seen[1] && seen[3] && seen[4]);
+	/* Sequences of 2 inside the new episode: (2, 4). */
+	static float sobs[8];
+	static uint64_t sseq[8];
+	sr_replay_seq_batch sb = {.obs = sobs, .seq = sseq};
+	for (int it = 0; it < 20; it++) {
+		assert_int_equal(sr_replay_sample_seq(rp, 4, 2, &sb), 4);
+		for (int i = 0; i < 4; i++)
+			assert_true((sseq[2 * i] == 0 && sseq[2 * i + 1] == 1) ||
+				    (sseq[2 * i] == 1 && sseq[2 * i + 1] == 3) ||
+				    (sseq[2 * i] == 2 && sseq[2 * i + 1] == 4));
+	}
+	sr_replay_destroy(rp);
+	sr_ring_destroy(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_opts),        cmocka_unit_test(test_uniform_chi2),
 		cmocka_unit_test(test_nstep),       cmocka_unit_test(test_prioritized),
 		cmocka_unit_test(test_sequences),   cmocka_unit_test(test_limiter),
-		cmocka_unit_test(test_no_torn),
+		cmocka_unit_test(test_no_torn),     cmocka_unit_test(test_same_step_layout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
