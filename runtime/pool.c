@@ -245,7 +245,8 @@ void sr_pool_destroy(sr_pool *p)
 	free(p);
 }
 
-/* Validate the actions of @n envs (ids or 0..n-1); -EINVAL names the env. */
+/* Validate the actions of @n envs (ids or 0..n-1); -EINVAL names the env.
+ * A branch-free pass (vectorized) first; the slow pass only finds which. */
 static int check_actions(const sr_pool *p, const void *actions, const uint32_t *ids, uint32_t n)
 {
 	const sr_env_spec *s = &p->spec;
@@ -253,23 +254,40 @@ static int check_actions(const sr_pool *p, const void *actions, const uint32_t *
 	if (!actions)
 		return sr__errorf(-EINVAL, "actions is NULL");
 	if (s->act_kind == SR_SPACE_DISCRETE) {
-		const int32_t *a = actions;
+		const uint32_t *a = actions;
+		uint32_t bad = 0;
 		for (uint32_t i = 0; i < n; i++)
-			if (a[i] < 0 || (uint32_t)a[i] >= s->act_n)
+			bad |= a[i] >= s->act_n; /* negative int32 -> huge uint32 */
+		if (SR_LIKELY(!bad))
+			return 0;
+		for (uint32_t i = 0; i < n; i++)
+			if (a[i] >= s->act_n)
 				return sr__errorf(-EINVAL, "env %u: action %d is out of range [0, %u)",
-						  ids ? ids[i] : i, a[i], s->act_n);
+						  ids ? ids[i] : i, (int32_t)a[i], s->act_n);
 	} else {
 		const float *a = actions;
+		const uint32_t d = s->act_dim;
+		int bad = 0;
 		for (uint32_t i = 0; i < n; i++)
-			for (uint32_t d = 0; d < s->act_dim; d++) {
-				float v = a[(size_t)i * s->act_dim + d];
+			for (uint32_t k = 0; k < d; k++) {
+				float v = a[(size_t)i * d + k];
+				/* false for NaN, so NaN is caught too; inf is outside any
+				 * finite bound, and bounds may be infinite: check finiteness
+				 * separately below */
+				bad |= !(v >= s->act_low[k] && v <= s->act_high[k]) | (v - v != 0.0f);
+			}
+		if (SR_LIKELY(!bad))
+			return 0;
+		for (uint32_t i = 0; i < n; i++)
+			for (uint32_t k = 0; k < d; k++) {
+				float v = a[(size_t)i * d + k];
 				if (!isfinite(v))
 					return sr__errorf(-EINVAL, "env %u: action[%u] is %s", ids ? ids[i] : i,
-							  d, isnan(v) ? "NaN" : "infinite");
-				if (v < s->act_low[d] || v > s->act_high[d])
+							  k, isnan(v) ? "NaN" : "infinite");
+				if (v < s->act_low[k] || v > s->act_high[k])
 					return sr__errorf(-EINVAL, "env %u: action[%u] = %g is outside "
-							  "[%g, %g]", ids ? ids[i] : i, d, v,
-							  s->act_low[d], s->act_high[d]);
+							  "[%g, %g]", ids ? ids[i] : i, k, v,
+							  s->act_low[k], s->act_high[k]);
 			}
 	}
 	return 0;
