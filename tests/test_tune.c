@@ -247,6 +247,26 @@ static void test_verdict_sync(void **st)
 	in.loop_sps = 3e5;
 	tune_diagnose(&in, &v);
 	assert_int_equal(v.bound, TUNE_BOUND_SYNC);
+	/* A busy machine and slow outliers are named, with quiet cores advised. */
+	in.loop = (struct tune_shares){.env = 0.2, .wait = 0.7, .policy = 0.1};
+	in.loadavg = 8.5;
+	in.cpus = 2;
+	in.median_batch_us = 10;
+	in.mean_batch_us = 40;
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_SYNC);
+	assert_true(has(&v, "load average 8.5 on 2 CPUs"));
+	assert_true(has(&v, "75% of the time is in slow outliers"));
+	assert_true(has(&v, "quiet cores"));
+	in.loadavg = 1.0;
+	in.mean_batch_us = 12;
+	tune_diagnose(&in, &v);
+	assert_false(has(&v, "load average"));
+	assert_false(has(&v, "outliers"));
+	assert_false(has(&v, "quiet cores"));
+	in.loadavg = 0;
+	in.median_batch_us = in.mean_batch_us = 0;
+
 	/* Waiting under 30% is never the verdict. */
 	in.loop = (struct tune_shares){.env = 0.2, .ring = 0.25, .copy = 0.3, .policy = 0.0,
 				       .wait = 0.25};
@@ -272,6 +292,7 @@ static void test_json_context(void **st)
 	assert_non_null(strstr(buf, "\"machine\":{\"cpu_model\":\""));
 	assert_non_null(strstr(buf, ",\"numa_nodes\":"));
 	assert_non_null(strstr(buf, ",\"gpu\":\""));
+	assert_non_null(strstr(buf, ",\"loadavg_1m\":"));
 	assert_non_null(strstr(buf, "\"build\":{\"version\":\""));
 	assert_non_null(strstr(buf, "\"backends\":[\"host\""));
 	free(buf);

@@ -493,6 +493,12 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	in.loop_sps = loop.steps_per_sec;
 	result_shares(&loop, d->async, &in.loop);
 	in.other_mode_sps = have_other ? other.steps_per_sec : 0;
+	in.loadavg = tune_loadavg();
+	in.cpus = cpus;
+	if (loop.batches && loop.seconds > 0) {
+		in.median_batch_us = loop.p50_us + loop.ns_policy / 1e3;
+		in.mean_batch_us = loop.seconds * 1e6 / (double)loop.batches;
+	}
 	tune_diagnose(&in, &v);
 	tune_print_verdict(stdout, &v);
 	fflush(stdout);

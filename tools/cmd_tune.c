@@ -151,6 +151,7 @@ bool tune_auto_next(struct tune_auto *a, double last_sps, uint32_t *envs)
 
 #define SYNC_EFFICIENCY 0.60 /* loop below this fraction of the expected rate */
 #define SYNC_WAIT_SHARE 0.30 /* ... and waiting at least this share */
+#define TAIL_SHARE 0.30      /* 1 - median/mean batch time: "slow outliers" */
 
 static void why(struct tune_verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void advise(struct tune_verdict *v, const char *fmt, ...)
@@ -198,7 +199,7 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 	double data = pos(s->ring) + pos(s->copy);
 	double e = pos(in->env_only_sps), p = pos(in->policy_only_sps), l = pos(in->loop_sps);
 	uint32_t per_thread = in->threads ? in->envs / in->threads : in->envs;
-	bool policy_slower;
+	bool policy_slower, busy = false, busy_tail = false;
 
 	memset(v, 0, sizeof(*v));
 	v->expected_sps = expected_rate(in);
@@ -233,8 +234,26 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 	why(v, "time per batch: env %d%%, ring %d%%, copy %d%%, policy %d%%, wait %d%%", pct(s->env),
 	    pct(s->ring), pct(s->copy), pct(s->policy), pct(s->wait));
 
+	if (in->median_batch_us > 0 && in->mean_batch_us > in->median_batch_us &&
+	    1 - in->median_batch_us / in->mean_batch_us >= TAIL_SHARE) {
+		busy_tail = true;
+		why(v, "the median batch takes %.1f us but the mean %.1f us: %d%% of the time "
+		       "is in slow outliers (preemption, page faults)",
+		    in->median_batch_us, in->mean_batch_us,
+		    pct(1 - in->median_batch_us / in->mean_batch_us));
+	}
+	if (in->loadavg > 0 && in->cpus && in->loadavg > in->cpus) {
+		busy = true;
+		why(v, "the machine is busy: load average %.1f on %u CPUs, so waits include "
+		       "time other processes hold the cores",
+		    in->loadavg, in->cpus);
+	}
+
 	switch (v->bound) {
 	case TUNE_BOUND_SYNC:
+		if (busy || busy_tail)
+			advise(v, "measure on quiet cores (--cpuset, or when the machine is idle): "
+				  "other processes hold the CPUs the workers wait for");
 		why(v, "%d%% of each batch is spent waiting for workers, not working",
 		    pct(s->wait));
 		if (!in->async)
@@ -389,6 +408,19 @@ uint32_t tune_physical_cores(void)
 	return n ? n : tune_allowed_cpus();
 }
 
+double tune_loadavg(void)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	double v = -1;
+
+	if (f) {
+		if (fscanf(f, "%lf", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
 uint32_t tune_numa_nodes(void)
 {
 	DIR *d = opendir("/sys/devices/system/node");
@@ -445,6 +477,8 @@ void tune_json_machine(FILE *f)
 	fprintf(f, ",\"cpus\":%u,\"cores\":%u,\"numa_nodes\":%u,\"gpu\":", tune_allowed_cpus(),
 		tune_physical_cores(), tune_numa_nodes());
 	tune_json_str(f, gpu);
+	/* How busy the machine was: figures taken under load are not comparable. */
+	fprintf(f, ",\"loadavg_1m\":%.2f", tune_loadavg());
 	fputc('}', f);
 }
 

@@ -99,9 +99,14 @@ struct tune_diag_in {
 	double loop_sps;        /* the closed loop, steps/s */
 	struct tune_shares loop; /* breakdown of the closed loop */
 	double other_mode_sps;  /* closed loop in the other mode; <= 0: not run */
+	/* Added: is the machine busy? (<= 0: unknown) */
+	double loadavg;         /* 1-minute load average */
+	uint32_t cpus;          /* CPUs this process may use */
+	double median_batch_us; /* the loop's median batch (pool call + policy) */
+	double mean_batch_us;   /* the loop's mean batch: window / batches */
 };
 
-#define TUNE_MAX_LINES 6
+#define TUNE_MAX_LINES 10
 #define TUNE_LINE 256
 
 struct tune_verdict {
@@ -123,7 +128,9 @@ const char *tune_verdict_name(enum tune_bound b);
  * < 60% of what envs and policy alone allow; else copy-bound when ring +
  * copy outweigh both env and policy; else policy-bound when policy
  * outweighs env; else env-bound. The "alone" figures are reported with
- * the verdict and steer the advice.
+ * the verdict and steer the advice. A busy machine (load average above
+ * the CPUs) and a mean batch well above the median one (>= 30% of the
+ * time in slow outliers: preemption) are reported as such.
  */
 void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v);
 /** Print a verdict block ("verdict: ...", "  because ...", "  try ..."). */
@@ -141,6 +148,8 @@ void tune_json_build(FILE *f);
 uint32_t tune_allowed_cpus(void);
 /** Physical cores of the machine (distinct package/core ids), at least 1. */
 uint32_t tune_physical_cores(void);
+/** 1-minute load average from /proc/loadavg, or -1 when unknown. */
+double tune_loadavg(void);
 /** NUMA nodes listed under /sys/devices/system/node (1 when unknown). */
 uint32_t tune_numa_nodes(void);
 
