@@ -30,8 +30,9 @@
  * threads read neighbouring weights, then the activation), then a head kernel:
  * discrete, one thread per row computes every logit and keeps the first
  * maximum; box, one thread per row and output writes shift + scale * tanh.
- * Products and sums use __fmul_rn/__fadd_rn in the host's order, so only
- * tanhf's last bits can differ from the host policy.
+ * Products and sums use __fmul_rn/__fadd_rn in the host's order and the
+ * tanh is the shared rational sr__tanh, so the actions are the host
+ * policy's, bit for bit.
  *
  * Errors: cudaError_t maps to -ENOMEM (allocation), -ENODEV (no driver,
  * no device, bad ordinal), -EIO (anything else), with the CUDA string in
@@ -349,7 +350,7 @@ __global__ void k_dense(const float *__restrict__ wt, uint32_t in, uint32_t on,
 		s = __fadd_rn(s, __fmul_rn(wt[(size_t)k * on + j], xr[k]));
 	s = __fadd_rn(s, wt[(size_t)in * on + j]);
 	if (act == 1)
-		s = tanhf(s);
+		s = sr__tanh(s);
 	else if (act == 2)
 		s = s > 0.0f ? s : 0.0f;
 	y[(size_t)r * on + j] = s;
@@ -397,7 +398,7 @@ __global__ void k_head_box(const float *__restrict__ wt, uint32_t in, uint32_t o
 	for (uint32_t k = 0; k < in; k++)
 		s = __fadd_rn(s, __fmul_rn(wt[(size_t)k * on + j], xr[k]));
 	s = __fadd_rn(s, wt[(size_t)in * on + j]);
-	act[t] = __fadd_rn(shift[j], __fmul_rn(scale[j], tanhf(s)));
+	act[t] = __fadd_rn(shift[j], __fmul_rn(scale[j], sr__tanh(s)));
 }
 
 extern "C" int sr__cuda_set_policy(struct sr__cuda *c, const struct sr__policy_desc *pd)

@@ -65,6 +65,42 @@ struct sr__policy_desc {
 
 const struct sr__policy_desc *sr__policy_desc(const sr_policy *p);
 
+/*
+ * The policy's tanh, shared by the host loop and the kernels: a Pade (7,6)
+ * rational approximation on (-4.97, 4.97), +-1 outside, clamped to [-1, 1]
+ * (|error| < 1e-4; monotone up to rounding, a few ulp near saturation).
+ * Every operation is one correctly rounded IEEE operation in a fixed order
+ * (no contraction: the library builds with -ffp-contract=off, the kernels
+ * spell the operations as __f*_rn intrinsics), so host and GPU compute the
+ * same bits; and unlike libm's tanhf it vectorizes.
+ */
+#ifdef __CUDACC__
+#define SR__HD static __device__ __forceinline__
+#define SR__MUL(a, b) __fmul_rn(a, b)
+#define SR__ADD(a, b) __fadd_rn(a, b)
+#define SR__DIV(a, b) __fdiv_rn(a, b)
+#else
+#define SR__HD static inline
+#define SR__MUL(a, b) ((a) * (b))
+#define SR__ADD(a, b) ((a) + (b))
+#define SR__DIV(a, b) ((a) / (b))
+#endif
+SR__HD float sr__tanh(float x)
+{
+	float x2, n, d, y;
+
+	/* Beyond 4.97 the rational overshoots 1, then wanders: saturate. */
+	if (x <= -4.97f || x >= 4.97f)
+		return x < 0.0f ? -1.0f : 1.0f;
+	x2 = SR__MUL(x, x);
+	n = SR__MUL(x, SR__ADD(135135.0f,
+			       SR__MUL(x2, SR__ADD(17325.0f, SR__MUL(x2, SR__ADD(378.0f, x2))))));
+	d = SR__ADD(135135.0f,
+		    SR__MUL(x2, SR__ADD(62370.0f, SR__MUL(x2, SR__ADD(3150.0f, SR__MUL(x2, 28.0f))))));
+	y = SR__DIV(n, d);
+	return y < -1.0f ? -1.0f : y > 1.0f ? 1.0f : y;
+}
+
 /* CUDA backend. The device layer owns the batch structs; the backend fills
  * their data pointers at open and works on them by index. */
 struct sr__cuda;

@@ -10,8 +10,9 @@
  * dead. The same seed gives the same weights on every machine.
  *
  * Evaluation order is fixed (row by row, outputs in order, inputs summed
- * from 0 up) and the library is built with -ffp-contract=off, so the host
- * result is reproducible bit for bit.
+ * from 0 up), the tanh is sr__tanh (device_priv.h), and the library is
+ * built with -ffp-contract=off, so the result is reproducible bit for bit,
+ * and the CUDA kernels compute the same bits.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -232,7 +233,7 @@ SR_VECTORIZE static void dense(const float *restrict wt, uint32_t in,
 		float s = y[j] + b[j];
 
 		if (act == 1)
-			s = tanhf(s);
+			s = sr__tanh(s);
 		else if (act == 2)
 			s = s > 0.0f ? s : 0.0f;
 		y[j] = s;
@@ -273,7 +274,7 @@ int sr_policy_forward(sr_policy *p, const float *obs, uint32_t n, void *actions)
 			float *a = (float *)actions + (size_t)r * od;
 
 			for (uint32_t j = 0; j < od; j++)
-				a[j] = p->shift[j] + p->scale[j] * tanhf(y[j]);
+				a[j] = p->shift[j] + p->scale[j] * sr__tanh(y[j]);
 		}
 	}
 	return 0;

@@ -506,6 +506,27 @@ static void test_policy_box(void **st)
 	sr_policy_destroy(p);
 }
 
+/* The policy's rational tanh: close to tanh, odd, monotone up to a few ulp
+ * of rounding near saturation, in [-1, 1]. */
+static void test_policy_tanh(void **st)
+{
+	float prev = -2.0f;
+
+	(void)st;
+	for (int i = -200000; i <= 200000; i++) {
+		float x = (float)i * 1e-4f * 1.5f, y = sr__tanh(x);
+
+		assert_true(fabs((double)y - tanh((double)x)) < 1e-4);
+		assert_true(y == -sr__tanh(-x));
+		assert_true(y >= prev - 3e-7f);
+		assert_true(y >= -1.0f && y <= 1.0f);
+		prev = y;
+	}
+	assert_true(sr__tanh(1e30f) == 1.0f);
+	assert_true(sr__tanh(-INFINITY) == -1.0f);
+	assert_true(sr__tanh(0.0f) == 0.0f);
+}
+
 /* The host device runs the policy where the batch lives and gives the
  * actions back (from its own buffer, or from a caller's host pointer). */
 static void test_device_policy_host(void **st)
@@ -562,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_policy_parse),
 		cmocka_unit_test(test_policy_discrete),
 		cmocka_unit_test(test_policy_box),
+		cmocka_unit_test(test_policy_tanh),
 		cmocka_unit_test(test_device_policy_host),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
