@@ -64,7 +64,7 @@ def evaluate(agent, env_id, episodes, seed, num_threads=None):
         obs, _ = envs.reset(seed=seed)
         while not done.all():
             with torch.no_grad():
-                a = agent.actor(torch.from_numpy(obs)).argmax(-1).numpy().astype(np.int32)
+                a = agent.actor(torch.tensor(obs)).argmax(-1).numpy().astype(np.int32)
             obs, r, term, trunc, _ = envs.step(a)
             returns += np.where(done, 0.0, r)
             done |= term | trunc
@@ -119,7 +119,7 @@ def train(args, log=print):
             o, r, term, trunc, info = envs.step(a.numpy().astype(np.int32))
             t_env += time.perf_counter() - te
             steps += n
-            b_rew[t] = torch.from_numpy(r)
+            b_rew[t] = torch.tensor(r)  # the views are read-only: copy
             done = term | trunc
             b_done[t] = torch.from_numpy(done.astype(np.float32))
             b_boot[t] = 0.0
