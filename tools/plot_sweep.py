@@ -115,8 +115,10 @@ def main(argv=None):
         ys = [p["result"]["steps_per_sec"] for p in pts]
         ax.plot(xs, ys, marker="o", label=key)
         best = max(range(len(ys)), key=lambda i: ys[i])
+        # Alternate above/below so labels of lines that peak at the same
+        # num_envs do not overlap.
         ax.annotate(f"{ys[best]:,.0f}", (xs[best], ys[best]), textcoords="offset points",
-                    xytext=(0, 6 + 11 * (k % 3)), ha="center", fontsize=8)
+                    xytext=(-4, 7 if k % 2 == 0 else -13), ha="right", fontsize=8)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     lo, hi = ax.get_ylim()
@@ -124,7 +126,7 @@ def main(argv=None):
     ax.set_xlabel("num_envs")
     ax.set_ylabel("env steps / s")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(title="mode")
+    ax.legend(title="mode", loc="lower right")
     first = rows[0]
     m = first.get("machine", {})
     b = first.get("build", {})
@@ -153,7 +155,7 @@ def main(argv=None):
         axb.set_title(f"time breakdown: {key}", fontsize=10)
         axb.grid(True, alpha=0.3)
         if i == len(area) - 1:
-            axb.legend(loc="lower right", fontsize=8, framealpha=0.9)
+            axb.legend(loc="upper right", fontsize=8, framealpha=0.9)  # over wait
 
     fig.tight_layout()
     fig.savefig(out, dpi=110)
