@@ -8,13 +8,15 @@
 #      policy sizes.
 # Without a GPU (or without nvcc) it says so and exits 77.
 #
-#   tools/gpu_check.sh [BUILD_DIR]      (env: JOBS, SECONDS_PER_RUN, ENVS)
+#   tools/gpu_check.sh [BUILD_DIR]   (env: JOBS, SECONDS_PER_RUN, ENVS, SPIN)
+# Needs what tools/dev deps installs (cmake, hwloc, cmocka, dlpack ...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
 SECS=${SECONDS_PER_RUN:-2}
-ENVS=${ENVS:-4096}
+ENVS=${ENVS:-16384}
+SPIN=${SPIN:-spin:cost_us=2,obs_dim=64}
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -53,15 +55,19 @@ h2d=$("$B/stepring" bench loop --h2d --mib 64 --json) || exit 1
 echo "$h2d"
 echo "== closed loop ($ENVS envs, ${SECS}s windows)"
 rows=()
-for env in CartPole-v1 spin; do
+run() { # ENV POLICY MODE
+	local j
+	j=$("$B/stepring" bench loop --env "$1" --envs "$ENVS" --policy "$2" --mode "$3" \
+		--device cuda --seconds "$SECS" --warmup 0.5 --json) || exit 1
+	echo "$j"
+	rows+=("$j")
+}
+run CartPole-v1 mlp:64x2 sync
+for env in CartPole-v1 "$SPIN"; do
 	for pol in mlp:64x2 mlp:256x4 mlp:1024x8; do
-		j=$("$B/stepring" bench loop --env "$env" --envs "$ENVS" --policy "$pol" \
-			--device cuda --seconds "$SECS" --warmup 0.5 --json) || exit 1
-		echo "$j"
-		rows+=("$j")
+		run "$env" "$pol" async
 	done
 done
-
 echo
 echo "== stepring gpu_check: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 printf '%-34s %12s\n' "H2D, one batch of $(($(jget bytes "$h2d") / 1048576)) MiB" "GB/s"
@@ -71,10 +77,10 @@ printf '%-34s %12s\n' "  via pinned staging" "$(jget staging_gbs "$h2d")"
 printf '%-34s %12s\n' "  cudaMemcpy from pinned" "$(jget pinned_gbs "$h2d")"
 printf '%-34s %12s   (goal >= 0.9)\n' "  ring / pinned" "$(jget ring_over_pinned "$h2d")"
 echo
-printf '%-12s %-12s %8s %14s %14s %7s %9s %9s\n' env policy mode env_only_sps loop_sps ratio \
+printf '%-14s %-12s %6s %14s %14s %7s %9s %9s\n' env policy mode env_only_sps loop_sps ratio \
 	us_copy us_policy
 for j in "${rows[@]}"; do
-	printf '%-12s %-12s %8s %14.0f %14.0f %7s %9s %9s\n' "$(jget env "$j")" \
+	printf '%-14s %-12s %6s %14.0f %14.0f %7s %9s %9s\n' "$(jget env "$j")" \
 		"$(jget policy "$j")" "$(jget mode "$j")" "$(jget env_only_steps_per_sec "$j")" \
 		"$(jget loop_steps_per_sec "$j")" "$(jget ratio "$j")" "$(jget us_copy "$j")" \
 		"$(jget us_policy "$j")"
