@@ -673,9 +673,17 @@ static void descend_batch(sr_replay *s, uint32_t n)
 		idx[j] = 0;
 	for (uint32_t L = 1; L <= s->depth; L++) {
 		const double *lvl = s->tree + s->off[L];
+		const double *next = L < s->depth ? s->tree + s->off[L + 1] : NULL;
 
-		for (uint32_t j = 0; j < n; j++)
+		for (uint32_t j = 0; j < n; j++) {
 			idx[j] = K * idx[j] + pick_child(lvl + K * idx[j], &u[j]);
+			/* The line this row needs at the next level (or its key at
+			 * the leaves) arrives while the other rows are walked. */
+			if (next)
+				__builtin_prefetch(next + K * idx[j]);
+			else
+				__builtin_prefetch(&s->leaf_seq[idx[j]]);
+		}
 	}
 }
 

@@ -59,6 +59,7 @@ struct pub {
 	uint64_t n;          /* transitions per producer */
 	_Atomic int *go;
 	uint64_t ns;         /* this producer's time */
+	uint64_t cpu;        /* this producer's CPU time */
 };
 
 static void *pub_thread(void *arg)
@@ -68,9 +69,12 @@ static void *pub_thread(void *arg)
 	uint64_t q, t0, done = 0, mask = sr_ring_capacity(r) - 1;
 	uint32_t d = sr_ring_obs_dim(r);
 
+	uint64_t c0;
+
 	while (!atomic_load_explicit(p->go, memory_order_acquire))
 		;
 	t0 = cli_now_ns();
+	c0 = cpu_ns();
 	while (done < p->n) {
 		sr_ring_reserve(r, p->bulk, 0, &q);
 		if (p->write) {
@@ -92,6 +96,7 @@ static void *pub_thread(void *arg)
 		done += p->bulk;
 	}
 	p->ns = cli_now_ns() - t0;
+	p->cpu = cpu_ns() - c0;
 	return NULL;
 }
 
@@ -123,23 +128,24 @@ static void *cursor_thread(void *arg)
 	return NULL;
 }
 
-/* ns per transition (per producer thread) for @np producers at @bulk. */
+/* ns per transition (per producer thread) for @np producers at @bulk;
+ * *cpu_ns_t gets the same from the producers' CPU time. */
 static double publish_run(sr_ring *r, uint32_t np, uint32_t bulk, bool write, double seconds,
-			  double *mtps)
+			  double *mtps, double *cpu_ns_t)
 {
 	struct pub p[2];
 	pthread_t th[2], ct;
 	struct drain_ctx dc = {.r = r};
 	_Atomic int go = 0;
 	uint64_t t0, wall, n;
-	double ns = 0;
+	double ns = 0, cns = 0;
 
 	/* Size the run from a quick estimate: ~15 ns per transition. */
 	n = (uint64_t)(seconds * 1e9 / 15.0 / np);
 	n = (n / bulk + 1) * bulk;
 	pthread_create(&ct, NULL, cursor_thread, &dc);
 	for (uint32_t i = 0; i < np; i++) {
-		p[i] = (struct pub){r, bulk, write, n, &go, 0};
+		p[i] = (struct pub){r, bulk, write, n, &go, 0, 0};
 		pthread_create(&th[i], NULL, pub_thread, &p[i]);
 	}
 	t0 = cli_now_ns();
@@ -147,11 +153,13 @@ static double publish_run(sr_ring *r, uint32_t np, uint32_t bulk, bool write, do
 	for (uint32_t i = 0; i < np; i++) {
 		pthread_join(th[i], NULL);
 		ns += (double)p[i].ns / (double)n;
+		cns += (double)p[i].cpu / (double)n;
 	}
 	wall = cli_now_ns() - t0;
 	atomic_store_explicit(&dc.stop, 1, memory_order_release);
 	pthread_join(ct, NULL);
 	*mtps = (double)n * np / ((double)wall / 1e9) / 1e6;
+	*cpu_ns_t = cns / np;
 	return ns / np;
 }
 
@@ -205,15 +213,16 @@ static void fill_ring(sr_ring *r)
 
 /* The ceiling: the same column pieces copied with memcpy alone (no
  * peek, no consume). */
-static uint64_t memcpy_pass(sr_ring *r, struct dst *d, uint32_t batch)
+static uint64_t memcpy_pass(sr_ring *r, struct dst *d, uint32_t batch, uint64_t *cpu)
 {
-	uint64_t t0 = cli_now_ns();
+	uint64_t t0 = cli_now_ns(), c0 = cpu_ns();
 
 	for (uint64_t at = 0; at < r->cap; at += batch) {
 		uint64_t n = r->cap - at < batch ? r->cap - at : batch;
 
 		copy_cols(r, d, at, at, n);
 	}
+	*cpu = cpu_ns() - c0;
 	return cli_now_ns() - t0;
 }
 
@@ -221,15 +230,16 @@ static uint64_t memcpy_pass(sr_ring *r, struct dst *d, uint32_t batch)
  * piece (two at the wrap); GB/s, and the memcpy GB/s of the same bytes in
  * the same pieces (run first or second in turn, for the cache state). */
 static void drain_run(sr_ring *r, struct dst *d, uint32_t batch, int order, double *gbs,
-		      double *memcpy_gbs)
+		      double *memcpy_gbs, double *cpu_gbs, double *cpu_memcpy_gbs)
 {
-	uint64_t first, t0, t_drain, t_copy = 0, got = 0;
+	uint64_t first, t0, c0, t_drain, c_drain, t_copy = 0, c_copy = 0, got = 0;
 	size_t bytes = (size_t)r->cap * slot_bytes(r);
 
 	fill_ring(r);
 	if (order & 1)
-		t_copy = memcpy_pass(r, d, batch);
+		t_copy = memcpy_pass(r, d, batch, &c_copy);
 	t0 = cli_now_ns();
+	c0 = cpu_ns();
 	while (got < r->cap) {
 		uint32_t n = sr_ring_peek(r, batch, &first);
 		uint64_t s = first & r->mask, n1 = n;
@@ -243,12 +253,15 @@ static void drain_run(sr_ring *r, struct dst *d, uint32_t batch, int order, doub
 		got += n;
 	}
 	t_drain = cli_now_ns() - t0;
+	c_drain = cpu_ns() - c0;
 	sink += (uint64_t)d->obs[got / 2];
 	if (!(order & 1))
-		t_copy = memcpy_pass(r, d, batch);
+		t_copy = memcpy_pass(r, d, batch, &c_copy);
 	sink += (uint64_t)d->obs[r->cap / 3];
 	*gbs = (double)bytes / (double)t_drain;
 	*memcpy_gbs = (double)bytes / (double)t_copy;
+	*cpu_gbs = (double)bytes / (double)(c_drain ? c_drain : 1);
+	*cpu_memcpy_gbs = (double)bytes / (double)(c_copy ? c_copy : 1);
 }
 
 static void usage_ring(FILE *f)
@@ -307,30 +320,33 @@ int bench_ring(int argc, char **argv)
 			for (int w = 0; w < 2; w++) {
 				sr_ring_opts o = {.obs_dim = (uint32_t)obs_dim, .act_size = 4,
 						  .capacity = (uint64_t)cap};
-				double ns[MAXREP], mt[MAXREP], med_ns, med_mt;
+				double ns[MAXREP], mt[MAXREP], cn[MAXREP], med_ns, med_mt, med_cn;
 				sr_ring *r;
 				int err = sr_ring_create(&o, &r);
 
 				if (err)
 					cli_die("bench ring: %s", sr_last_error());
-				publish_run(r, np, bulks[b], w, seconds / 4, &mt[0]); /* warm-up */
+				/* warm-up */
+				publish_run(r, np, bulks[b], w, seconds / 4, &mt[0], &cn[0]);
 				for (int k = 0; k < repeat; k++)
-					ns[k] = publish_run(r, np, bulks[b], w, seconds, &mt[k]);
+					ns[k] = publish_run(r, np, bulks[b], w, seconds, &mt[k],
+							    &cn[k]);
 				med_ns = median(ns, (int)repeat);
 				med_mt = median(mt, (int)repeat);
+				med_cn = median(cn, (int)repeat);
 				if (json)
 					printf("{\"bench\":\"ring\",\"what\":\"publish\",\"producers\":%u,"
 					       "\"bulk\":%u,\"writes_columns\":%s,\"obs_dim\":%lld,"
 					       "\"capacity\":%lld,\"ns_per_transition\":%.2f,"
 					       "\"ns_per_transition_min\":%.2f,\"mtransitions_per_s\":%.2f,"
-					       "\"repeat\":%lld,",
+					       "\"cpu_ns_per_transition\":%.2f,\"repeat\":%lld,",
 					       np, bulks[b], w ? "true" : "false", obs_dim, cap, med_ns,
-					       ns[0], med_mt, repeat);
+					       ns[0], med_mt, med_cn, repeat);
 				else
 					printf("publish  producers=%u bulk=%-3u %-17s ns/transition=%7.2f "
-					       "(min %.2f)  total %.1f M/s\n",
+					       "(min %.2f, CPU %.2f)  total %.1f M/s\n",
 					       np, bulks[b], w ? "reserve+write+pub" : "reserve+publish",
-					       med_ns, ns[0], med_mt);
+					       med_ns, ns[0], med_cn, med_mt);
 				if (json) {
 					cli_json_machine(stdout);
 					printf(",\"build\":\"%s\"}\n", sr_build_info());
@@ -345,7 +361,7 @@ int bench_ring(int argc, char **argv)
 	for (int di = 0; di < 2; di++) {
 		sr_ring_opts o = {.obs_dim = (uint32_t)dims[di], .act_size = 4,
 				  .capacity = (uint64_t)cap};
-		double g[MAXREP], m[MAXREP], mg, mm;
+		double g[MAXREP], m[MAXREP], cg[MAXREP], cm[MAXREP], mg, mm, mcg, mcm;
 		struct dst d;
 		sr_ring *r;
 
@@ -364,23 +380,32 @@ int bench_ring(int argc, char **argv)
 			cli_die("bench ring: out of memory");
 		/* Touch the destination once (page faults are not the point). */
 		memset(d.obs, 0, (size_t)cap * (size_t)dims[di] * 4);
-		drain_run(r, &d, (uint32_t)batch, 0, &g[0], &m[0]);
-		for (int k = 0; k < repeat; k++)
-			drain_run(r, &d, (uint32_t)batch, k, &g[k], &m[k]);
-		mg = median(g, (int)repeat);
-		mm = median(m, (int)repeat);
+		/* Drains are short (a few ms): more runs than --repeat. */
+		int dr = repeat < 9 ? 9 : (int)repeat;
+
+		drain_run(r, &d, (uint32_t)batch, 0, &g[0], &m[0], &cg[0], &cm[0]);
+		for (int k = 0; k < dr; k++)
+			drain_run(r, &d, (uint32_t)batch, k, &g[k], &m[k], &cg[k], &cm[k]);
+		mg = median(g, dr);
+		mm = median(m, dr);
+		mcg = median(cg, dr);
+		mcm = median(cm, dr);
 		if (json) {
 			printf("{\"bench\":\"ring\",\"what\":\"drain\",\"obs_dim\":%lld,"
 			       "\"capacity\":%lld,\"batch\":%lld,\"bytes_per_slot\":%zu,"
 			       "\"drain_gb_per_s\":%.2f,\"memcpy_gb_per_s\":%.2f,\"ratio\":%.3f,"
-			       "\"repeat\":%lld,",
-			       dims[di], cap, batch, slot_bytes(r), mg, mm, mg / mm, repeat);
+			       "\"cpu_drain_gb_per_s\":%.2f,\"cpu_memcpy_gb_per_s\":%.2f,"
+			       "\"cpu_ratio\":%.3f,\"repeat\":%d,",
+			       dims[di], cap, batch, slot_bytes(r), mg, mm, mg / mm, mcg, mcm,
+			       mcg / mcm, dr);
 			cli_json_machine(stdout);
 			printf(",\"build\":\"%s\"}\n", sr_build_info());
 		} else {
 			printf("drain    obs_dim=%-4lld batch=%lld  %.2f GB/s  memcpy %.2f GB/s  "
-			       "ratio %.2f  (%zu B/slot, %lld slots)\n",
-			       dims[di], batch, mg, mm, mg / mm, slot_bytes(r), cap);
+			       "ratio %.2f | per CPU-s %.2f vs %.2f GB/s ratio %.2f  (%zu B/slot, "
+			       "%lld slots)\n",
+			       dims[di], batch, mg, mm, mg / mm, mcg, mcm, mcg / mcm, slot_bytes(r),
+			       cap);
 		}
 		free(d.obs);
 		free(d.action);
