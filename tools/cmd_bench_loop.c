@@ -410,7 +410,7 @@ static void run_h2d(const struct loop_cfg *c)
 				best = (double)(cli_now_ns() - t0);
 			sr_device_release(d, b);
 		}
-		ring_gbs[m] = (double)rows * (double)row / best;
+		ring_gbs[m] = (double)rows * (double)row / best; /* bytes/ns = GB/s */
 		sr_device_close(d);
 	}
 	err = sr__cuda_pinned_h2d(0, (size_t)rows * row, reps, &pinned);
