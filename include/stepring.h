@@ -6,6 +6,10 @@
 #include "stepring/common.h"
 #include "stepring/env.h"
 #include "stepring/ring.h"
+#include "stepring/replay.h"
 #include "stepring/pool.h"
+#include "stepring/device.h"
+#include "stepring/checkpoint.h"
+#include "stepring/stats.h"
 
 #endif
