@@ -71,6 +71,8 @@ void sr__collect_episodes(sr_pool *p)
 		uint32_t t = atomic_load_explicit(&w->eps_tail, memory_order_relaxed);
 		uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_acquire);
 
+		if (t == h)
+			continue; /* no store: keep the line clean in the worker's cache */
 		for (; t != h; t++) {
 			uint32_t k = (uint32_t)(p->episodes % SR__EPWIN);
 			p->ep_ret[k] = w->eps[2 * (t & w->eps_mask)];

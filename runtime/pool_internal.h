@@ -142,8 +142,9 @@ struct sr__worker {
 	double *eps;               /* 2 per entry: return, length */
 	uint32_t eps_mask;
 	_Alignas(SR_CACHELINE) _Atomic uint32_t eps_head;
-	_Atomic uint32_t eps_tail; /* written by the pool thread */
+	uint32_t eps_tail_seen;    /* worker's copy of eps_tail (reloaded when full) */
 	uint64_t eps_dropped;      /* never expected; counted, not stored */
+	_Alignas(SR_CACHELINE) _Atomic uint32_t eps_tail; /* written by the pool thread */
 
 	/* --- async queue: single producer (pool thread), single consumer
 	 * (this worker). Free-running indices; capacity >= n_envs, and an env

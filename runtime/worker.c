@@ -172,7 +172,11 @@ static void push_episode(struct sr__worker *w, struct sr__env_acc *a)
 {
 	uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_relaxed);
 
-	if (h - atomic_load_explicit(&w->eps_tail, memory_order_acquire) > w->eps_mask) {
+	/* The pool thread's tail is read only when the queue looks full, so
+	 * its cache line does not bounce once per episode. */
+	if (h - w->eps_tail_seen > w->eps_mask)
+		w->eps_tail_seen = atomic_load_explicit(&w->eps_tail, memory_order_acquire);
+	if (h - w->eps_tail_seen > w->eps_mask) {
 		w->eps_dropped++;
 	} else {
 		w->eps[2 * (h & w->eps_mask)] = a->ret;

@@ -48,6 +48,9 @@ struct bench_pool_result {
 	/* The same from medians, robust when other processes share the CPUs:
 	 * batch rows / median batch latency, n / median raw batch time. */
 	double p50_steps_per_sec, raw_p50_steps_per_sec, efficiency_p50;
+	/* Per CPU-second of the process (pool, spinning included) against
+	 * per CPU-second of the raw loop's thread: immune to preemption. */
+	double steps_per_cpu_sec, raw_steps_per_cpu_sec, efficiency_cpu;
 };
 
 /* Defaults: CartPole-v1, 1024 envs, threads 0 (one per core), sync, 3 s

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_loop.h"
@@ -88,9 +89,18 @@ static int cmp_float(const void *a, const void *b)
 /* The raw loop: one thread, n instances, step all then reset the ended.
  * Returns steps/s over the whole run; *p50_rate gets n / the median time
  * of one batch (robust against preemption on a shared machine). */
-static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
-		       double *p50_rate)
+static uint64_t thread_cpu_ns(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
+		       double *p50_rate, double *cpu_rate)
+{
+	uint64_t c0 = thread_cpu_ns();
 	float *lat = malloc(RAW_LAT * sizeof(float));
 	uint32_t nlat = 0;
 	size_t ss = s->state_size, asz = sr_env_action_size(s);
@@ -104,6 +114,7 @@ static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 	double rate = 0;
 
 	*p50_rate = 0;
+	*cpu_rate = 0;
 	if (!st || !obs || !rew || !term || !el || !acts || !lat)
 		goto out;
 	s->seed(s, st, n, seed, 0);
@@ -130,6 +141,7 @@ static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 		t = tb;
 	} while ((double)(t - t0) < seconds * 1e9);
 	rate = (double)steps / ((double)(t - t0) / 1e9);
+	*cpu_rate = (double)steps / ((double)(thread_cpu_ns() - c0) / 1e9);
 	qsort(lat, nlat, sizeof(float), cmp_float);
 	if (nlat && lat[nlat / 2] > 0)
 		*p50_rate = (double)n / (lat[nlat / 2] / 1e9);
@@ -217,7 +229,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	/* Raw ceiling first, while the pool's workers sleep. */
 	r->raw_steps_per_sec = raw_loop(&spec, (cfg->envs + T - 1) / T,
 					fmin(fmax(cfg->seconds / 3, 0.2), 1.0), cfg->seed,
-					&r->raw_p50_steps_per_sec);
+					&r->raw_p50_steps_per_sec, &r->raw_steps_per_cpu_sec);
 
 	err = sr_pool_reset(p, &b);
 	if (err)
@@ -304,6 +316,9 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		r->efficiency = r->raw_steps_per_sec > 0
 					? r->steps_per_sec / (T * r->raw_steps_per_sec) : 0;
 		r->cpu_pct = 100.0 * (double)(c1 - c0) / win;
+		r->steps_per_cpu_sec = (double)(s1.steps - s0.steps) / ((double)(c1 - c0) / 1e9);
+		r->efficiency_cpu = r->raw_steps_per_cpu_sec > 0
+					    ? r->steps_per_cpu_sec / r->raw_steps_per_cpu_sec : 0;
 		getrusage(RUSAGE_SELF, &ru);
 		r->rss_kb = (uint64_t)ru.ru_maxrss;
 		r->ns_env_step = (double)(s1.ns_env_step - s0.ns_env_step) / nb;
@@ -367,11 +382,13 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		   "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"cpu_pct\":%.1f,"
 		   "\"rss_kb\":%llu,\"batches\":%llu,\"episodes\":%llu,"
 		   "\"p50_steps_per_sec\":%.1f,\"raw_p50_steps_per_sec\":%.1f,"
-		   "\"efficiency_p50\":%.4f,",
+		   "\"efficiency_p50\":%.4f,\"steps_per_cpu_sec\":%.1f,"
+		   "\"raw_steps_per_cpu_sec\":%.1f,\"efficiency_cpu\":%.4f,",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
 		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb,
 		(unsigned long long)r->batches, (unsigned long long)r->episodes,
-		r->p50_steps_per_sec, r->raw_p50_steps_per_sec, r->efficiency_p50);
+		r->p50_steps_per_sec, r->raw_p50_steps_per_sec, r->efficiency_p50,
+		r->steps_per_cpu_sec, r->raw_steps_per_cpu_sec, r->efficiency_cpu);
 	fprintf(f, "\"breakdown\":{\"ns_env_step\":%.1f,\"ns_ring\":%.1f,\"ns_copy\":%.1f,"
 		   "\"ns_policy\":%.1f,\"ns_wait\":%.1f,\"share_env\":%.4f,\"share_ring\":%.4f,"
 		   "\"share_copy\":%.4f,\"share_policy\":%.4f,\"share_wait\":%.4f},",
@@ -511,6 +528,8 @@ int bench_pool(int argc, char **argv)
 	printf("  from medians  %.0f steps/s vs raw %.0f: efficiency %.3f (batch p50s; robust\n"
 	       "                on a shared machine)\n", r.p50_steps_per_sec,
 	       r.raw_p50_steps_per_sec, r.efficiency_p50);
+	printf("  per CPU-second %.0f steps vs raw %.0f: efficiency %.3f (spinning counts)\n",
+	       r.steps_per_cpu_sec, r.raw_steps_per_cpu_sec, r.efficiency_cpu);
 	printf("  batch latency p50 %.1f us  p90 %.1f us  p99 %.1f us\n", r.p50_us, r.p90_us,
 	       r.p99_us);
 	printf("  breakdown     env %.1f%%  ring %.1f%%  collect %.1f%%  policy %.1f%%  "
