@@ -53,6 +53,10 @@ bad sweep --max-envs 0
 bad sweep --out /nonexistent-dir/x.jsonl
 bad sweep --frobnicate
 bad sweep --envs
+if ! "$S" version | grep -q cuda; then
+	bad sweep --device cuda
+	bad diagnose --device cuda
+fi
 bad diagnose --env NoSuchEnv-v0
 bad diagnose --env CartPole-v1 --env Bogus-v9
 bad diagnose --policy none

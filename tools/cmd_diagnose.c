@@ -568,6 +568,11 @@ int cmd_diagnose(int argc, char **argv)
 			cli_die("--policy: %s", sr_last_error());
 	}
 #endif
+#ifdef HAVE_DEVICE_API
+	if (d.device == SR_DEVICE_CUDA && !sr_device_cuda_available(0))
+		cli_die("--device cuda: no CUDA device answers (a build without CUDA, no driver "
+			"or no GPU); use host or auto");
+#endif
 	if (d.async && d.batch && d.batch >= d.num_envs)
 		cli_die("--batch: %u must be < num_envs (%u) in async mode", d.batch, d.num_envs);
 	if (d.async && d.num_envs < 2)

@@ -34,6 +34,10 @@ int cmd_sweep(int argc, char **argv)
 }
 #else
 #include "bench_pool.h"
+#if __has_include("stepring/device.h")
+#include "stepring/device.h"
+#define HAVE_DEVICE_API 1
+#endif
 
 /* Wall-clock shares of a batch (see tune_wall_shares); the benchmark's own
  * shares are of worker time (threads x window), where the trainer's policy
@@ -438,6 +442,11 @@ int cmd_sweep(int argc, char **argv)
 		}
 	}
 	cli_env(s.env, &spec);
+#ifdef HAVE_DEVICE_API
+	if (s.device == SR_DEVICE_CUDA && !sr_device_cuda_available(0))
+		cli_die("--device cuda: no CUDA device answers (a build without CUDA, no driver "
+			"or no GPU); use host or auto");
+#endif
 	if (!s.n_threads) {
 		s.threads[0] = 0;
 		s.n_threads = 1;
