@@ -17,6 +17,9 @@
 #include <unistd.h>
 
 #include "stepring.h"
+#if __has_include("stepring/device.h")
+#include "stepring/device.h"
+#endif
 #include "tune.h"
 
 static const char *const bound_names[TUNE_BOUND_COUNT] = {"env", "policy", "copy", "sync"};
@@ -461,17 +464,45 @@ static void cpu_model(char *buf, size_t len)
 	fclose(c);
 }
 
-/* The device engineer's API may name the GPU; it is optional here (weak),
- * so this file builds and links without it. */
-int sr_device_describe(char *buf, size_t len) __attribute__((weak));
+/* The GPU's name as the device API reports it, or "none" (no CUDA in this
+ * build, no driver, no GPU). Looked up once: opening a device costs the
+ * CUDA runtime's start-up. */
+static const char *gpu_name(void)
+{
+	static char name[128];
+
+	if (name[0])
+		return name;
+	snprintf(name, sizeof(name), "none");
+#if __has_include("stepring/device.h")
+	if (sr_device_cuda_available(0)) {
+		sr_device_opts o;
+		sr_device_info info;
+		sr_device *d = NULL;
+
+		sr_device_opts_init(&o);
+		o.kind = SR_DEVICE_CUDA;
+		o.max_rows = 1;
+		o.obs_dim = 1;
+		o.act_kind = SR_SPACE_DISCRETE;
+		o.act_dim = 1;
+		o.flags = SR_DEVICE_F_QUIET;
+		if (sr_device_open(&o, &d) == 0 && sr_device_info_get(d, &info) == 0)
+			snprintf(name, sizeof(name), "%s", info.name);
+		else
+			snprintf(name, sizeof(name), "cuda device 0");
+		sr_device_close(d);
+	}
+#endif
+	return name;
+}
 
 void tune_json_machine(FILE *f)
 {
-	char model[256], gpu[256] = "none";
+	char model[256], gpu[128];
 
 	cpu_model(model, sizeof(model));
-	if (sr_device_describe && sr_device_describe(gpu, sizeof(gpu)) != 0)
-		snprintf(gpu, sizeof(gpu), "none");
+	snprintf(gpu, sizeof(gpu), "%s", gpu_name());
 	fputs("\"machine\":{\"cpu_model\":", f);
 	tune_json_str(f, model);
 	fprintf(f, ",\"cpus\":%u,\"cores\":%u,\"numa_nodes\":%u,\"gpu\":", tune_allowed_cpus(),
