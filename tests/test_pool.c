@@ -617,6 +617,64 @@ static void test_many_envs_threads(void **st)
 	sr_pool_destroy(p);
 }
 
+/* Async + SAME_STEP: done rows show the reset obs, final_obs rows the
+ * final obs (gathered in batch order); NEXT_STEP + SR_POOL_F_FINAL_OBS in
+ * sync: final_obs row = the obs of the finishing step. */
+static void test_final_obs(void **st)
+{
+	sr_env_spec s = cnt_spec(4, 0);
+	const uint32_t N = 9, B = 4;
+	sr_pool *p = mk(&s, N, thr(2), B, SR_AUTORESET_SAME_STEP);
+	const sr_batch *b;
+	int32_t act[9];
+	uint32_t ids[9], seen_done = 0;
+	double sum[9] = {0};
+
+	assert_int_equal(sr_pool_reset(p, NULL), 0);
+	for (int it = 0; it < 200; it++) {
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		assert_non_null(b->final_obs);
+		for (uint32_t i = 0; i < b->n; i++) {
+			uint32_t e = b->env_id[i];
+			if (b->terminated[i]) {
+				/* final obs: the episode's sum reached 4; obs is a reset */
+				assert_float_equal(b->final_obs[i * 3 + 1], (float)sum[e] + b->reward[i], 0);
+				assert_true(b->final_obs[i * 3 + 1] >= 4.0f);
+				assert_float_equal(b->final_obs[i * 3 + 2], (float)e, 0);
+				assert_float_equal(b->obs[i * 3 + 1], 0.0f, 0);
+				sum[e] = 0;
+				seen_done++;
+			} else {
+				sum[e] = b->obs[i * 3 + 1];
+			}
+			ids[i] = e;
+			act[i] = (int32_t)((e + it) % 3);
+		}
+		assert_int_equal(sr_pool_send(p, act, ids, b->n), 0);
+	}
+	assert_true(seen_done > 10);
+	sr_pool_destroy(p);
+
+	{
+		sr_pool_opts o;
+		int32_t a2[2] = {2, 2};
+		sr_pool_opts_init(&o);
+		o.spec = &s;
+		o.num_envs = 2;
+		o.num_threads = 1;
+		o.bind = SR_BIND_NONE;
+		o.flags = SR_POOL_F_FINAL_OBS;
+		assert_int_equal(sr_pool_create(&o, &p), 0);
+		assert_int_equal(sr_pool_reset(p, &b), 0);
+		assert_non_null(b->final_obs);
+		assert_int_equal(sr_pool_step(p, a2, &b), 0);
+		assert_int_equal(sr_pool_step(p, a2, &b), 0);
+		assert_int_equal(b->terminated[1], 1);
+		assert_memory_equal(b->final_obs + 3, b->obs + 3, 3 * sizeof(float));
+		sr_pool_destroy(p);
+	}
+}
+
 /* SR_POOL_F_BIND_CALLER pins the calling thread where worker 0 goes. */
 static void test_bind_caller(void **st)
 {
@@ -659,6 +717,7 @@ int main(void)
 		cmocka_unit_test(test_stats_shm),
 		cmocka_unit_test(test_many_envs_threads),
 		cmocka_unit_test(test_bind_caller),
+		cmocka_unit_test(test_final_obs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
