@@ -34,6 +34,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +216,10 @@ struct sr__ckpt_job {
 	size_t chunk;
 	int nice;
 	bool set_nice;
+	bool has_cpus;
+	cpu_set_t cpus;
+	int (*prepare)(void *ctx);
+	void *prepare_ctx;
 	uint32_t n;
 	struct sr__ckpt_src src[SR_CKPT_MAX_SECTIONS];
 	struct sr__ckpt_entry table[SR_CKPT_MAX_SECTIONS];
@@ -310,6 +315,7 @@ int sr__ckpt_produce(sr__ckpt_job *j, void *buf, struct sr__ckpt_piece *pc)
 		h->crc = sr__crc32c(0, h, offsetof(struct sr__ckpt_header, crc));
 		pc->off = 0;
 		pc->len = SR_CKPT_ALIGN;
+		pc->ptr = buf;
 		j->cur = 0;
 		j->pos = 0;
 		j->crc = 0;
@@ -327,6 +333,17 @@ int sr__ckpt_produce(sr__ckpt_job *j, void *buf, struct sr__ckpt_piece *pc)
 	size_t n = rem < j->chunk ? (size_t)rem : j->chunk;
 	size_t padded = (size_t)align_up(n);
 
+	const void *m = NULL;
+
+	if (s->map && n % SR_CKPT_ALIGN == 0)
+		m = s->map(s->ctx, j->pos, n);
+	if (m) {
+		j->crc = sr__crc32c(j->crc, m, n);
+		pc->off = j->table[j->cur].offset + j->pos;
+		pc->len = n;
+		pc->ptr = m;
+		goto advance;
+	}
 	if (s->data) {
 		memcpy(buf, (const char *)s->data + j->pos, n);
 	} else {
@@ -340,6 +357,8 @@ int sr__ckpt_produce(sr__ckpt_job *j, void *buf, struct sr__ckpt_piece *pc)
 	j->crc = sr__crc32c(j->crc, buf, n);
 	pc->off = j->table[j->cur].offset + j->pos;
 	pc->len = padded;
+	pc->ptr = buf;
+advance:
 	j->pos += n;
 	if (j->pos == s->len) {
 		j->table[j->cur].crc = j->crc;
@@ -366,6 +385,7 @@ void sr__ckpt_produce_trailer(sr__ckpt_job *j, void *buf, struct sr__ckpt_piece 
 	f->crc = sr__crc32c(0, f, offsetof(struct sr__ckpt_footer, crc));
 	pc->off = j->trailer_off;
 	pc->len = SR_CKPT_ALIGN;
+	pc->ptr = buf;
 }
 
 static atomic_flag said_fallback = ATOMIC_FLAG_INIT;
@@ -378,9 +398,22 @@ static int run_job(sr__ckpt_job *j)
 	int err, dfd;
 	uint64_t t0 = now_ns();
 
-	if (j->set_nice)
+	if (j->set_nice) {
+		/* Lower the writer below the step loop; a thread's own nice value
+		 * (Linux: per thread). Failure only costs latency. */
 		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), j->nice);
+		if (j->has_cpus)
+			pthread_setaffinity_np(pthread_self(), sizeof(j->cpus), &j->cpus);
+	}
 
+	if (j->prepare) {
+		err = j->prepare(j->prepare_ctx);
+		if (err) {
+			err = sr__ckpt_fail(j, err, "checkpoint: preparing the data failed: %s",
+					    sr_strerror(err));
+			goto fail;
+		}
+	}
 	/* Reserve the space first: a full disk fails here, before any write. */
 	err = posix_fallocate(j->fd, 0, (off_t)j->total);
 	if (err && err != EOPNOTSUPP && err != EINVAL) {
@@ -531,7 +564,11 @@ int sr__ckpt_job_create(const char *path, const struct sr__ckpt_src *srcs, uint3
 	j->cur = -1;
 
 	flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
-	if (opts->flags & SR_CKPT_F_DIRECT) {
+	/* io_uring + O_DIRECT: truly asynchronous DMA from our buffers, no
+	 * page-cache copy competing with the step loop for CPU. */
+	if ((opts->flags & SR_CKPT_F_DIRECT) ||
+	    ((backend == SR_CKPT_BACKEND_AUTO || backend == SR_CKPT_BACKEND_URING) &&
+	     !(opts->flags & SR_CKPT_F_BUFFERED))) {
 		j->fd = open(j->tmp, flags | O_DIRECT, 0644);
 		if (j->fd < 0 && errno == EINVAL) /* tmpfs and friends: buffered */
 			j->fd = open(j->tmp, flags, 0644);
@@ -546,6 +583,30 @@ int sr__ckpt_job_create(const char *path, const struct sr__ckpt_src *srcs, uint3
 	}
 	*out = j;
 	return 0;
+}
+
+void sr__ckpt_job_set_nice(sr__ckpt_job *j, int nice)
+{
+	j->nice = nice;
+}
+
+void sr__ckpt_job_set_prepare(sr__ckpt_job *j, int (*fn)(void *ctx), void *ctx)
+{
+	j->prepare = fn;
+	j->prepare_ctx = ctx;
+}
+
+void sr__ckpt_job_set_cpus(sr__ckpt_job *j, const void *cpuset, size_t size)
+{
+	j->has_cpus = cpuset && size == sizeof(cpu_set_t) && CPU_COUNT((const cpu_set_t *)cpuset);
+	if (j->has_cpus)
+		memcpy(&j->cpus, cpuset, sizeof(j->cpus));
+}
+
+const void *sr__ckpt_job_cpus(const sr__ckpt_job *j, size_t *size)
+{
+	*size = sizeof(j->cpus);
+	return j->has_cpus && j->set_nice ? &j->cpus : NULL;
 }
 
 int sr__ckpt_job_start(sr__ckpt_job *j)

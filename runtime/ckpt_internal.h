@@ -105,6 +105,10 @@ struct sr__ckpt_src {
 	const void *data;
 	int (*fill)(void *ctx, void *dst, uint64_t off, size_t n);
 	void *ctx;
+	/* Optional, with fill: bytes [off, off + n) already sit in stable,
+	 * 4096-aligned memory? Return them (the writer writes from there, no
+	 * copy; n is then a multiple of 4096), or NULL to use fill. */
+	const void *(*map)(void *ctx, uint64_t off, size_t n);
 };
 
 /* Fault injection for tests: fail the write that covers file offset
@@ -123,6 +127,17 @@ typedef struct sr__ckpt_job sr__ckpt_job;
  * directory fails at once. */
 int sr__ckpt_job_create(const char *path, const struct sr__ckpt_src *srcs, uint32_t n,
 			uint32_t backend, const sr_ckpt_opts *opts, sr__ckpt_job **out);
+/* Keep the writer thread (and io_uring's workers) off the CPUs the pool's
+ * workers are bound to: @cpus is where it may run (NULL: anywhere). */
+void sr__ckpt_job_set_cpus(sr__ckpt_job *j, const void *cpuset, size_t size);
+/* Where the writer may run, or NULL (checkpoint.c; ckpt_uring.c applies it
+ * to io_uring's worker threads). */
+const void *sr__ckpt_job_cpus(const sr__ckpt_job *j, size_t *size);
+/* Nice value of the writer thread (background backends). */
+void sr__ckpt_job_set_nice(sr__ckpt_job *j, int nice);
+/* Call @fn(@ctx) in the writer thread before the first write (a failure
+ * fails the job). */
+void sr__ckpt_job_set_prepare(sr__ckpt_job *j, int (*fn)(void *ctx), void *ctx);
 /* Run it: SYNC runs here and returns the result; others start a thread. */
 int sr__ckpt_job_start(sr__ckpt_job *j);
 /* -EINPROGRESS or the result (0 / -errno). The error message is copied to
@@ -145,6 +160,7 @@ int sr__ckpt_write(const char *path, const struct sr__ckpt_src *srcs, uint32_t n
 struct sr__ckpt_piece {
 	uint64_t off;
 	size_t len;
+	const void *ptr; /* the bytes: the staging buffer passed in, or mapped memory */
 };
 
 /* Produce the next piece (header, section data, or the trailer block when

@@ -11,9 +11,9 @@
 #include "internal.h"
 #include "ckpt_internal.h"
 
-static int write_piece(sr__ckpt_job *j, const void *buf, const struct sr__ckpt_piece *pc)
+static int write_piece(sr__ckpt_job *j, const struct sr__ckpt_piece *pc)
 {
-	const char *p = buf;
+	const char *p = pc->ptr;
 	size_t left = pc->len;
 	uint64_t off = pc->off;
 	int err = sr__ckpt_fault_check(pc);
@@ -50,7 +50,7 @@ int sr__ckpt_run_pwrite(sr__ckpt_job *j)
 	if (!buf)
 		return sr__ckpt_fail(j, -ENOMEM, "checkpoint: out of memory for the write buffer");
 	while ((r = sr__ckpt_produce(j, buf, &pc)) > 0) {
-		err = write_piece(j, buf, &pc);
+		err = write_piece(j, &pc);
 		if (err)
 			goto out;
 	}
@@ -60,7 +60,7 @@ int sr__ckpt_run_pwrite(sr__ckpt_job *j)
 	}
 	/* The trailer goes last, after every section is written. */
 	sr__ckpt_produce_trailer(j, buf, &pc);
-	err = write_piece(j, buf, &pc);
+	err = write_piece(j, &pc);
 	if (err)
 		goto out;
 	if (fsync(sr__ckpt_fd(j)) < 0)

@@ -31,18 +31,20 @@ struct slot {
 	uint64_t off;
 	size_t len;
 	size_t done;
+	const char *ptr; /* the slot's registered buffer, or mapped memory */
 };
 
 static void prep(struct io_uring *ring, sr__ckpt_job *j, char *base, size_t chunk, bool fixed,
 		 int b, const struct slot *s, unsigned sqe_flags)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-	char *addr = base + (size_t)b * chunk + s->done;
+	const char *addr = s->ptr + s->done;
+	bool in_buf = s->ptr == base + (size_t)b * chunk;
 
 	/* The ring has room for every buffer plus the trailer and fsync. */
 	if (!sqe)
 		abort();
-	if (fixed)
+	if (fixed && in_buf)
 		io_uring_prep_write_fixed(sqe, sr__ckpt_fd(j), addr, (unsigned)(s->len - s->done),
 					  s->off + s->done, b);
 	else
@@ -78,6 +80,20 @@ int sr__ckpt_run_uring(sr__ckpt_job *j, const char **why)
 		return sr__ckpt_fail(j, r, "checkpoint: io_uring_queue_init failed: %s",
 				     sr_strerror(r));
 
+	/* io_uring's async workers (buffered writes that would block, fsync)
+	 * stay where the writer thread may run: off the pool's cores. */
+	{
+		size_t sz;
+		const void *cpus = sr__ckpt_job_cpus(j, &sz);
+		if (cpus)
+			io_uring_register_iowq_aff(&ring, sz, cpus);
+	}
+	/* Buffered writes to one file serialize on its inode lock: more than
+	 * one async worker only adds contention (and CPU the pool needs). */
+	{
+		unsigned int maxw[2] = {1, 1};
+		io_uring_register_iowq_max_workers(&ring, maxw);
+	}
 	base = aligned_alloc(SR_CKPT_ALIGN, SR_CKPT_NBUF * chunk);
 	if (!base) {
 		io_uring_queue_exit(&ring);
@@ -112,7 +128,8 @@ int sr__ckpt_run_uring(sr__ckpt_job *j, const char **why)
 						    pc.len, (unsigned long long)pc.off, sr_strerror(r));
 				break;
 			}
-			slots[b] = (struct slot){.busy = true, .off = pc.off, .len = pc.len};
+			slots[b] = (struct slot){.busy = true, .off = pc.off, .len = pc.len,
+						 .ptr = pc.ptr};
 			prep(&ring, j, base, chunk, fixed, b, &slots[b], 0);
 			inflight++;
 		}
@@ -173,7 +190,7 @@ int sr__ckpt_run_uring(sr__ckpt_job *j, const char **why)
 					    sr_strerror(r));
 			goto out;
 		}
-		slots[0] = (struct slot){.busy = true, .off = pc.off, .len = pc.len};
+		slots[0] = (struct slot){.busy = true, .off = pc.off, .len = pc.len, .ptr = pc.ptr};
 		prep(&ring, j, base, chunk, fixed, 0, &slots[0], IOSQE_IO_LINK);
 		sqe = io_uring_get_sqe(&ring);
 		if (!sqe)

@@ -43,6 +43,8 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +57,7 @@
 
 #define SR_CKPT_KNOWN_FLAGS                                                                \
 	(SR_CKPT_F_BACKEND | SR_CKPT_F_REPLAY | SR_CKPT_F_NOWAIT | SR_CKPT_F_DIRECT |      \
-	 SR_CKPT_F_CHUNK | SR_CKPT_F_NICE)
+	 SR_CKPT_F_CHUNK | SR_CKPT_F_NICE | SR_CKPT_F_NO_STAGE | SR_CKPT_F_BUFFERED)
 
 /* Env bookkeeping as saved (fixed layout, independent of struct padding). */
 struct ckpt_env_rec {
@@ -88,6 +90,9 @@ struct replay_ctx {
 	uint64_t chunk_slots;
 	size_t blk;
 	size_t slot_bytes;
+	uint8_t *stage;     /* staged copy of the window, or NULL: straight from the ring */
+	uint64_t skip_to;   /* blocks below were lapped before being copied */
+	size_t stage_len;
 	struct sr__ckpt_replay_meta meta;
 };
 
@@ -100,6 +105,10 @@ struct pool_ckpt {
 	sr_ckpt_status st;
 	uint64_t t_start;
 	bool unreported;  /* st.result is a failure nobody has been told of */
+	/* Staging memory kept from one checkpoint to the next: first-touch
+	 * page faults are the expensive part of a staged copy. */
+	uint8_t *stage_cache;
+	size_t stage_cache_len;
 	char errmsg[512];
 };
 
@@ -158,7 +167,7 @@ static int finish_job(struct pool_ckpt *c, bool wait)
 	c->job = NULL;
 	free(c->snap);
 	c->snap = NULL;
-	memset(&c->rc, 0, sizeof(c->rc));
+	memset(&c->rc, 0, sizeof(c->rc)); /* the stage stays in stage_cache */
 	shm_state(c->pool, c->st.state);
 	if (c->pool->shm && !err) {
 		__atomic_store_n(&c->pool->shm->ckpt_count, c->st.count, __ATOMIC_RELAXED);
@@ -183,6 +192,8 @@ void sr__pool_ckpt_forget(sr_pool *p)
 	if (!c)
 		return;
 	finish_job(c, true);
+	if (c->stage_cache)
+		munmap(c->stage_cache, c->stage_cache_len);
 	free(c);
 }
 
@@ -208,18 +219,43 @@ static uint8_t *col_out(const struct replay_ctx *rc, uint8_t *dst, const void *c
 	return dst + n * width;
 }
 
-static int replay_fill(void *ctx, void *dst, uint64_t off, size_t len)
+/* The producers caught up with the copy (they lap the window from its
+ * oldest end too): copying on behind them would lose every block. Jump
+ * ahead of them by a quarter of what is left; the skipped blocks are
+ * written as zeros and discarded by first_valid. */
+static void skip_ahead(struct replay_ctx *rc)
 {
-	struct replay_ctx *rc = ctx;
+	uint64_t h = sr_ring_head(rc->r), cap = rc->r->cap;
+	uint64_t oldest = h > cap ? h - cap : 0, target, b;
+
+	if (oldest >= rc->head) {
+		target = rc->head;
+	} else {
+		target = oldest + (rc->head - oldest) / 4;
+		if (target < rc->first)
+			target = rc->first;
+	}
+	b = (target - rc->first + rc->chunk_slots - 1) / rc->chunk_slots;
+	if (b > rc->skip_to)
+		rc->skip_to = b;
+	target = rc->first + b * rc->chunk_slots;
+	if (target > rc->head)
+		target = rc->head;
+	if (target > rc->meta.first_valid)
+		rc->meta.first_valid = target;
+}
+
+/* Copy block @b of the window into @dst (@len bytes, zero padded) and
+ * move first_valid past any slot that changed while being copied. */
+static void copy_block(struct replay_ctx *rc, uint8_t *dst, uint64_t b, size_t len)
+{
 	sr_ring *r = rc->r;
-	uint64_t b = off / rc->blk, s0 = rc->first + b * rc->chunk_slots;
+	uint64_t s0 = rc->first + b * rc->chunk_slots;
 	uint64_t n = rc->head - s0 < rc->chunk_slots ? rc->head - s0 : rc->chunk_slots;
 	uint8_t *d = dst;
 	uint64_t bad = 0;
 	bool any_bad = false;
 
-	if (off % rc->blk || s0 >= rc->head || n * rc->slot_bytes > len)
-		return -EIO; /* cannot happen: the writer asks for whole blocks */
 	d = col_out(rc, d, r->obs, (size_t)r->obs_dim * 4, s0, n);
 	d = col_out(rc, d, r->action, r->act_size, s0, n);
 	d = col_out(rc, d, r->reward, 4, s0, n);
@@ -228,7 +264,7 @@ static int replay_fill(void *ctx, void *dst, uint64_t off, size_t len)
 	d = col_out(rc, d, r->flags, 1, s0, n);
 	d = col_out(rc, d, r->env_id, 4, s0, n);
 	d = col_out(rc, d, r->prev, 8, s0, n);
-	memset(d, 0, len - (size_t)(d - (uint8_t *)dst));
+	memset(d, 0, len - (size_t)(d - dst));
 	/* R3 (replay/ring_internal.h): the column reads above happen before
 	 * the re-check; a producer that had started to overwrite a slot has
 	 * stored seq = 0 before writing, so we see a changed sequence. Values
@@ -240,8 +276,63 @@ static int replay_fill(void *ctx, void *dst, uint64_t off, size_t len)
 			any_bad = true;
 		}
 	}
-	if (any_bad && bad + 1 > rc->meta.first_valid)
-		rc->meta.first_valid = bad + 1;
+	if (any_bad) {
+		if (bad + 1 > rc->meta.first_valid)
+			rc->meta.first_valid = bad + 1;
+		skip_ahead(rc);
+	}
+}
+
+static size_t block_len(const struct replay_ctx *rc, uint64_t b)
+{
+	uint64_t s0 = rc->first + b * rc->chunk_slots;
+
+	return rc->head - s0 < rc->chunk_slots ? (size_t)(rc->head - s0) * rc->slot_bytes
+					       : rc->blk;
+}
+
+/* Writer thread, before the first write: copy the whole window into the
+ * staging memory at memory speed, oldest block first, so the producers
+ * (which lap the window far faster than a disk writes it) lose nothing. */
+static int replay_prepare(void *ctx)
+{
+	struct replay_ctx *rc = ctx;
+
+	if (!rc->stage)
+		return 0;
+	for (uint64_t b = 0; b * rc->chunk_slots < rc->head - rc->first; b++) {
+		if (b < rc->skip_to) /* lapped: below first_valid, discarded */
+			memset(rc->stage + b * rc->blk, 0, block_len(rc, b));
+		else
+			copy_block(rc, rc->stage + b * rc->blk, b, block_len(rc, b));
+	}
+	return 0;
+}
+
+/* Staged blocks are written from the staging memory itself (no copy into
+ * the writer's buffers); the last, unpadded block goes through fill. */
+static const void *replay_map(void *ctx, uint64_t off, size_t len)
+{
+	struct replay_ctx *rc = ctx;
+
+	if (!rc->stage || off % rc->blk || len != rc->blk || off + len > rc->stage_len)
+		return NULL;
+	return rc->stage + off;
+}
+
+static int replay_fill(void *ctx, void *dst, uint64_t off, size_t len)
+{
+	struct replay_ctx *rc = ctx;
+	uint64_t b = off / rc->blk;
+
+	if (off % rc->blk || len != block_len(rc, b))
+		return -EIO; /* cannot happen: the writer asks for whole blocks */
+	if (rc->stage)
+		memcpy(dst, rc->stage + off, len);
+	else if (b < rc->skip_to)
+		memset(dst, 0, len);
+	else
+		copy_block(rc, dst, b, len);
 	return 0;
 }
 
@@ -371,17 +462,13 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 	rt->ring_cursor = sr_ring_cursor(p->ring);
 	memcpy(rt->spec_params, p->spec.params, sizeof(rt->spec_params));
 
-	src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_POOL, sizeof(struct sr__ckpt_pool_sect),
-					 snap, NULL, NULL};
-	src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_ENV_STATES, nst, snap + off_states, NULL,
-					 NULL};
-	src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_ENV_COUNTERS,
-					 (size_t)p->num_envs * sizeof(struct ckpt_env_rec),
-					 snap + off_envs, NULL, NULL};
-	src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_STATS, sizeof(struct ckpt_stats_sect),
-					 snap + off_stats, NULL, NULL};
-	src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_RUNTIME, sizeof(struct ckpt_runtime_sect),
-					 snap + off_rt, NULL, NULL};
+#define SRC(t, l, d) ((struct sr__ckpt_src){.type = (t), .len = (l), .data = (d)})
+	src[n++] = SRC(SR_CKPT_SECT_POOL, sizeof(struct sr__ckpt_pool_sect), snap);
+	src[n++] = SRC(SR_CKPT_SECT_ENV_STATES, nst, snap + off_states);
+	src[n++] = SRC(SR_CKPT_SECT_ENV_COUNTERS, (size_t)p->num_envs * sizeof(struct ckpt_env_rec),
+		       snap + off_envs);
+	src[n++] = SRC(SR_CKPT_SECT_STATS, sizeof(struct ckpt_stats_sect), snap + off_stats);
+	src[n++] = SRC(SR_CKPT_SECT_RUNTIME, sizeof(struct ckpt_runtime_sect), snap + off_rt);
 
 	memset(&c->rc, 0, sizeof(c->rc));
 	if (o.flags & SR_CKPT_F_REPLAY) {
@@ -415,10 +502,29 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 		rc->meta.block_bytes = rc->blk;
 		rc->meta.obs_dim = p->ring->obs_dim;
 		rc->meta.act_size = p->ring->act_size;
-		src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_REPLAY, len, NULL, replay_fill, rc};
+		/* Staging memory: mapped here (lazily: no page is touched in the
+		 * step loop's thread), filled by the writer thread. */
+		if (!(o.flags & SR_CKPT_F_NO_STAGE) && len) {
+			if (c->stage_cache && c->stage_cache_len < len) {
+				munmap(c->stage_cache, c->stage_cache_len);
+				c->stage_cache = NULL;
+			}
+			if (!c->stage_cache) {
+				void *m = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE,
+					       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+				if (m != MAP_FAILED) {
+					c->stage_cache = m;
+					c->stage_cache_len = (size_t)len;
+				}
+			}
+			rc->stage = c->stage_cache; /* NULL: straight from the ring */
+			rc->stage_len = c->stage_cache ? c->stage_cache_len : 0;
+		}
+		src[n++] = (struct sr__ckpt_src){.type = SR_CKPT_SECT_REPLAY, .len = len,
+						 .fill = replay_fill, .ctx = rc,
+						 .map = replay_map};
 		/* Written after the replay section, so first_valid is final. */
-		src[n++] = (struct sr__ckpt_src){SR_CKPT_SECT_REPLAY_META, sizeof(rc->meta),
-						 &rc->meta, NULL, NULL};
+		src[n++] = SRC(SR_CKPT_SECT_REPLAY_META, sizeof(rc->meta), &rc->meta);
 	}
 	c->st.ns_snapshot = sr__now_ns() - t0;
 
@@ -429,6 +535,22 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 		shm_state(p, c->st.state);
 		return err;
 	}
+	/* The writer runs on the allowed CPUs the workers are not bound to,
+	 * if there are any (else it floats, at its lower priority). */
+	{
+		cpu_set_t cs;
+		if (p->plan && sched_getaffinity(0, sizeof(cs), &cs) == 0) {
+			for (uint32_t w = 0; w < p->plan->nthreads; w++)
+				if (p->plan->w[w].cpu >= 0 && p->plan->w[w].cpu < CPU_SETSIZE)
+					CPU_CLR(p->plan->w[w].cpu, &cs);
+			sr__ckpt_job_set_cpus(c->job, &cs, sizeof(cs));
+			/* On CPUs of its own it need not yield to the workers. */
+			if (CPU_COUNT(&cs) && !(o.flags & SR_CKPT_F_NICE))
+				sr__ckpt_job_set_nice(c->job, 0);
+		}
+	}
+	if (c->rc.stage)
+		sr__ckpt_job_set_prepare(c->job, replay_prepare, &c->rc);
 	c->snap = snap;
 	c->t_start = t0;
 	c->st.state = SR_CKPT_STATE_WRITING;

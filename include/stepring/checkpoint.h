@@ -47,9 +47,15 @@ enum {
 	SR_CKPT_F_BACKEND = 1u << 0, /* backend is set (default AUTO) */
 	SR_CKPT_F_REPLAY = 1u << 1,  /* include the replay window (ring columns, priorities) */
 	SR_CKPT_F_NOWAIT = 1u << 2,  /* a checkpoint in flight: -EBUSY instead of waiting */
-	SR_CKPT_F_DIRECT = 1u << 3,  /* O_DIRECT (falls back to buffered where refused) */
+	SR_CKPT_F_DIRECT = 1u << 3,  /* O_DIRECT for every backend (the io_uring backend uses
+				      * it by default; buffered where the fs refuses it) */
 	SR_CKPT_F_CHUNK = 1u << 4,   /* chunk_size is set (default 4 MiB) */
-	SR_CKPT_F_NICE = 1u << 5,    /* nice is set (default 10 for the writer thread) */
+	SR_CKPT_F_NICE = 1u << 5,    /* nice is set (default: 0 when the writer can run on
+				      * CPUs no worker is bound to, else 10) */
+	SR_CKPT_F_BUFFERED = 1u << 7,/* io_uring backend: buffered writes instead of O_DIRECT */
+	SR_CKPT_F_NO_STAGE = 1u << 6,/* replay: write straight from the ring, no staging copy
+				      * (no extra memory; slots the producers lap while the
+				      * file is written are dropped, see docs/checkpoint.md) */
 };
 
 typedef struct sr_ckpt_opts {
