@@ -27,7 +27,8 @@
 #include "pool_internal.h"
 
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
-		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER)
+		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER | \
+		       SR_POOL_F_NO_INLINE)
 
 void sr_pool_opts_init(sr_pool_opts *o)
 {
@@ -151,6 +152,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	if (T > p->num_envs)
 		T = p->num_envs; /* a worker without envs would only cost a thread */
 	p->num_threads = T;
+	p->first_thread = (o->flags & SR_POOL_F_NO_INLINE) ? 0 : 1;
 
 	/* Ring. */
 	memset(&ro, 0, sizeof(ro));
@@ -471,7 +473,7 @@ int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
 		out->steps += atomic_load_explicit(&w->steps, memory_order_relaxed);
 		out->ns_env_step += atomic_load_explicit(&w->ns_env, memory_order_relaxed);
 		out->ns_ring_publish += atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
-		if (i)
+		if (i >= p->first_thread)
 			out->ns_wait += atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
 	}
 	out->ns_collect = p->ns_collect;

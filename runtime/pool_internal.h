@@ -191,7 +191,8 @@ struct sr_pool {
 	uint32_t *c_env;
 	uint64_t *c_prev;
 
-	struct sr__worker *workers; /* num_threads; workers[0] is inline */
+	struct sr__worker *workers; /* num_threads; workers[0] is inline unless NO_INLINE */
+	uint32_t first_thread;      /* 1: worker 0 runs on the calling thread; 0: all are threads */
 	uint32_t *env_worker;       /* env -> worker index */
 
 	/* --- sync command, written by the pool thread before bumping go

@@ -614,19 +614,22 @@ static void kick(struct sr__worker *w)
 
 int sr__workers_start(sr_pool *p)
 {
-	uint32_t T = p->num_threads;
+	uint32_t T = p->num_threads, ft = p->first_thread;
 	int err;
 
-	/* Worker 0 is the calling thread: its memory is first touched here. */
-	err = worker_alloc(&p->workers[0]);
-	if (err)
-		return sr__errorf(err, "cannot allocate the state of worker 0 (%u envs)",
-				  p->workers[0].n_envs);
-	if (T == 1)
+	/* Worker 0 is the calling thread unless SR_POOL_F_NO_INLINE: its
+	 * memory is then first touched here. */
+	if (ft == 1) {
+		err = worker_alloc(&p->workers[0]);
+		if (err)
+			return sr__errorf(err, "cannot allocate the state of worker 0 (%u envs)",
+					  p->workers[0].n_envs);
+	}
+	if (T == ft)
 		return 0;
 	p->gen = 1;
-	atomic_store_explicit(&p->pending, T - 1, memory_order_relaxed);
-	for (uint32_t i = 1; i < T; i++) {
+	atomic_store_explicit(&p->pending, T - ft, memory_order_relaxed);
+	for (uint32_t i = ft; i < T; i++) {
 		struct sr__worker *w = &p->workers[i];
 		err = -pthread_create(&w->thread, NULL, worker_main, w);
 		if (err) {
@@ -640,7 +643,7 @@ int sr__workers_start(sr_pool *p)
 		w->started = true;
 	}
 	wait_done(p);
-	for (uint32_t i = 1; i < T; i++)
+	for (uint32_t i = ft; i < T; i++)
 		if (p->workers[i].alloc_err)
 			return sr__errorf(-ENOMEM, "worker %u cannot allocate the state of its %u envs",
 					  i, p->workers[i].n_envs);
@@ -652,10 +655,10 @@ void sr__workers_stop(sr_pool *p)
 	if (!p->workers)
 		return;
 	atomic_store_explicit(&p->cmd, SR__CMD_STOP, memory_order_relaxed);
-	for (uint32_t i = 1; i < p->num_threads; i++)
+	for (uint32_t i = 0; i < p->num_threads; i++)
 		if (p->workers[i].started)
 			kick(&p->workers[i]);
-	for (uint32_t i = 1; i < p->num_threads; i++) {
+	for (uint32_t i = 0; i < p->num_threads; i++) {
 		if (p->workers[i].started)
 			pthread_join(p->workers[i].thread, NULL);
 		p->workers[i].started = false;
@@ -668,17 +671,19 @@ void sr__workers_stop(sr_pool *p)
 
 void sr__workers_run(sr_pool *p, uint32_t cmd)
 {
-	uint32_t T = p->num_threads;
+	uint32_t T = p->num_threads, ft = p->first_thread;
 
 	p->gen++;
 	atomic_store_explicit(&p->cmd, cmd, memory_order_relaxed);
-	atomic_store_explicit(&p->pending, T - 1, memory_order_relaxed);
+	atomic_store_explicit(&p->pending, T - ft, memory_order_relaxed);
 	/* The kicks' release (G0) orders cmd, gen, pending, cmd_* before them. */
-	for (uint32_t i = 1; i < T; i++)
+	for (uint32_t i = ft; i < T; i++)
 		kick(&p->workers[i]);
-	run_sync(&p->workers[0], cmd);
-	publish_shm(&p->workers[0]);
-	if (T > 1) {
+	if (ft) {
+		run_sync(&p->workers[0], cmd);
+		publish_shm(&p->workers[0]);
+	}
+	if (T > ft) {
 		uint64_t t0 = sr__now_ns();
 		wait_done(p);
 		p->ns_wait += sr__now_ns() - t0;
@@ -697,7 +702,7 @@ void sr__async_enqueue(sr_pool *p, uint32_t e)
 
 void sr__async_kick(sr_pool *p)
 {
-	for (uint32_t i = 1; i < p->num_threads; i++) {
+	for (uint32_t i = p->first_thread; i < p->num_threads; i++) {
 		struct sr__worker *w = &p->workers[i];
 		/* Kick only workers with something queued. Both indices are
 		 * only advanced, so a stale tail at worst costs one spurious kick. */
@@ -709,6 +714,8 @@ void sr__async_kick(sr_pool *p)
 
 void sr__async_inline(sr_pool *p)
 {
+	if (!p->first_thread)
+		return;
 	while (drain_async(&p->workers[0]))
 		;
 	publish_shm(&p->workers[0]);

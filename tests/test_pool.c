@@ -94,6 +94,8 @@ static sr_env_spec cnt_spec(uint64_t term_at, uint32_t max_steps)
 	return s;
 }
 
+static uint32_t mk_flags; /* extra SR_POOL_F_* for mk() */
+
 static sr_pool *mk(const sr_env_spec *spec, uint32_t envs, uint32_t threads, uint32_t batch,
 		   uint32_t autoreset)
 {
@@ -108,6 +110,7 @@ static sr_pool *mk(const sr_env_spec *spec, uint32_t envs, uint32_t threads, uin
 	o.batch_size = batch;
 	o.autoreset = autoreset;
 	o.bind = SR_BIND_NONE;
+	o.flags |= mk_flags;
 	err = sr_pool_create(&o, &p);
 	if (err)
 		fprintf(stderr, "create: %s\n", sr_last_error());
@@ -317,8 +320,8 @@ static void test_disabled_and_truncation(void **st)
 }
 
 /* FNV-1a over obs, reward, flags of every step with per-env seeded actions. */
-static uint64_t hash_run(const char *env, const sr_env_spec *spec, uint32_t envs,
-			 uint32_t threads, uint32_t steps, uint32_t autoreset)
+static uint64_t hash_run_f(const char *env, const sr_env_spec *spec, uint32_t envs,
+			   uint32_t threads, uint32_t steps, uint32_t autoreset, uint32_t flags)
 {
 	sr_pool_opts o;
 	sr_pool *p;
@@ -335,7 +338,7 @@ static uint64_t hash_run(const char *env, const sr_env_spec *spec, uint32_t envs
 	o.num_threads = threads;
 	/* A described 4-core topology: 3 threads even on a 2-CPU machine (plan
 	 * only, no binding). */
-	o.flags = SR_POOL_F_SEED | SR_POOL_F_TOPOLOGY;
+	o.flags = SR_POOL_F_SEED | SR_POOL_F_TOPOLOGY | flags;
 	o.topology = "core:4 pu:1";
 	o.seed = 42;
 	o.autoreset = autoreset;
@@ -369,6 +372,12 @@ static uint64_t hash_run(const char *env, const sr_env_spec *spec, uint32_t envs
 	return h;
 }
 
+static uint64_t hash_run(const char *env, const sr_env_spec *spec, uint32_t envs,
+			 uint32_t threads, uint32_t steps, uint32_t autoreset)
+{
+	return hash_run_f(env, spec, envs, threads, steps, autoreset, 0);
+}
+
 static void test_determinism(void **st)
 {
 	sr_env_spec s = cnt_spec(7, 5);
@@ -378,6 +387,8 @@ static void test_determinism(void **st)
 		uint64_t h1 = hash_run(NULL, &s, 37, 1, 40, m);
 		assert_int_equal(h1, hash_run(NULL, &s, 37, 2, 40, m));
 		assert_int_equal(h1, hash_run(NULL, &s, 37, 3, 40, m));
+		/* every worker a thread (the calling thread only drives) */
+		assert_int_equal(h1, hash_run_f(NULL, &s, 37, 2, 40, m, SR_POOL_F_NO_INLINE));
 	}
 	for (int e = 0; e < 2; e++) {
 		sr_env_spec tmp;
@@ -485,6 +496,13 @@ static void test_async_ready(void **st)
 	ids[0] = N;
 	assert_int_equal(sr_pool_send(p, act, ids, 1), -EINVAL);
 	sr_pool_destroy(p);
+}
+
+static void test_async_ready_no_inline(void **st)
+{
+	mk_flags = SR_POOL_F_NO_INLINE;
+	test_async_ready(st);
+	mk_flags = 0;
 }
 
 /* Async: each env's trajectory depends only on its own actions, so it
@@ -713,6 +731,7 @@ int main(void)
 		cmocka_unit_test(test_determinism),
 		cmocka_unit_test(test_action_validation),
 		cmocka_unit_test(test_async_ready),
+		cmocka_unit_test(test_async_ready_no_inline),
 		cmocka_unit_test(test_async_matches_sync),
 		cmocka_unit_test(test_stats_shm),
 		cmocka_unit_test(test_many_envs_threads),

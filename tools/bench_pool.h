@@ -25,6 +25,8 @@ struct bench_pool_cfg {
 	const char *checkpoint_backend; /* "uring" | "pwrite" | "sync" (NULL: auto) */
 	int bind;             /* enum sr_bind */
 	const char *cpuset;   /* NULL or "0-3,8" */
+	/* added */
+	int no_inline;        /* SR_POOL_F_NO_INLINE: worker 0 is a thread too */
 };
 
 struct bench_pool_result {

@@ -54,6 +54,9 @@ enum {
 	SR_POOL_F_TOPOLOGY = 1u << 4,  /* use topology_xml / synthetic instead of the machine */
 	SR_POOL_F_BIND_CALLER = 1u << 5, /* bind the calling thread where the plan puts worker 0
 					  * (it steps worker 0's envs inside step/recv) */
+	SR_POOL_F_NO_INLINE = 1u << 6, /* worker 0 is a thread too: the calling thread only
+					* sends, collects and waits (one more thread than CPUs
+					* planned; it spins, then sleeps, while it waits) */
 };
 
 typedef struct sr_pool_opts {
