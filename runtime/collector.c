@@ -147,7 +147,8 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 {
 	uint32_t need = p->batch_size, rows = 0;
 	uint64_t first = sr_ring_cursor(p->ring), pos = first;
-	uint64_t t0 = sr__now_ns(), tw = 0, t1, tin, ti;
+	uint64_t t0 = sr__now_ns(), tw = 0, t1, tin = 0, ti;
+	uint32_t n0, chunk = need / 8 > 32 ? need / 8 : 32;
 	struct sr__batch_req req;
 	bool contig = true;
 	int err;
@@ -155,12 +156,20 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 	if (p->n_inflight < need)
 		return sr__errorf(-EINVAL, "recv needs %u envs in flight (batch_size) but only %u "
 				  "were sent and not yet received", need, p->n_inflight);
-	/* Worker 0 lives on this thread: step what it was sent (its time
-	 * counts as worker 0's env and ring time, not collect). */
-	ti = sr__now_ns();
-	sr__async_inline(p);
-	tin = sr__now_ns() - ti;
-	if (!scan_rows(p, need, &pos, &rows, &contig)) {
+	/* Worker 0 lives on this thread. It steps its envs only while the
+	 * ready rows do not make a batch, in chunks, then looks again: if it
+	 * stepped all of them first, its envs would be ready first, come back
+	 * in the next batch more often, and the work would drift onto this
+	 * thread, which also does the serial send and collect work. Its time
+	 * counts as worker 0's env and ring time, not collect. */
+	while (!scan_rows(p, need, &pos, &rows, &contig)) {
+		ti = sr__now_ns();
+		n0 = sr__async_inline(p, chunk);
+		tin += sr__now_ns() - ti;
+		if (!n0)
+			break;
+	}
+	if (rows < need) {
 		uint32_t spins = 0;
 
 		/* Wait for the workers' publishes (E0/E1). */
@@ -227,7 +236,7 @@ void sr__collect_drain(sr_pool *p)
 	while (p->n_inflight || sr_ring_cursor(p->ring) != sr_ring_head(p->ring)) {
 		uint32_t n;
 
-		sr__async_inline(p);
+		sr__async_inline(p, UINT32_MAX);
 		n = sr_ring_peek(p->ring, (uint32_t)p->ring_cap, &first);
 		if (!n) {
 			cpu_relax();

@@ -254,8 +254,9 @@ void sr__workers_run(sr_pool *p, uint32_t cmd);
 /* Async: pool thread queues env (| SR__Q_RESET) to its worker; then kick. */
 void sr__async_enqueue(sr_pool *p, uint32_t env);
 void sr__async_kick(sr_pool *p);
-/* Async: step whatever sits in worker 0's queue, on the calling thread. */
-void sr__async_inline(sr_pool *p);
+/* Async: step up to @max of the envs queued for worker 0, on the calling
+ * thread; returns how many. */
+uint32_t sr__async_inline(sr_pool *p, uint32_t max);
 void sr__futex_wait(_Atomic uint32_t *addr, uint32_t val);
 void sr__futex_wake(_Atomic uint32_t *addr);
 uint64_t sr__now_ns(void);

@@ -410,14 +410,15 @@ static void run_sync(struct sr__worker *w, uint32_t cmd)
  * env call whatever order they were sent in. Pass 1 makes the env calls
  * (timed once), pass 2 the ring bookkeeping. Returns the envs handled.
  */
-static uint32_t drain_async(struct sr__worker *w)
+static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 {
 	sr_pool *p = w->pool;
 	uint32_t tail = atomic_load_explicit(&w->q_tail, memory_order_relaxed);
 	/* A1: acquire pairs with the release in sr__async_enqueue (A0): the
 	 * queue entries and the env's action mailbox are visible. */
 	uint32_t head = atomic_load_explicit(&w->q_head, memory_order_acquire);
-	uint32_t k = head - tail, nd = 0, nruns = 0, lo_min = UINT32_MAX, lo_max = 0;
+	uint32_t k = head - tail < max ? head - tail : max;
+	uint32_t nd = 0, nruns = 0, lo_min = UINT32_MAX, lo_max = 0;
 	uint64_t seq0, mask = p->ring_cap - 1, t0, t1, ns_env = 0, q;
 	uint8_t *mark = w->mark;
 
@@ -432,7 +433,7 @@ static uint32_t drain_async(struct sr__worker *w)
 		lo_max = lo > lo_max ? lo : lo_max;
 	}
 	/* Entries are copied out: the slots may be reused by the producer. */
-	atomic_store_explicit(&w->q_tail, head, memory_order_release);
+	atomic_store_explicit(&w->q_tail, tail + k, memory_order_release);
 	sr_ring_reserve(p->ring, k, 0, &seq0);
 
 	/* Runs: (first local env, length, first seq), in w->run_env triples
@@ -571,7 +572,7 @@ static void *worker_main(void *arg)
 		if (cmd == SR__CMD_STOP)
 			break;
 		if (cmd == SR__CMD_ASYNC) {
-			while (drain_async(w))
+			while (drain_async(w, UINT32_MAX))
 				;
 		} else {
 			run_sync(w, cmd);
@@ -712,11 +713,13 @@ void sr__async_kick(sr_pool *p)
 	}
 }
 
-void sr__async_inline(sr_pool *p)
+uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 {
+	uint32_t n;
+
 	if (!p->first_thread)
-		return;
-	while (drain_async(&p->workers[0]))
-		;
+		return 0;
+	n = drain_async(&p->workers[0], max);
 	publish_shm(&p->workers[0]);
+	return n;
 }
