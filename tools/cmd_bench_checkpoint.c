@@ -313,7 +313,6 @@ int bench_checkpoint(int argc, char **argv)
 		struct phase *f = &ph[nph++];
 		double sum_mibs = 0, sum_w = 0, sum_snap = 0;
 		bool inflight = false;
-		sr_ckpt_status st;
 
 		co.backend = (uint32_t)order[k];
 		f->name = sr_ckpt_backend_name(co.backend);
