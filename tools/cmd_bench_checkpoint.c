@@ -100,7 +100,8 @@ static void usage(FILE *f)
 		"the checkpoint write throughput against a plain sequential write of the same bytes.\n\n"
 		"  --env ID           env (default CartPole-v1)\n"
 		"  --envs N           envs in the pool (default 1024)\n"
-		"  --threads N        worker threads (default 0: one per core)\n"
+		"  --threads N        worker threads (default: CPUs - 1, leaving one to the\n"
+		"                     checkpoint writer; 0: one per core)\n"
 		"  --replay-mib N     replay window to save, MiB (default 1024; 0: no window)\n"
 		"  --seconds S        minimum length of each measured phase (default 3)\n"
 		"  --backends LIST    phases to run among uring,pwrite,sync (default all)\n"
@@ -165,7 +166,7 @@ static double plain_write(const char *path, uint64_t bytes)
 int bench_checkpoint(int argc, char **argv)
 {
 	const char *env = "CartPole-v1", *dirv = NULL, *backends = "uring,pwrite,sync";
-	uint32_t envs = 1024, threads = 0;
+	uint32_t envs = 1024, threads = UINT32_MAX;
 	uint64_t replay_mib = 1024, chunk_mib = 4;
 	double seconds = 3;
 	bool json = false, direct = false;
@@ -204,6 +205,11 @@ int bench_checkpoint(int argc, char **argv)
 		}
 	}
 	cli_env(env, &spec);
+	if (threads == UINT32_MAX) {
+		/* Leave one CPU to the checkpoint writer and the kernel. */
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		threads = n > 1 ? (uint32_t)(n - 1) : 1;
+	}
 	if (spec.act_kind != SR_SPACE_DISCRETE)
 		cli_die("bench checkpoint: --env must have a discrete action space (got '%s')",
 			spec.id);
