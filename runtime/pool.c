@@ -61,6 +61,11 @@ static int check_opts(const sr_pool_opts *o)
 	if (o->autoreset > SR_AUTORESET_DISABLED)
 		return sr__errorf(-EINVAL, "unknown autoreset mode %u (next_step 0, same_step 1, "
 				  "disabled 2)", o->autoreset);
+	if (o->autoreset == SR_AUTORESET_DISABLED && o->batch_size &&
+	    o->batch_size < o->num_envs)
+		return sr__errorf(-EINVAL, "autoreset disabled needs a sync pool (batch_size = "
+				  "num_envs): sr_pool_reset_mask, the only way to reset single "
+				  "envs, is sync");
 	if (o->bind > SR_BIND_NONE)
 		return sr__errorf(-EINVAL, "unknown bind policy %u (core 0, numa 1, none 2)", o->bind);
 	if (o->device > SR_DEVICE_AUTO)

@@ -179,6 +179,12 @@ static void test_bad_options(void **st)
 	o.ring_capacity = 0;
 	o.autoreset = 7;
 	assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
+	o.autoreset = SR_AUTORESET_DISABLED;
+	o.batch_size = 2; /* async */
+	assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "sync"));
+	o.batch_size = 0;
+	o.autoreset = 0;
 	sr_pool_destroy(NULL);
 }
 
