@@ -22,9 +22,12 @@
  *    statistics window (pool->ep_ret / ep_len / episodes) after each batch.
  *
  * QUIESCENT POINTS: between two pool calls in sync mode, and in async mode
- * once every sent env has been received, no worker touches any of this, so
- * the checkpoint engine may read or write it from the calling thread
- * (sr__pool_quiesce() waits for such a point).
+ * once every sent env has been received (n_inflight == 0: a worker
+ * publishes same-step extras before the rows, and touches no env state
+ * after publishing them), no worker touches any of this, so the checkpoint
+ * engine may read or write it from the calling thread. sr__pool_quiesce()
+ * forces such a point in async mode by waiting for and DROPPING the
+ * results in flight (what sr_pool_reset does).
  */
 #ifndef SR_POOL_INTERNAL_H
 #define SR_POOL_INTERNAL_H
@@ -280,7 +283,7 @@ void sr__stats_shm_update(sr_pool *p);
 void sr__stats_shm_close(sr_pool *p);
 
 /* --- pool.c --- */
-/* Wait until no worker touches env state (async: everything received). */
+/* Async: wait for the results in flight and drop them; sync: no-op. */
 void sr__pool_quiesce(sr_pool *p);
 
 /* --- pool_ckpt.c --- */
