@@ -372,6 +372,7 @@ int bench_checkpoint(int argc, char **argv)
 		}
 	}
 
+	unlink(path);
 	uint32_t used_threads = sr_pool_num_threads(p);
 	sr_pool_destroy(p);
 	free(acts);
