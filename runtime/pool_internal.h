@@ -137,6 +137,7 @@ struct sr__worker {
 	uint8_t *mark;              /* n_envs: async drain, envs popped (1 step, 2 reset) */
 	uint32_t *done_loc;         /* n_envs: SAME_STEP envs that finished this slice */
 	uint64_t *done_seq;         /* ... and their slot sequences */
+	uint32_t *fix;              /* n_envs: bookkeeping, envs of a run that need more */
 	int alloc_err;
 
 	/* --- finished episodes: SPSC, this worker produces (release on
