@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Smoke test of every benchmark: each runs briefly and prints JSON with the
+# fields its issue promises. No figure is judged here (goals live in the
+# benchmarks' own output, not in tests): this checks they run and report.
+# usage: cli_bench.sh STEPRING
+set -euo pipefail
+sr=$1
+PY=/usr/bin/python3
+fail=0
+
+check() { # check NAME "key1 key2 ..." < json (one or more JSON lines)
+	local name=$1 keys=$2
+	if ! $PY -c '
+import json, sys
+keys = sys.argv[1].split()
+objs = [json.loads(l) for l in sys.stdin if l.strip().startswith("{")]
+assert objs, "no JSON object"
+def has(o, k):
+    for part in k.split("."):
+        if not isinstance(o, dict) or part not in o:
+            return False
+        o = o[part]
+    return True
+missing = [k for k in keys if not any(has(o, k) for o in objs)]
+assert not missing, "missing keys: %s" % missing
+' "$keys"; then
+		echo "FAIL: $name"
+		fail=1
+	else
+		echo "ok: $name"
+	fi
+}
+
+$sr bench env --env CartPole-v1 --seconds 0.1 --json |
+	check "bench env" "env n_instances steps_per_sec ns_per_step"
+$sr bench pool --env CartPole-v1 --envs 64 --threads 1 --seconds 0.2 --warmup 0.05 --cooldown 0.05 --json |
+	check "bench pool sync" "steps_per_sec raw_steps_per_sec efficiency p50_us p90_us p99_us breakdown.share_env breakdown.share_wait"
+$sr bench pool --env CartPole-v1 --envs 64 --threads 1 --batch 32 --seconds 0.2 --warmup 0.05 --cooldown 0.05 --json |
+	check "bench pool async" "steps_per_sec efficiency p99_us breakdown"
+$sr bench ring --seconds 0.02 --repeat 1 --capacity 4096 --json |
+	check "bench ring" "what producers bulk ns_per_transition"
+$sr bench replay --seconds 0.02 --repeat 1 --obs-dims 4 --capacity 4096 --json |
+	check "bench replay" "what transitions_per_s time_vs_memcpy"
+$sr bench loop --envs 64 --threads 1 --policy mlp:8x1 --device host --seconds 0.2 --warmup 0.05 --json |
+	check "bench loop" "env_only_steps_per_sec loop_steps_per_sec ratio us_policy"
+$sr bench checkpoint --envs 64 --threads 1 --replay-mib 8 --seconds 0.3 --json |
+	check "bench checkpoint" "phases throughput.ratio goals.p99_uring_over_none"
+
+exit $fail
