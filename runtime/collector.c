@@ -10,9 +10,10 @@
  *  1. takes the longest contiguous published range from the ring cursor
  *     (sr_ring_peek, acquire: pairs with the workers' sr_ring_publish);
  *  2. picks the batch rows in it: sync mode, the num_envs slots the pool
- *     reserved (SR_RESERVE_CONTIG, so one view); async mode, the first
- *     batch_size slots that are env results (not SR_SLOT_PAD filler and
- *     not the SR_SLOT_FINAL extras of same-step autoreset);
+ *     reserved (SR_RESERVE_CONTIG, so one view); async mode, batch_size
+ *     result rows (not SR_SLOT_PAD filler and not the SR_SLOT_FINAL
+ *     extras of same-step autoreset), each worker's share of them, oldest
+ *     first (see "Async recv" below);
  *  3. merges the episodes the workers finished into the statistics;
  *  4. hands the rows to the device (device.h), which gives a view of the
  *     ring or a copy;
@@ -43,7 +44,13 @@ int sr__collector_open(sr_pool *p)
 	p->gather = calloc(cfg.max_rows, sizeof(*p->gather));
 	if (p->keep_final && p->async)
 		p->final_stage = calloc((size_t)cfg.max_rows * p->obs_dim, sizeof(float));
-	if (!p->acc || !p->gather || (p->keep_final && p->async && !p->final_stage))
+	if (p->async) {
+		p->ready = calloc(p->num_threads, sizeof(*p->ready));
+		p->ready_seq = calloc(p->num_envs, sizeof(*p->ready_seq));
+		p->taken = calloc(p->ring_cap, 1);
+	}
+	if (!p->acc || !p->gather || (p->keep_final && p->async && !p->final_stage) ||
+	    (p->async && (!p->ready || !p->ready_seq || !p->taken)))
 		return sr__errorf(-ENOMEM, "cannot allocate the collector's buffers");
 	err = sr__device_open(&cfg, &p->dev);
 	if (err)
@@ -58,6 +65,12 @@ void sr__collector_close(sr_pool *p)
 	free(p->acc);
 	free(p->gather);
 	free(p->final_stage);
+	free(p->ready);
+	free(p->ready_seq);
+	free(p->taken);
+	p->ready = NULL;
+	p->ready_seq = NULL;
+	p->taken = NULL;
 	p->acc = NULL;
 	p->gather = NULL;
 	p->final_stage = NULL;
@@ -122,78 +135,223 @@ static inline void cpu_relax(void)
 }
 
 /*
- * Scan forward from *@pos over published slots (sr_ring_slot_valid: an
- * acquire load of the slot's publish sequence, R1) and collect batch rows
- * into p->gather until @need are found. Incremental: a recv that has to
- * wait resumes where it stopped. Returns true when the batch is complete.
+ * Async recv: which rows.
+ *
+ * Every published result row goes into its worker's FIFO (scan_new, in
+ * ring order, so each FIFO is oldest first). A batch takes from each
+ * worker its share of the batch (batch_size * n_envs / num_envs, the
+ * remainder rotating), oldest first, and only waits for a worker that
+ * still has envs in flight; what a worker cannot supply (nothing in
+ * flight) comes from the oldest rows of the others. So every env keeps
+ * progressing (per worker FIFO, and each worker is served every batch),
+ * and the next send gives each worker its share of the work: both
+ * threads step in parallel, instead of the batch filling from whichever
+ * worker published first and the work drifting onto one thread.
+ *
+ * Rows taken out of ring order are marked in p->taken; the cursor
+ * advances over taken rows and over PAD / FINAL slots, and stops at the
+ * first row still waiting in a FIFO. Each env has at most one such row
+ * and each worker's oldest is taken every batch, so the cursor lags the
+ * head by about two batches, well inside the 4 * num_envs ring.
  */
-static bool scan_rows(sr_pool *p, uint32_t need, uint64_t *pos, uint32_t *rows, bool *contig)
+
+/* Move newly published rows from scan_pos on into the workers' FIFOs
+ * (sr_ring_slot_valid: acquire, pairs with the workers' publish R1). */
+static void scan_new(sr_pool *p)
 {
+	uint64_t mask = p->ring_cap - 1, pos = p->scan_pos;
+
+	while (sr_ring_slot_valid(p->ring, pos)) {
+		uint64_t s = pos & mask;
+		if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL))) {
+			uint32_t w = p->env_worker[p->c_env[s]];
+			struct sr__worker *wk = &p->workers[w];
+			struct sr__ready *r = &p->ready[w];
+			uint32_t at = r->head + r->n;
+			if (at >= wk->n_envs)
+				at -= wk->n_envs;
+			p->ready_seq[wk->first_env + at] = pos;
+			r->n++;
+		}
+		pos++;
+	}
+	p->scan_pos = pos;
+}
+
+/* Decide how many rows each worker gives; false when one must be waited for. */
+static bool plan_take(sr_pool *p, uint32_t need)
+{
+	uint32_t T = p->num_threads, sum = 0, rem, ready = 0;
+
+	for (uint32_t w = 0; w < T; w++) {
+		uint64_t q = (uint64_t)need * p->workers[w].n_envs / p->num_envs;
+		p->ready[w].take = (uint32_t)q;
+		sum += (uint32_t)q;
+		ready += p->ready[w].n;
+	}
+	if (ready < need)
+		return false;
+	rem = need - sum;
+	for (uint32_t k = 0; k < T && rem; k++) {
+		uint32_t w = (p->quota_rr + k) % T;
+		p->ready[w].take++;
+		rem--;
+	}
+	sum = 0;
+	for (uint32_t w = 0; w < T; w++) {
+		struct sr__ready *r = &p->ready[w];
+		if (r->take > r->inflight)
+			r->take = r->inflight; /* cannot supply more: others fill */
+		if (r->n < r->take)
+			return false; /* its results are still coming */
+		sum += r->take;
+	}
+	/* The shortfall: the oldest rows left, whichever worker. */
+	while (sum < need) {
+		uint32_t best = T;
+		uint64_t bs = UINT64_MAX;
+		for (uint32_t w = 0; w < T; w++) {
+			struct sr__ready *r = &p->ready[w];
+			uint32_t at;
+			if (r->take >= r->n)
+				continue;
+			at = r->head + r->take;
+			if (at >= p->workers[w].n_envs)
+				at -= p->workers[w].n_envs;
+			if (p->ready_seq[p->workers[w].first_env + at] < bs) {
+				bs = p->ready_seq[p->workers[w].first_env + at];
+				best = w;
+			}
+		}
+		p->ready[best].take++; /* ready >= need: always found */
+		sum++;
+	}
+	return true;
+}
+
+static inline uint64_t ready_at(const sr_pool *p, uint32_t w, uint32_t k)
+{
+	const struct sr__worker *wk = &p->workers[w];
+	uint32_t at = p->ready[w].head + k;
+
+	if (at >= wk->n_envs)
+		at -= wk->n_envs;
+	return p->ready_seq[wk->first_env + at];
+}
+
+/* Pop the planned rows into p->gather in ring order (a merge of the
+ * FIFO heads), mark them taken. Returns true when they are one range. */
+static bool take_rows(sr_pool *p, uint32_t need)
+{
+	uint32_t T = p->num_threads, n = 0;
 	uint64_t mask = p->ring_cap - 1;
 
-	while (*rows < need && sr_ring_slot_valid(p->ring, *pos)) {
-		uint64_t q = (*pos)++;
-		if (p->c_flags[q & mask] & (SR_SLOT_PAD | SR_SLOT_FINAL)) {
-			if (*rows)
-				*contig = false;
-			continue;
+	for (uint32_t w = 0; w < T; w++)
+		p->ready[w].got = 0;
+	while (n < need) {
+		uint32_t best = T;
+		uint64_t bs = UINT64_MAX;
+		for (uint32_t w = 0; w < T; w++) {
+			struct sr__ready *r = &p->ready[w];
+			if (r->got < r->take && ready_at(p, w, r->got) < bs) {
+				bs = ready_at(p, w, r->got);
+				best = w;
+			}
 		}
-		p->gather[(*rows)++] = q;
+		p->ready[best].got++;
+		p->gather[n++] = bs;
+		p->taken[bs & mask] = 1;
 	}
-	return *rows == need;
+	for (uint32_t w = 0; w < T; w++) {
+		struct sr__ready *r = &p->ready[w];
+		r->head += r->take;
+		if (r->head >= p->workers[w].n_envs)
+			r->head -= p->workers[w].n_envs;
+		r->n -= r->take;
+		r->inflight -= r->take;
+	}
+	p->quota_rr = (p->quota_rr + 1) % T;
+	return p->gather[need - 1] - p->gather[0] == need - 1;
+}
+
+/* Advance the cursor over taken rows and PAD / FINAL slots. */
+static void consume_taken(sr_pool *p)
+{
+	uint64_t mask = p->ring_cap - 1, c = sr_ring_cursor(p->ring), c0 = c;
+
+	while (c < p->scan_pos) {
+		uint64_t s = c & mask;
+		if (p->taken[s])
+			p->taken[s] = 0;
+		else if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)))
+			break;
+		c++;
+	}
+	/* R2: slots before c are read (the view stays valid: see DESIGN). */
+	while (c > c0) {
+		uint32_t k = c - c0 > UINT32_MAX ? UINT32_MAX : (uint32_t)(c - c0);
+		sr_ring_consume(p->ring, k);
+		c0 += k;
+	}
 }
 
 int sr__collect_async(sr_pool *p, const sr_batch **out)
 {
-	uint32_t need = p->batch_size, rows = 0;
-	uint64_t first = sr_ring_cursor(p->ring), pos = first;
+	uint32_t need = p->batch_size;
 	uint64_t t0 = sr__now_ns(), tw = 0, t1, tin = 0, ti;
-	uint32_t n0, chunk = need / 8 > 32 ? need / 8 : 32;
+	uint32_t chunk = need / 8 > 32 ? need / 8 : 32;
 	struct sr__batch_req req;
-	bool contig = true;
+	bool contig;
 	int err;
 
 	if (p->n_inflight < need)
 		return sr__errorf(-EINVAL, "recv needs %u envs in flight (batch_size) but only %u "
 				  "were sent and not yet received", need, p->n_inflight);
-	/* Worker 0 lives on this thread. It steps its envs only while the
-	 * ready rows do not make a batch, in chunks, then looks again: if it
-	 * stepped all of them first, its envs would be ready first, come back
-	 * in the next batch more often, and the work would drift onto this
-	 * thread, which also does the serial send and collect work. Its time
-	 * counts as worker 0's env and ring time, not collect. */
-	while (!scan_rows(p, need, &pos, &rows, &contig)) {
+	if (p->scan_pos < sr_ring_cursor(p->ring))
+		p->scan_pos = sr_ring_cursor(p->ring);
+	/* Worker 0 lives on this thread: step all of its queue (in chunks,
+	 * taking in the other workers' rows between them), so that what was
+	 * sent to it is ready by the next recv, as for the other workers.
+	 * Its time counts as worker 0's env and ring time, not collect. */
+	scan_new(p);
+	for (;;) {
+		uint32_t n0;
 		ti = sr__now_ns();
 		n0 = sr__async_inline(p, chunk);
 		tin += sr__now_ns() - ti;
 		if (!n0)
 			break;
+		scan_new(p);
 	}
-	if (rows < need) {
+	if (!plan_take(p, need)) {
 		uint32_t spins = 0;
 
 		/* Wait for the workers' publishes (E0/E1). */
 		t1 = sr__now_ns();
 		while (spins < p->spin_iters) {
 			uint32_t v = atomic_load_explicit(&p->pub_evt, memory_order_acquire);
-			if (scan_rows(p, need, &pos, &rows, &contig))
-				break;
+			scan_new(p);
+			if (plan_take(p, need))
+				goto ready;
 			while (atomic_load_explicit(&p->pub_evt, memory_order_acquire) == v &&
 			       ++spins < p->spin_iters)
 				cpu_relax();
 		}
-		while (rows < need) {
+		for (;;) {
 			uint32_t v;
 			atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
 			v = atomic_load_explicit(&p->pub_evt, memory_order_seq_cst);
-			if (scan_rows(p, need, &pos, &rows, &contig))
+			scan_new(p);
+			if (plan_take(p, need))
 				break;
 			sr__futex_wait(&p->pub_evt, v);
 		}
+ready:
 		atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
 		tw = sr__now_ns() - t1;
 	}
 	p->ns_wait += tw;
+	contig = take_rows(p, need);
 
 	req.first_seq = p->gather[0];
 	req.seqs = contig ? NULL : p->gather;
@@ -221,8 +379,7 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 	}
 	p->last_n = need;
 	p->n_inflight -= need;
-	/* R2: slots before pos are read (the view stays valid: see DESIGN). */
-	sr_ring_consume(p->ring, (uint32_t)(pos - first));
+	consume_taken(p);
 	p->batches++;
 	p->ns_collect += sr__now_ns() - t0 - tw - tin;
 	*out = &p->batch;
@@ -244,6 +401,10 @@ void sr__collect_drain(sr_pool *p)
 		}
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t s = (first + i) & mask;
+			if (p->taken[s]) {
+				p->taken[s] = 0; /* returned already */
+				continue;
+			}
 			if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)) && p->inflight[p->c_env[s]]) {
 				p->inflight[p->c_env[s]] = 0;
 				p->n_inflight--;
@@ -253,4 +414,7 @@ void sr__collect_drain(sr_pool *p)
 	}
 	sr__collect_episodes(p);
 	p->last_n = 0;
+	p->scan_pos = sr_ring_cursor(p->ring);
+	for (uint32_t w = 0; w < p->num_threads; w++)
+		memset(&p->ready[w], 0, sizeof(p->ready[w]));
 }

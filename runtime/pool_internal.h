@@ -104,6 +104,16 @@ struct sr__env_acc {
 
 #define SR__EPWIN 100 /* episode statistics window */
 
+/* Async collector: per-worker FIFO of published result rows not yet
+ * returned (pool thread only; see collector.c). */
+struct sr__ready {
+	uint32_t head;     /* first entry in the worker's FIFO (index into its window) */
+	uint32_t n;        /* entries */
+	uint32_t inflight; /* the worker's envs sent and not yet received */
+	uint32_t take;     /* rows this recv takes from it */
+	uint32_t got;      /* ... of which merged into the batch so far */
+};
+
 /* Worker commands (sync mode, and async drains). */
 enum sr__cmd {
 	SR__CMD_NONE = 0,
@@ -223,6 +233,11 @@ struct sr_pool {
 	uint32_t n_inflight;
 	uint32_t *last_ids;       /* env ids of the last batch (send with NULL) */
 	uint32_t last_n;
+	struct sr__ready *ready;  /* num_threads */
+	uint64_t *ready_seq;      /* num_envs: worker w's FIFO is [first_env, +n_envs) */
+	uint8_t *taken;           /* ring_cap: rows returned that the cursor has not passed */
+	uint64_t scan_pos;        /* slots before it are in the FIFOs, taken or skipped */
+	uint32_t quota_rr;        /* which worker gets the remainder of the quotas */
 
 	/* --- final obs side buffer: row = env (written by the owning worker) --- */
 	float *final_env;

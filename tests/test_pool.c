@@ -511,6 +511,74 @@ static void test_async_ready_no_inline(void **st)
 	mk_flags = 0;
 }
 
+/*
+ * Async fairness: sending back exactly the envs of each batch (the usual
+ * loop), every env keeps coming back. Three workers (a described
+ * topology, so it runs on any machine), worker 0 on this thread. An env
+ * sent before recv r is returned within a few batches, whichever worker
+ * owns it, and each worker supplies its share of every batch.
+ */
+static void fairness_run(uint32_t flags)
+{
+	sr_env_spec s = cnt_spec(1000000, 0);
+	const uint32_t N = 48, B = 12, K = 600;
+	sr_pool_opts o;
+	sr_pool *p;
+	const sr_batch *b;
+	uint32_t last[48], count[48] = {0}, ids[48], maxgap = 0;
+	int32_t act[48];
+
+	sr_pool_opts_init(&o);
+	o.spec = &s;
+	o.num_envs = N;
+	o.num_threads = 3;
+	o.batch_size = B;
+	o.bind = SR_BIND_NONE;
+	o.flags = SR_POOL_F_TOPOLOGY | flags;
+	o.topology = "core:4 pu:1";
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(sr_pool_num_threads(p), 3);
+	for (uint32_t e = 0; e < N; e++)
+		last[e] = 0;
+	assert_int_equal(sr_pool_reset(p, NULL), 0);
+	for (uint32_t it = 1; it <= K; it++) {
+		uint32_t per_worker[3] = {0};
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		assert_int_equal(b->n, B);
+		for (uint32_t i = 0; i < B; i++) {
+			uint32_t e = b->env_id[i];
+			assert_true(e < N);
+			if (it - last[e] > maxgap)
+				maxgap = it - last[e];
+			last[e] = it;
+			count[e]++;
+			per_worker[e / (N / 3)]++;
+			ids[i] = e;
+			act[i] = 1;
+		}
+		/* each worker gives its share (B / 3) of every batch */
+		for (uint32_t w = 0; w < 3; w++)
+			assert_int_equal(per_worker[w], B / 3);
+		assert_int_equal(sr_pool_send(p, act, ids, B), 0);
+	}
+	/* N / B = 4 batches per round: nobody waits much longer (a worker
+	 * that drains the sends of two rounds at once steps them in env
+	 * order, so an env may slip by a batch or two), and everybody gets
+	 * about its K * B / N turns. */
+	assert_true(maxgap <= 2 * N / B);
+	for (uint32_t e = 0; e < N; e++) {
+		assert_true(count[e] >= K * B / N * 9 / 10);
+		assert_true(K - last[e] <= 2 * N / B);
+	}
+	sr_pool_destroy(p);
+}
+
+static void test_async_fair(void **st)
+{
+	fairness_run(0);
+	fairness_run(SR_POOL_F_NO_INLINE);
+}
+
 /* Async: each env's trajectory depends only on its own actions, so it
  * matches the sync pool's trajectory for the same env and seed. */
 static void test_async_matches_sync(void **st)
@@ -738,6 +806,7 @@ int main(void)
 		cmocka_unit_test(test_action_validation),
 		cmocka_unit_test(test_async_ready),
 		cmocka_unit_test(test_async_ready_no_inline),
+		cmocka_unit_test(test_async_fair),
 		cmocka_unit_test(test_async_matches_sync),
 		cmocka_unit_test(test_stats_shm),
 		cmocka_unit_test(test_many_envs_threads),
