@@ -10,6 +10,8 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +183,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	size_t asz;
 	int err, phase;
 	char ckpt_path[64];
+	cpu_set_t aff;
+	bool have_aff;
 
 	memset(r, 0, sizeof(*r));
 	if (!cfg->env || sr_env_find(cfg->env, &spec))
@@ -188,6 +192,10 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	if (cfg->checkpoint_every > 0 && (cfg->async || !sr_pool_checkpoint))
 		return fail(r, -ENOSYS, "%s", cfg->async ? "checkpoint_every needs sync mode"
 							: "no checkpoint engine in this build");
+	/* The pool binds this thread as worker 0 (SR_POOL_F_BIND_CALLER):
+	 * give it back its affinity at the end, or the next pool made in this
+	 * process would plan all its workers inside that one CPU. */
+	have_aff = pthread_getaffinity_np(pthread_self(), sizeof(aff), &aff) == 0;
 	sr_pool_opts_init(&o);
 	o.env = cfg->env;
 	o.num_envs = cfg->envs;
@@ -207,8 +215,10 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		o.cpuset = cfg->cpuset;
 	}
 	err = sr_pool_create(&o, &p);
-	if (err)
-		return fail(r, err, "%s", sr_last_error());
+	if (err) {
+		fail(r, err, "%s", sr_last_error());
+		goto out;
+	}
 	err = bench_policy_open(cfg->policy, p, cfg->device, cfg->seed, &bp, r->msg,
 				sizeof(r->msg));
 	if (err) {
@@ -355,6 +365,8 @@ fail_pool:
 out:
 	bench_policy_close(bp);
 	sr_pool_destroy(p);
+	if (have_aff)
+		pthread_setaffinity_np(pthread_self(), sizeof(aff), &aff);
 	free(acts);
 	free(lat);
 	return err;

@@ -55,20 +55,6 @@ static void result_shares(const struct bench_pool_result *r, bool async, struct 
 					   r->share_policy, r->share_wait};
 }
 
-/* bench_pool_run() may bind the calling thread (as worker 0) and leave it
- * bound; the next pool would then plan its workers inside that one CPU.
- * Each run starts from the affinity the command started with. */
-static int run_restoring_affinity(const struct bench_pool_cfg *c, struct bench_pool_result *r)
-{
-	cpu_set_t set;
-	bool have = pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0;
-	int err = bench_pool_run(c, r);
-
-	if (have)
-		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-	return err;
-}
-
 #if __has_include("stepring/device.h")
 #include "stepring/device.h"
 #define HAVE_DEVICE_API 1
@@ -277,7 +263,7 @@ static bool bench(const struct diag *d, const char *env, const char *policy, boo
 	c.seed = d->seed;
 	memset(r, 0, sizeof(*r));
 	fprintf(stderr, "diagnose %s: %s ...\n", env, what);
-	err = run_restoring_affinity(&c, r);
+	err = bench_pool_run(&c, r);
 #ifdef HAVE_DEVICE_API
 	if (err == -ENOSYS && strcmp(policy, "none") != 0) {
 		/* This build's pool benchmark cannot put a policy in the loop. */

@@ -60,20 +60,6 @@ static void result_shares(const struct bench_pool_result *r, bool async, struct 
 					   r->share_policy, r->share_wait};
 }
 
-/* bench_pool_run() may bind the calling thread (as worker 0) and leave it
- * bound; the next pool would then plan its workers inside that one CPU.
- * Each run starts from the affinity the command started with. */
-static int run_restoring_affinity(const struct bench_pool_cfg *c, struct bench_pool_result *r)
-{
-	cpu_set_t set;
-	bool have = pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0;
-	int err = bench_pool_run(c, r);
-
-	if (have)
-		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-	return err;
-}
-
 #define MAX_LIST 64
 
 struct sweep {
@@ -290,7 +276,7 @@ static double run_one(struct sweep *s, struct tune_progress *pg, uint32_t envs, 
 			 async ? "async" : "sync", envs, c.batch);
 	tune_progress_step(pg, what);
 	memset(&r, 0, sizeof(r));
-	err = run_restoring_affinity(&c, &r);
+	err = bench_pool_run(&c, &r);
 	tune_progress_end(pg);
 	if (err) {
 		const char *msg = r.msg[0] ? r.msg : sr_strerror(err);
