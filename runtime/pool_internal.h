@@ -178,7 +178,8 @@ struct sr__worker {
 	_Alignas(SR_CACHELINE) _Atomic uint64_t steps;
 	_Atomic uint64_t ns_env;   /* inside spec->step / reset */
 	_Atomic uint64_t ns_ring;  /* reserve, bookkeeping, publish */
-	_Atomic uint64_t ns_idle;  /* spinning or sleeping */
+	_Atomic uint64_t ns_idle;  /* spinning or sleeping; inline worker 0: not stepping */
+	uint64_t mark_ns, mark_busy; /* inline worker 0: wall clock and busy time at the last account */
 	sr_stats_worker *shm;      /* this worker's slot in the stats block, or NULL */
 	char pad_end[SR_CACHELINE];
 };

@@ -539,6 +539,24 @@ static void publish_shm(struct sr__worker *w)
 			 __ATOMIC_RELAXED);
 }
 
+/*
+ * Inline worker 0 never waits in wait_go: its idle time is the wall clock
+ * since its last account that it did not spend stepping (waiting for the
+ * other workers, collecting, and the caller's own work between calls), so
+ * `stepring top` does not show it always busy. Pool thread only.
+ */
+static void inline_account(struct sr__worker *w)
+{
+	uint64_t now = sr__now_ns();
+	uint64_t busy = atomic_load_explicit(&w->ns_env, memory_order_relaxed) +
+			atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
+
+	if (w->mark_ns && now - w->mark_ns > busy - w->mark_busy)
+		add_relaxed(&w->ns_idle, (now - w->mark_ns) - (busy - w->mark_busy));
+	w->mark_ns = now;
+	w->mark_busy = busy;
+}
+
 /* The last worker to finish a sync command wakes the pool thread. */
 static void sync_done(sr_pool *p, uint32_t gen)
 {
@@ -710,14 +728,16 @@ void sr__workers_run(sr_pool *p, uint32_t cmd)
 	/* The kicks' release (G0) orders cmd, gen, pending, cmd_* before them. */
 	for (uint32_t i = ft; i < T; i++)
 		kick(&p->workers[i]);
-	if (ft) {
+	if (ft)
 		run_sync(&p->workers[0], cmd);
-		publish_shm(&p->workers[0]);
-	}
 	if (T > ft) {
 		uint64_t t0 = sr__now_ns();
 		wait_done(p);
 		p->ns_wait += sr__now_ns() - t0;
+	}
+	if (ft) {
+		inline_account(&p->workers[0]);
+		publish_shm(&p->workers[0]);
 	}
 }
 
@@ -750,6 +770,7 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 	if (!p->first_thread)
 		return 0;
 	n = drain_async(&p->workers[0], max);
+	inline_account(&p->workers[0]);
 	publish_shm(&p->workers[0]);
 	return n;
 }

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -676,8 +677,11 @@ static void test_stats_shm(void **st)
 	o.ring_name = name;
 	assert_int_equal(sr_pool_create(&o, &p), 0);
 	assert_int_equal(sr_pool_reset(p, &b), 0);
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 5; i++) {
+		struct timespec ts = {0, 200000}; /* the caller's own work between steps */
+		nanosleep(&ts, NULL);
 		assert_int_equal(sr_pool_step(p, act, &b), 0);
+	}
 	fd = shm_open(path, O_RDONLY, 0);
 	assert_true(fd >= 0);
 	sh = mmap(NULL, sizeof(*sh), PROT_READ, MAP_SHARED, fd, 0);
@@ -688,6 +692,8 @@ static void test_stats_shm(void **st)
 	assert_int_equal(sh->state, SR_STATS_STATE_RUNNING);
 	assert_string_equal(sh->env_id, "Counter-v0");
 	assert_true(sh->workers[0].steps >= 4);
+	/* worker 0 is the calling thread: the time between calls is idle */
+	assert_true(sh->workers[0].ns_idle >= 4 * 200000);
 	sr_pool_destroy(p);
 	assert_int_equal(sh->state, SR_STATS_STATE_ENDED);
 	munmap((void *)sh, sizeof(*sh));
