@@ -37,6 +37,8 @@ int sr__collector_open(sr_pool *p)
 		.act_size = (uint32_t)p->act_size,
 		.max_rows = p->async ? p->batch_size : p->num_envs,
 		.final_obs = p->keep_final,
+		.act_kind = p->spec.act_kind,
+		.act_dim = p->spec.act_kind == SR_SPACE_DISCRETE ? 1 : p->spec.act_dim,
 	};
 	int err;
 

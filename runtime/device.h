@@ -32,6 +32,8 @@ struct sr__device_cfg {
 	uint32_t act_size; /* bytes per action */
 	uint32_t max_rows; /* largest batch (staging size) */
 	bool final_obs;    /* batches carry final_obs */
+	uint32_t act_kind; /* SR_SPACE_DISCRETE or SR_SPACE_BOX (the env spec's); 0: guess from act_size */
+	uint32_t act_dim;  /* box: float32 per action; discrete: 1 */
 };
 
 /* Which slots form a batch. */

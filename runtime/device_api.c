@@ -873,9 +873,11 @@ int sr__device_cuda_open(const struct sr__device_cfg *cfg, struct sr__device **o
 	o.index = cfg->index;
 	o.max_rows = cfg->max_rows;
 	o.obs_dim = cfg->obs_dim;
-	/* The pool only knows action bytes: box actions are float32. */
-	o.act_kind = cfg->act_size == 4 ? SR_SPACE_DISCRETE : SR_SPACE_BOX;
-	o.act_dim = cfg->act_size / 4;
+	/* From the env spec (a box of dimension 1 is 4 bytes too); a cfg
+	 * without it (act_kind 0) is read from the size as before. */
+	o.act_kind = cfg->act_kind ? cfg->act_kind
+				   : cfg->act_size == 4 ? SR_SPACE_DISCRETE : SR_SPACE_BOX;
+	o.act_dim = cfg->act_kind ? cfg->act_dim : cfg->act_size / 4;
 	o.flags = SR_DEVICE_F_RING;
 	o.ring = cfg->ring;
 	dev = calloc(1, sizeof(*dev));
