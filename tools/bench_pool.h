@@ -4,7 +4,8 @@
  *
  * One run: the raw single-thread env loop (same env, envs/threads
  * instances, for the efficiency figure), then a pool created from the
- * configuration, a warm-up, the active window (the figures), a cool-down.
+ * configuration, a warm-up, the active window (the figures), a cool-down,
+ * and the raw loop again: the faster of its two windows is the ceiling.
  * Members may be added at the end of both structs; none removed.
  */
 #ifndef SR_BENCH_POOL_H

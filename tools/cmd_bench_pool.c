@@ -3,7 +3,8 @@
  * sweep and diagnose), and its raw single-thread ceiling in the same run.
  *
  * Phases: raw loop (envs/threads instances stepped in one thread, batched,
- * with autoreset), then the pool: warm-up, active window, cool-down.
+ * with autoreset), then the pool: warm-up, active window, cool-down, then
+ * the raw loop again (the faster of the two raw windows counts).
  * Actions come from a precomputed random buffer (policy "none"), so
  * choosing them costs nothing. Latency is per batch: one sr_pool_step, or
  * from sr_pool_send to the sr_pool_recv that returns (async).
@@ -120,6 +121,11 @@ static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 	if (!st || !obs || !rew || !term || !el || !acts || !lat)
 		goto out;
 	s->seed(s, st, n, seed, 0);
+	/* One untimed batch first: one-time costs (the spin env calibrates
+	 * on its first step, 5-12 ms) and cold caches stay out of the rate,
+	 * as the pool's warm-up keeps them out of its own. */
+	s->reset(s, st, n, obs);
+	s->step(s, st, n, acts, obs, rew, term);
 	s->reset(s, st, n, obs);
 	t0 = cli_now_ns();
 	tb = t0;
@@ -183,6 +189,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	size_t asz;
 	int err, phase;
 	char ckpt_path[64];
+	double raw_secs;
 	cpu_set_t aff;
 	bool have_aff;
 
@@ -236,9 +243,12 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		goto out;
 	}
 
-	/* Raw ceiling first, while the pool's workers sleep. */
-	r->raw_steps_per_sec = raw_loop(&spec, (cfg->envs + T - 1) / T,
-					fmin(fmax(cfg->seconds / 3, 0.2), 1.0), cfg->seed,
+	/* Raw ceiling first, while the pool's workers sleep; measured again
+	 * after the pool (raw_again), keeping the faster of the two: a
+	 * single short window that another process or the host slowed down
+	 * would understate it and give an efficiency above 1. */
+	raw_secs = fmin(fmax(cfg->seconds / 6, 0.2), 0.5);
+	r->raw_steps_per_sec = raw_loop(&spec, (cfg->envs + T - 1) / T, raw_secs, cfg->seed,
 					&r->raw_p50_steps_per_sec, &r->raw_steps_per_cpu_sec);
 
 	err = sr_pool_reset(p, &b);
@@ -317,6 +327,13 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	if (cfg->checkpoint_every > 0 && sr_pool_checkpoint_wait) {
 		sr_pool_checkpoint_wait(p, NULL);
 		unlink(ckpt_path);
+	}
+	{
+		double p50, cpu, raw = raw_loop(&spec, (cfg->envs + T - 1) / T, raw_secs, cfg->seed,
+						&p50, &cpu);
+		r->raw_steps_per_sec = fmax(r->raw_steps_per_sec, raw);
+		r->raw_p50_steps_per_sec = fmax(r->raw_p50_steps_per_sec, p50);
+		r->raw_steps_per_cpu_sec = fmax(r->raw_steps_per_cpu_sec, cpu);
 	}
 	{
 		double win = (double)(w1 - w0), tot = win * T, nb = (double)(b1 - b0);
