@@ -154,7 +154,11 @@ static inline void cpu_relax(void)
  * advances over taken rows and over PAD / FINAL slots, and stops at the
  * first row still waiting in a FIFO. Each env has at most one such row
  * and each worker's oldest is taken every batch, so the cursor lags the
- * head by about two batches, well inside the 4 * num_envs ring.
+ * head by about two batches, well inside the 4 * num_envs ring. Should
+ * it lag by more than 2 * num_envs (possible only with batch_size <
+ * threads, where a worker's quota can be 0), the batch is the oldest
+ * rows whoever owns them; a batch that starts too far behind the head
+ * to stay valid until the next call as a view is copied.
  */
 
 /* Move newly published rows from scan_pos on into the workers' FIFOs
@@ -193,6 +197,15 @@ static bool plan_take(sr_pool *p, uint32_t need)
 	}
 	if (ready < need)
 		return false;
+	if (p->scan_pos - sr_ring_cursor(p->ring) > 2ull * p->num_envs) {
+		/* The oldest waiting row holds the cursor far back (batch <
+		 * threads, rotating quotas): take the oldest rows, whoever owns
+		 * them, so the producers keep room in the ring. */
+		for (uint32_t w = 0; w < T; w++)
+			p->ready[w].take = 0;
+		sum = 0;
+		goto oldest;
+	}
 	rem = need - sum;
 	for (uint32_t k = 0; k < T && rem; k++) {
 		uint32_t w = (p->quota_rr + k) % T;
@@ -209,6 +222,7 @@ static bool plan_take(sr_pool *p, uint32_t need)
 		sum += r->take;
 	}
 	/* The shortfall: the oldest rows left, whichever worker. */
+oldest:
 	while (sum < need) {
 		uint32_t best = T;
 		uint64_t bs = UINT64_MAX;
@@ -356,6 +370,11 @@ ready:
 	contig = take_rows(p, need);
 
 	req.first_seq = p->gather[0];
+	/* A view must stay valid until the next call, while the workers
+	 * write up to 2 * num_envs more slots: from far behind the head it
+	 * is copied instead. */
+	if (sr_ring_head(p->ring) - p->gather[0] >= p->ring_cap - 2ull * p->num_envs)
+		contig = false;
 	req.seqs = contig ? NULL : p->gather;
 	req.n = need;
 	req.final_obs = NULL;

@@ -574,10 +574,45 @@ static void fairness_run(uint32_t flags)
 	sr_pool_destroy(p);
 }
 
+/* Fewer batch rows than workers: the quotas rotate; nobody is left out. */
+static void small_batch_run(void)
+{
+	sr_env_spec s = cnt_spec(1000000, 0);
+	const uint32_t N = 12, B = 2, K = 600;
+	sr_pool_opts o;
+	sr_pool *p;
+	const sr_batch *b;
+	uint32_t count[12] = {0}, ids[2];
+	int32_t act[2] = {1, 1};
+
+	sr_pool_opts_init(&o);
+	o.spec = &s;
+	o.num_envs = N;
+	o.num_threads = 3;
+	o.batch_size = B;
+	o.bind = SR_BIND_NONE;
+	o.flags = SR_POOL_F_TOPOLOGY;
+	o.topology = "core:4 pu:1";
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(sr_pool_reset(p, NULL), 0);
+	for (uint32_t it = 0; it < K; it++) {
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		for (uint32_t i = 0; i < B; i++) {
+			ids[i] = b->env_id[i];
+			count[ids[i]]++;
+		}
+		assert_int_equal(sr_pool_send(p, act, ids, B), 0);
+	}
+	for (uint32_t e = 0; e < N; e++)
+		assert_true(count[e] >= K * B / N / 2);
+	sr_pool_destroy(p);
+}
+
 static void test_async_fair(void **st)
 {
 	fairness_run(0);
 	fairness_run(SR_POOL_F_NO_INLINE);
+	small_batch_run();
 }
 
 /* Async: each env's trajectory depends only on its own actions, so it
