@@ -165,6 +165,7 @@ struct sr__worker {
 	 * is never queued twice, so it cannot overflow. --- */
 	uint32_t *q;
 	uint32_t q_mask;
+	uint32_t q_next; /* pool thread: next entry to write; published as q_head at the kick */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t q_head; /* written by the pool thread */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t q_tail; /* written by the worker */
 

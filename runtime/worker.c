@@ -444,7 +444,7 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 {
 	sr_pool *p = w->pool;
 	uint32_t tail = atomic_load_explicit(&w->q_tail, memory_order_relaxed);
-	/* A1: acquire pairs with the release in sr__async_enqueue (A0): the
+	/* A1: acquire pairs with the release in sr__async_kick (A0): the
 	 * queue entries and the env's action mailbox are visible. */
 	uint32_t head = atomic_load_explicit(&w->q_head, memory_order_acquire);
 	uint32_t k = head - tail < max ? head - tail : max;
@@ -744,21 +744,23 @@ void sr__workers_run(sr_pool *p, uint32_t cmd)
 void sr__async_enqueue(sr_pool *p, uint32_t e)
 {
 	struct sr__worker *w = &p->workers[p->env_worker[e & ~SR__Q_RESET]];
-	uint32_t h = atomic_load_explicit(&w->q_head, memory_order_relaxed);
 
-	w->q[h & w->q_mask] = e;
-	/* A0: release pairs with A1 in drain_async: entry + mailbox visible. */
-	atomic_store_explicit(&w->q_head, h + 1, memory_order_release);
+	/* Published by sr__async_kick, once per send and worker: a release
+	 * store per entry would have the draining worker pop a few entries
+	 * at a time, each with its own reservation and publish. */
+	w->q[w->q_next++ & w->q_mask] = e;
 }
 
 void sr__async_kick(sr_pool *p)
 {
-	for (uint32_t i = p->first_thread; i < p->num_threads; i++) {
+	for (uint32_t i = 0; i < p->num_threads; i++) {
 		struct sr__worker *w = &p->workers[i];
-		/* Kick only workers with something queued. Both indices are
-		 * only advanced, so a stale tail at worst costs one spurious kick. */
-		if (atomic_load_explicit(&w->q_head, memory_order_relaxed) !=
-		    atomic_load_explicit(&w->q_tail, memory_order_relaxed))
+
+		if (w->q_next == atomic_load_explicit(&w->q_head, memory_order_relaxed))
+			continue;
+		/* A0: release pairs with A1 in drain_async: entries + mailbox visible. */
+		atomic_store_explicit(&w->q_head, w->q_next, memory_order_release);
+		if (i >= p->first_thread)
 			kick(w);
 	}
 }
