@@ -140,15 +140,17 @@ static inline void cpu_relax(void)
  * Async recv: which rows.
  *
  * Every published result row goes into its worker's FIFO (scan_new, in
- * ring order, so each FIFO is oldest first). A batch takes from each
- * worker its share of the batch (batch_size * n_envs / num_envs, the
- * remainder rotating), oldest first, and only waits for a worker that
- * still has envs in flight; what a worker cannot supply (nothing in
- * flight) comes from the oldest rows of the others. So every env keeps
- * progressing (per worker FIFO, and each worker is served every batch),
- * and the next send gives each worker its share of the work: both
- * threads step in parallel, instead of the batch filling from whichever
- * worker published first and the work drifting onto one thread.
+ * ring order, so each FIFO is oldest first). Once batch_size rows are
+ * ready, a batch takes from each worker its share of the batch
+ * (batch_size * n_envs / num_envs, the remainder rotating), oldest first;
+ * what a worker has not published yet comes from the oldest rows of the
+ * others (no waiting for a late worker while rows are ready). So every
+ * env keeps progressing (each FIFO is served every batch in which it has
+ * rows), and the next send gives each worker about its share of the work:
+ * both threads step in parallel, instead of the batch composition, which
+ * repeats from one round to the next when the caller sends back the last
+ * batch, locking the work onto one thread; a late worker gets less work
+ * the next round, so it catches up.
  *
  * Rows taken out of ring order are marked in p->taken; the cursor
  * advances over taken rows and over PAD / FINAL slots, and stops at the
@@ -184,7 +186,8 @@ static void scan_new(sr_pool *p)
 	p->scan_pos = pos;
 }
 
-/* Decide how many rows each worker gives; false when one must be waited for. */
+/* Decide how many rows each worker gives; false while fewer than @need
+ * rows are ready. */
 static bool plan_take(sr_pool *p, uint32_t need)
 {
 	uint32_t T = p->num_threads, sum = 0, rem, ready = 0;
@@ -198,9 +201,9 @@ static bool plan_take(sr_pool *p, uint32_t need)
 	if (ready < need)
 		return false;
 	if (p->scan_pos - sr_ring_cursor(p->ring) > 2ull * p->num_envs) {
-		/* The oldest waiting row holds the cursor far back (batch <
-		 * threads, rotating quotas): take the oldest rows, whoever owns
-		 * them, so the producers keep room in the ring. */
+		/* The oldest waiting row holds the cursor far back (a worker
+		 * without a share for a while: batch < threads): take the
+		 * oldest rows, whoever owns them, so the producers keep room. */
 		for (uint32_t w = 0; w < T; w++)
 			p->ready[w].take = 0;
 		sum = 0;
@@ -215,10 +218,8 @@ static bool plan_take(sr_pool *p, uint32_t need)
 	sum = 0;
 	for (uint32_t w = 0; w < T; w++) {
 		struct sr__ready *r = &p->ready[w];
-		if (r->take > r->inflight)
-			r->take = r->inflight; /* cannot supply more: others fill */
-		if (r->n < r->take)
-			return false; /* its results are still coming */
+		if (r->take > r->n)
+			r->take = r->n; /* not published yet: the others fill in */
 		sum += r->take;
 	}
 	/* The shortfall: the oldest rows left, whichever worker. */
@@ -245,16 +246,6 @@ oldest:
 	return true;
 }
 
-static inline uint64_t ready_at(const sr_pool *p, uint32_t w, uint32_t k)
-{
-	const struct sr__worker *wk = &p->workers[w];
-	uint32_t at = p->ready[w].head + k;
-
-	if (at >= wk->n_envs)
-		at -= wk->n_envs;
-	return p->ready_seq[wk->first_env + at];
-}
-
 /* Pop the planned rows into p->gather in ring order (a merge of the
  * FIFO heads), mark them taken. Returns true when they are one range. */
 static bool take_rows(sr_pool *p, uint32_t need)
@@ -268,15 +259,49 @@ static bool take_rows(sr_pool *p, uint32_t need)
 		uint32_t best = T;
 		uint64_t bs = UINT64_MAX;
 		for (uint32_t w = 0; w < T; w++) {
-			struct sr__ready *r = &p->ready[w];
-			if (r->got < r->take && ready_at(p, w, r->got) < bs) {
-				bs = ready_at(p, w, r->got);
+			const struct sr__ready *r = &p->ready[w];
+			const struct sr__worker *wk = &p->workers[w];
+			uint32_t at;
+			if (r->got >= r->take)
+				continue;
+			at = r->head + r->got;
+			if (at >= wk->n_envs)
+				at -= wk->n_envs;
+			if (p->ready_seq[wk->first_env + at] < bs) {
+				bs = p->ready_seq[wk->first_env + at];
 				best = w;
 			}
 		}
-		p->ready[best].got++;
-		p->gather[n++] = bs;
-		p->taken[bs & mask] = 1;
+		/* Copy the run of this worker's rows that come before the next
+		 * head of the others: usually its whole share at once. */
+		{
+			struct sr__ready *r = &p->ready[best];
+			const struct sr__worker *wk = &p->workers[best];
+			uint64_t lim = UINT64_MAX;
+			for (uint32_t w = 0; w < T; w++) {
+				const struct sr__ready *o = &p->ready[w];
+				uint32_t at;
+				if (w == best || o->got >= o->take)
+					continue;
+				at = o->head + o->got;
+				if (at >= p->workers[w].n_envs)
+					at -= p->workers[w].n_envs;
+				if (p->ready_seq[p->workers[w].first_env + at] < lim)
+					lim = p->ready_seq[p->workers[w].first_env + at];
+			}
+			do {
+				uint32_t at = r->head + r->got;
+				uint64_t q;
+				if (at >= wk->n_envs)
+					at -= wk->n_envs;
+				q = p->ready_seq[wk->first_env + at];
+				if (q > lim)
+					break;
+				p->gather[n++] = q;
+				p->taken[q & mask] = 1;
+				r->got++;
+			} while (r->got < r->take);
+		}
 	}
 	for (uint32_t w = 0; w < T; w++) {
 		struct sr__ready *r = &p->ready[w];
@@ -284,7 +309,6 @@ static bool take_rows(sr_pool *p, uint32_t need)
 		if (r->head >= p->workers[w].n_envs)
 			r->head -= p->workers[w].n_envs;
 		r->n -= r->take;
-		r->inflight -= r->take;
 	}
 	p->quota_rr = (p->quota_rr + 1) % T;
 	return p->gather[need - 1] - p->gather[0] == need - 1;

@@ -338,8 +338,6 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 			p->inflight[e] = 1;
 			sr__async_enqueue(p, e | SR__Q_RESET);
 		}
-		for (uint32_t w = 0; w < p->num_threads; w++)
-			p->ready[w].inflight = p->workers[w].n_envs;
 		p->n_inflight = p->num_envs;
 		sr__async_kick(p);
 		if (out)
@@ -411,7 +409,6 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 		uint32_t e = env_ids[i];
 		memcpy(p->async_act + (size_t)e * p->act_size,
 		       (const unsigned char *)actions + (size_t)i * p->act_size, p->act_size);
-		p->ready[p->env_worker[e]].inflight++;
 		sr__async_enqueue(p, e);
 	}
 	p->n_inflight += n;

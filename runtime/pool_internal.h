@@ -109,7 +109,6 @@ struct sr__env_acc {
 struct sr__ready {
 	uint32_t head;     /* first entry in the worker's FIFO (index into its window) */
 	uint32_t n;        /* entries */
-	uint32_t inflight; /* the worker's envs sent and not yet received */
 	uint32_t take;     /* rows this recv takes from it */
 	uint32_t got;      /* ... of which merged into the batch so far */
 };
