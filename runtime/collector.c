@@ -141,7 +141,9 @@ static inline void cpu_relax(void)
  *
  * Every published result row goes into its worker's FIFO (scan_new, in
  * ring order, so each FIFO is oldest first). Once batch_size rows are
- * ready, a batch takes from each worker its share of the batch
+ * ready, the batch is the batch_size oldest of them if that gives every
+ * worker at least half its share (usually one range: a zero-copy view).
+ * Otherwise it takes from each worker its share of the batch
  * (batch_size * n_envs / num_envs, the remainder rotating), oldest first;
  * what a worker has not published yet comes from the oldest rows of the
  * others (no waiting for a late worker while rows are ready). So every
@@ -186,6 +188,61 @@ static void scan_new(sr_pool *p)
 	p->scan_pos = pos;
 }
 
+static inline uint64_t ready_at(const sr_pool *p, uint32_t w, uint32_t k)
+{
+	const struct sr__worker *wk = &p->workers[w];
+	uint32_t at = p->ready[w].head + k;
+
+	if (at >= wk->n_envs)
+		at -= wk->n_envs;
+	return p->ready_seq[wk->first_env + at];
+}
+
+/*
+ * The plain oldest-first batch (the @need oldest ready rows, whoever owns
+ * them: often one contiguous range, a zero-copy view) when it gives every
+ * worker at least half its share (the .take set by the caller); else
+ * false and the shares decide. Sets .take to the prefix counts if so.
+ */
+static bool prefix_take(sr_pool *p, uint32_t need)
+{
+	uint32_t T = p->num_threads, n = 0;
+
+	for (uint32_t w = 0; w < T; w++)
+		p->ready[w].got = 0;
+	while (n < need) {
+		uint32_t best = T;
+		uint64_t bs = UINT64_MAX;
+		for (uint32_t w = 0; w < T; w++) {
+			const struct sr__ready *r = &p->ready[w];
+			if (r->got < r->n && ready_at(p, w, r->got) < bs) {
+				bs = ready_at(p, w, r->got);
+				best = w;
+			}
+		}
+		/* Count the run of its rows before the others' next head. */
+		{
+			struct sr__ready *r = &p->ready[best];
+			uint64_t lim = UINT64_MAX;
+			for (uint32_t w = 0; w < T; w++) {
+				const struct sr__ready *o = &p->ready[w];
+				if (w != best && o->got < o->n && ready_at(p, w, o->got) < lim)
+					lim = ready_at(p, w, o->got);
+			}
+			do {
+				r->got++;
+				n++;
+			} while (n < need && r->got < r->n && ready_at(p, best, r->got) < lim);
+		}
+	}
+	for (uint32_t w = 0; w < T; w++)
+		if (p->ready[w].got < p->ready[w].take / 2)
+			return false;
+	for (uint32_t w = 0; w < T; w++)
+		p->ready[w].take = p->ready[w].got;
+	return true;
+}
+
 /* Decide how many rows each worker gives; false while fewer than @need
  * rows are ready. */
 static bool plan_take(sr_pool *p, uint32_t need)
@@ -209,6 +266,8 @@ static bool plan_take(sr_pool *p, uint32_t need)
 		sum = 0;
 		goto oldest;
 	}
+	if (prefix_take(p, need))
+		return true;
 	rem = need - sum;
 	for (uint32_t k = 0; k < T && rem; k++) {
 		uint32_t w = (p->quota_rr + k) % T;
