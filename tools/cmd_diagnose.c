@@ -24,41 +24,9 @@
 
 int cmd_diagnose(int argc, char **argv);
 
-#if !__has_include("bench_pool.h")
-int cmd_diagnose(int argc, char **argv)
-{
-	fprintf(stderr, "stepring: diagnose needs the pool benchmark (bench_pool), "
-			"which this build lacks\n");
-	return 1;
-}
-#else
 #include "bench_pool.h"
 
-/* Wall-clock shares of a batch (see tune_wall_shares); the benchmark's own
- * shares are of worker time (threads x window), where the trainer's policy
- * time shows up as the other workers' waiting. In async mode the pool's
- * collect time includes worker 0's envs, stepped inline on the trainer
- * thread while it gathers a batch: that part (an average worker's env and
- * ring time) is taken out of copy, where it would be counted twice. */
-static void result_shares(const struct bench_pool_result *r, bool async, struct tune_shares *sh)
-{
-	double wall = r->batches ? r->seconds * 1e9 / (double)r->batches : 0;
-	double t = r->threads_used ? (double)r->threads_used : 1.0;
-	double copy = async ? fmax(0.0, r->ns_copy - (r->ns_env_step + r->ns_ring) / t)
-			    : r->ns_copy;
-
-	if (wall > 0)
-		tune_wall_shares(r->ns_env_step, r->ns_ring, copy, r->ns_policy,
-				 r->threads_used, wall, sh);
-	else
-		*sh = (struct tune_shares){r->share_env, r->share_ring, r->share_copy,
-					   r->share_policy, r->share_wait};
-}
-
-#if __has_include("stepring/device.h")
 #include "stepring/device.h"
-#define HAVE_DEVICE_API 1
-#endif
 
 #define MAX_ENVS 16
 
@@ -114,7 +82,6 @@ static int cmp_float(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-#ifdef HAVE_DEVICE_API
 /*
  * The closed loop measured here, for builds whose pool benchmark has no
  * policy: the same phases as bench_pool_run (warm-up, active window,
@@ -238,7 +205,6 @@ out:
 	r->err = err;
 	return err;
 }
-#endif
 
 /* Returns true when the loop was measured by own_loop(). */
 static bool bench(const struct diag *d, const char *env, const char *policy, bool async,
@@ -264,14 +230,12 @@ static bool bench(const struct diag *d, const char *env, const char *policy, boo
 	memset(r, 0, sizeof(*r));
 	fprintf(stderr, "diagnose %s: %s ...\n", env, what);
 	err = bench_pool_run(&c, r);
-#ifdef HAVE_DEVICE_API
 	if (err == -ENOSYS && strcmp(policy, "none") != 0) {
 		/* This build's pool benchmark cannot put a policy in the loop. */
 		memset(r, 0, sizeof(*r));
 		err = own_loop(&c, r);
 		own = true;
 	}
-#endif
 	if (err)
 		cli_die("diagnose: %s (%s): %s", env, what, r->msg[0] ? r->msg : sr_strerror(err));
 	return own;
@@ -283,7 +247,6 @@ static bool bench(const struct diag *d, const char *env, const char *policy, boo
 static double policy_alone(const struct diag *d, const sr_env_spec *spec, uint32_t rows,
 			   double *us_per_call, const char **where, char *note, size_t note_len)
 {
-#ifdef HAVE_DEVICE_API
 	sr_policy_opts po;
 	sr_policy *pol = NULL;
 	sr_device *dev = NULL;
@@ -392,22 +355,13 @@ out:
 	free(obs);
 	free(act);
 	return rate;
-#else
-	(void)d;
-	(void)spec;
-	(void)rows;
-	(void)us_per_call;
-	(void)where;
-	snprintf(note, note_len, "no device API in this build: policy cost taken from the loop");
-	return 0;
-#endif
 }
 
 static void print_row(const char *name, const struct bench_pool_result *r, bool async)
 {
 	struct tune_shares sh;
 
-	result_shares(r, async, &sh);
+	tune_result_shares(r, async, &sh);
 
 	char eff[16] = "    -"; /* own_loop() runs no raw loop: no efficiency */
 
@@ -477,7 +431,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	in.env_only_sps = env_only.steps_per_sec;
 	in.policy_only_sps = policy_sps;
 	in.loop_sps = loop.steps_per_sec;
-	result_shares(&loop, d->async, &in.loop);
+	tune_result_shares(&loop, d->async, &in.loop);
 	in.other_mode_sps = have_other ? other.steps_per_sec : 0;
 	in.loadavg = tune_loadavg();
 	in.cpus = cpus;
@@ -546,19 +500,15 @@ int cmd_diagnose(int argc, char **argv)
 	if (strncmp(d.policy, "mlp:", 4) != 0)
 		cli_die("--policy: '%s' is not mlp:WxD (e.g. mlp:64x2); diagnose needs a policy",
 			d.policy);
-#ifdef HAVE_DEVICE_API
 	{
 		sr_policy_opts po;
 
 		if (sr_policy_parse(d.policy, &po))
 			cli_die("--policy: %s", sr_last_error());
 	}
-#endif
-#ifdef HAVE_DEVICE_API
 	if (d.device == SR_DEVICE_CUDA && !sr_device_cuda_available(0))
 		cli_die("--device cuda: no CUDA device answers (a build without CUDA, no driver "
 			"or no GPU); use host or auto");
-#endif
 	if (d.async && d.batch && d.batch >= d.num_envs)
 		cli_die("--batch: %u must be < num_envs (%u) in async mode", d.batch, d.num_envs);
 	if (d.async && d.num_envs < 2)
@@ -567,4 +517,3 @@ int cmd_diagnose(int argc, char **argv)
 		diagnose_env(&d, d.envs_id[i]);
 	return 0;
 }
-#endif

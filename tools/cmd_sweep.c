@@ -23,42 +23,8 @@
 
 int cmd_sweep(int argc, char **argv);
 
-#if !__has_include("bench_pool.h")
-/* The pool benchmark is not in this tree yet: say so instead of failing
- * the build. */
-int cmd_sweep(int argc, char **argv)
-{
-	fprintf(stderr, "stepring: sweep needs the pool benchmark (bench_pool), "
-			"which this build lacks\n");
-	return 1;
-}
-#else
 #include "bench_pool.h"
-#if __has_include("stepring/device.h")
 #include "stepring/device.h"
-#define HAVE_DEVICE_API 1
-#endif
-
-/* Wall-clock shares of a batch (see tune_wall_shares); the benchmark's own
- * shares are of worker time (threads x window), where the trainer's policy
- * time shows up as the other workers' waiting. In async mode the pool's
- * collect time includes worker 0's envs, stepped inline on the trainer
- * thread while it gathers a batch: that part (an average worker's env and
- * ring time) is taken out of copy, where it would be counted twice. */
-static void result_shares(const struct bench_pool_result *r, bool async, struct tune_shares *sh)
-{
-	double wall = r->batches ? r->seconds * 1e9 / (double)r->batches : 0;
-	double t = r->threads_used ? (double)r->threads_used : 1.0;
-	double copy = async ? fmax(0.0, r->ns_copy - (r->ns_env_step + r->ns_ring) / t)
-			    : r->ns_copy;
-
-	if (wall > 0)
-		tune_wall_shares(r->ns_env_step, r->ns_ring, copy, r->ns_policy,
-				 r->threads_used, wall, sh);
-	else
-		*sh = (struct tune_shares){r->share_env, r->share_ring, r->share_copy,
-					   r->share_policy, r->share_wait};
-}
 
 #define MAX_LIST 64
 
@@ -297,7 +263,7 @@ static double run_one(struct sweep *s, struct tune_progress *pg, uint32_t envs, 
 	row.p90_us = r.p90_us;
 	row.p99_us = r.p99_us;
 	row.efficiency = r.efficiency;
-	result_shares(&r, async, &row.sh);
+	tune_result_shares(&r, async, &row.sh);
 	tune_table_row(stdout, &row);
 	fflush(stdout);
 	if (s->out)
@@ -428,11 +394,9 @@ int cmd_sweep(int argc, char **argv)
 		}
 	}
 	cli_env(s.env, &spec);
-#ifdef HAVE_DEVICE_API
 	if (s.device == SR_DEVICE_CUDA && !sr_device_cuda_available(0))
 		cli_die("--device cuda: no CUDA device answers (a build without CUDA, no driver "
 			"or no GPU); use host or auto");
-#endif
 	if (!s.n_threads) {
 		s.threads[0] = 0;
 		s.n_threads = 1;
@@ -485,4 +449,3 @@ int cmd_sweep(int argc, char **argv)
 	}
 	return 0;
 }
-#endif

@@ -17,10 +17,9 @@
 #include <unistd.h>
 
 #include "stepring.h"
-#if __has_include("stepring/device.h")
 #include "stepring/device.h"
-#endif
 #include "tune.h"
+#include "bench_pool.h"
 
 static const char *const bound_names[TUNE_BOUND_COUNT] = {"env", "policy", "copy", "sync"};
 static const char *const verdict_names[TUNE_BOUND_COUNT] = {"env-bound", "policy/GPU-bound",
@@ -474,7 +473,6 @@ static const char *gpu_name(void)
 	if (name[0])
 		return name;
 	snprintf(name, sizeof(name), "none");
-#if __has_include("stepring/device.h")
 	if (sr_device_cuda_available(0)) {
 		sr_device_opts o;
 		sr_device_info info;
@@ -493,7 +491,6 @@ static const char *gpu_name(void)
 			snprintf(name, sizeof(name), "cuda device 0");
 		sr_device_close(d);
 	}
-#endif
 	return name;
 }
 
@@ -591,4 +588,25 @@ void tune_progress_end(struct tune_progress *p)
 {
 	if (p->enabled && p->tty)
 		fputs("\r\033[2K", stderr);
+}
+
+/* Wall-clock shares of a batch (see tune_wall_shares); the benchmark's own
+ * shares are of worker time (threads x window), where the trainer's policy
+ * time shows up as the other workers' waiting. In async mode the pool's
+ * collect time includes worker 0's envs, stepped inline on the trainer
+ * thread while it gathers a batch: that part (an average worker's env and
+ * ring time) is taken out of copy, where it would be counted twice. */
+void tune_result_shares(const struct bench_pool_result *r, bool async, struct tune_shares *sh)
+{
+	double wall = r->batches ? r->seconds * 1e9 / (double)r->batches : 0;
+	double t = r->threads_used ? (double)r->threads_used : 1.0;
+	double copy = async ? fmax(0.0, r->ns_copy - (r->ns_env_step + r->ns_ring) / t)
+			    : r->ns_copy;
+
+	if (wall > 0)
+		tune_wall_shares(r->ns_env_step, r->ns_ring, copy, r->ns_policy,
+				 r->threads_used, wall, sh);
+	else
+		*sh = (struct tune_shares){r->share_env, r->share_ring, r->share_copy,
+					   r->share_policy, r->share_wait};
 }
