@@ -95,6 +95,17 @@ void cli_unknown(const char *cmd, const char *arg)
 	cli_die("%s: unknown option '%s' (see 'stepring %s --help')", cmd, arg, cmd);
 }
 
+int cli_device(const char *v)
+{
+	if (!strcmp(v, "host"))
+		return SR_DEVICE_HOST;
+	if (!strcmp(v, "cuda"))
+		return SR_DEVICE_CUDA;
+	if (!strcmp(v, "auto"))
+		return SR_DEVICE_AUTO;
+	cli_die("--device: '%s' is not host, cuda or auto", v);
+}
+
 void cli_env(const char *name, struct sr_env_spec *out)
 {
 	int err = sr_env_find(name, out);

@@ -34,6 +34,9 @@ bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
 /* Dies with "unknown option" for argv[i]. */
 void cli_unknown(const char *cmd, const char *arg) __attribute__((noreturn));
 
+/* "host" | "cuda" | "auto" -> enum sr_device_kind, or dies naming --device. */
+int cli_device(const char *v);
+
 /* Resolve an env id or dies listing the known ones. */
 struct sr_env_spec;
 void cli_env(const char *name, struct sr_env_spec *out);

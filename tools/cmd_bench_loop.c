@@ -80,17 +80,6 @@ static void usage(FILE *f)
 		"  --mib M         --h2d batch size in MiB (default 64)\n");
 }
 
-static int parse_device(const char *v)
-{
-	if (!strcmp(v, "host"))
-		return SR_DEVICE_HOST;
-	if (!strcmp(v, "cuda"))
-		return SR_DEVICE_CUDA;
-	if (!strcmp(v, "auto"))
-		return SR_DEVICE_AUTO;
-	cli_die("--device: '%s' is not host, cuda or auto", v);
-}
-
 /* Fixed valid actions for the env-only phase: a cheap alternating
  * pattern (discrete) or the middle of the box. */
 static void *fixed_actions(const sr_env_spec *s, uint32_t rows)
@@ -467,7 +456,7 @@ int bench_loop(int argc, char **argv)
 				cli_die("--policy: %s", sr_last_error());
 			c.policy = v;
 		} else if (cli_opt(argc, argv, &i, "--device", &v)) {
-			c.device = parse_device(v);
+			c.device = cli_device(v);
 		} else if (cli_opt(argc, argv, &i, "--mode", &v)) {
 			if (strcmp(v, "sync") && strcmp(v, "async"))
 				cli_die("--mode: '%s' is not sync or async", v);

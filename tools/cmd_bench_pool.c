@@ -465,17 +465,6 @@ static int parse_bind(const char *s)
 	cli_die("--bind: '%s' is not core, numa or none", s);
 }
 
-static int parse_device(const char *s)
-{
-	if (!strcmp(s, "host"))
-		return SR_DEVICE_HOST;
-	if (!strcmp(s, "cuda"))
-		return SR_DEVICE_CUDA;
-	if (!strcmp(s, "auto"))
-		return SR_DEVICE_AUTO;
-	cli_die("--device: '%s' is not host, cuda or auto", s);
-}
-
 int bench_pool(int argc, char **argv)
 {
 	struct bench_pool_cfg c;
@@ -517,7 +506,7 @@ int bench_pool(int argc, char **argv)
 		} else if (cli_opt(argc, argv, &i, "--policy", &v)) {
 			c.policy = v;
 		} else if (cli_opt(argc, argv, &i, "--device", &v)) {
-			c.device = parse_device(v);
+			c.device = cli_device(v);
 		} else if (cli_opt(argc, argv, &i, "--checkpoint-every", &v)) {
 			c.checkpoint_every = cli_double("--checkpoint-every", v, 0, 3600);
 		} else if (cli_opt(argc, argv, &i, "--checkpoint-backend", &v)) {

@@ -64,17 +64,6 @@ static void usage(FILE *f)
 		"  --seed N      seed (default 0)\n");
 }
 
-static int parse_device(const char *s)
-{
-	if (!strcmp(s, "host"))
-		return SR_DEVICE_HOST;
-	if (!strcmp(s, "cuda"))
-		return SR_DEVICE_CUDA;
-	if (!strcmp(s, "auto"))
-		return SR_DEVICE_AUTO;
-	cli_die("--device: '%s' is not host, cuda or auto", s);
-}
-
 static int cmp_float(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
@@ -482,7 +471,7 @@ int cmd_diagnose(int argc, char **argv)
 		} else if (cli_opt(argc, argv, &i, "--policy", &val)) {
 			d.policy = val;
 		} else if (cli_opt(argc, argv, &i, "--device", &val)) {
-			d.device = parse_device(val);
+			d.device = cli_device(val);
 			d.device_name = val;
 		} else if (cli_opt(argc, argv, &i, "--seconds", &val)) {
 			d.seconds = cli_double("--seconds", val, 0.01, 3600);

@@ -99,17 +99,6 @@ static void check_policy(const char *p)
 	cli_die("--policy: '%s' is not 'none' or 'mlp:WxD' (e.g. mlp:64x2)", p);
 }
 
-static int parse_device(const char *s)
-{
-	if (!strcmp(s, "host"))
-		return SR_DEVICE_HOST;
-	if (!strcmp(s, "cuda"))
-		return SR_DEVICE_CUDA;
-	if (!strcmp(s, "auto"))
-		return SR_DEVICE_AUTO;
-	cli_die("--device: '%s' is not host, cuda or auto", s);
-}
-
 static int parse_bind(const char *s)
 {
 	if (!strcmp(s, "core"))
@@ -370,7 +359,7 @@ int cmd_sweep(int argc, char **argv)
 			check_policy(val);
 			s.policy = val;
 		} else if (cli_opt(argc, argv, &i, "--device", &val)) {
-			s.device = parse_device(val);
+			s.device = cli_device(val);
 			s.device_name = val;
 		} else if (cli_opt(argc, argv, &i, "--seconds", &val)) {
 			s.seconds = cli_double("--seconds", val, 0.01, 3600);
