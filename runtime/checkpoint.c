@@ -213,6 +213,7 @@ const char *sr_ckpt_section_name(uint32_t type)
 _Atomic uint64_t sr__ckpt_fault_at = UINT64_MAX;
 _Atomic int sr__ckpt_fault_err = ENOSPC;
 _Atomic uint32_t sr__ckpt_chunk_delay_us;
+int (*sr__ckpt_read_hook)(void *buf, size_t len, uint64_t off);
 
 struct sr__ckpt_job {
 	char path[PATH_MAX];
@@ -733,7 +734,26 @@ int sr__ckpt_read(const struct sr__ckpt_file *f, int idx, uint64_t off, void *bu
 	if (off > e->length || len > e->length - off)
 		return sr__errorf(-EBADMSG, "checkpoint: read past the end of section %s",
 				  sr_ckpt_section_name(e->type));
-	return pread_all(f->fd, buf, len, e->offset + off);
+	int err = pread_all(f->fd, buf, len, e->offset + off);
+
+	if (!err && sr__ckpt_read_hook) {
+		err = sr__ckpt_read_hook(buf, len, e->offset + off);
+		if (err)
+			return sr__errorf(err, "checkpoint: read failed: %s", strerror(-err));
+	}
+	return err;
+}
+
+int sr__ckpt_check_crc(const struct sr__ckpt_file *f, int idx, uint32_t crc)
+{
+	const struct sr__ckpt_entry *e = &f->table[idx];
+
+	if (CRC_BAD(crc, e->crc))
+		return sr__errorf(-EBADMSG,
+				  "checkpoint: section %d (%s) changed since it was verified: "
+				  "CRC32C %08x, stored %08x (was the file rewritten in place?)",
+				  idx, sr_ckpt_section_name(e->type), crc, e->crc);
+	return 0;
 }
 
 static bool str_terminated(const char *s, size_t n)

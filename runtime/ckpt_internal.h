@@ -117,6 +117,10 @@ extern _Atomic uint64_t sr__ckpt_fault_at;
 extern _Atomic int sr__ckpt_fault_err;
 /* Sleep this many microseconds after each chunk (tests: SIGKILL window). */
 extern _Atomic uint32_t sr__ckpt_chunk_delay_us;
+/* Tests: called by sr__ckpt_read() after each read with the bytes read and
+ * their file offset; may change them (a file rewritten in place) or return
+ * -errno (a failed read). NULL: off. Set while no checkpoint is read. */
+extern int (*sr__ckpt_read_hook)(void *buf, size_t len, uint64_t off);
 
 struct sr__ckpt_job;
 typedef struct sr__ckpt_job sr__ckpt_job;
@@ -203,5 +207,8 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info);
 int sr__ckpt_find(const struct sr__ckpt_file *f, uint32_t type);
 /* Read bytes [off, off + len) of section @idx. 0 or -EIO/-EBADMSG. */
 int sr__ckpt_read(const struct sr__ckpt_file *f, int idx, uint64_t off, void *buf, size_t len);
+/* 0 if @crc (of bytes read after the verify pass) is the stored CRC of
+ * section @idx, else -EBADMSG "changed since it was verified". */
+int sr__ckpt_check_crc(const struct sr__ckpt_file *f, int idx, uint32_t crc);
 
 #endif

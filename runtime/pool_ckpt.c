@@ -31,10 +31,15 @@
  * column (obs, action, reward, terminated, truncated, flags, env_id,
  * prev), zero padded; the last block is not padded.
  *
- * Restore reads and checks everything small (geometry, every CRC, sizes)
- * into memory before changing anything; then writes the env states,
- * bookkeeping, statistics and ring counters, and streams the replay blocks
- * into the ring.
+ * Restore opens the file once; the verify pass (every CRC) and every later
+ * read go through that descriptor, so a checkpoint replaced by rename
+ * meanwhile is not seen. It reads everything into memory before changing
+ * anything: the small sections, and the replay section into a staging
+ * area of its size; each section's CRC is re-checked over the bytes read
+ * (a file rewritten in place, or a read error, fails here). Geometry and
+ * sizes are checked too. Only then does it write the env states,
+ * bookkeeping, statistics, the staged window and the ring counters, which
+ * cannot fail: a restore either completes or leaves the pool untouched.
  *
  * Per-pool checkpoint state lives in a small registry keyed by the pool
  * (the pool struct has no field for it); sr__pool_ckpt_forget() (called
@@ -621,7 +626,10 @@ static int read_exact(const struct sr__ckpt_file *f, uint32_t type, void *buf, s
 		return sr__errorf(-EBADMSG, "checkpoint: section %s has %llu bytes, expected %zu",
 				  sr_ckpt_section_name(type),
 				  (unsigned long long)f->table[i].length, len);
-	return sr__ckpt_read(f, i, 0, buf, len);
+	int err = sr__ckpt_read(f, i, 0, buf, len);
+	/* Re-check over the bytes that will be applied: the verify pass read
+	 * them once already, but a file rewritten in place may differ now. */
+	return err ? err : sr__ckpt_check_crc(f, i, sr__crc32c(0, buf, len));
 }
 
 #define GEOM(field, a, b)                                                                  \
@@ -663,24 +671,57 @@ static void ring_col_in(sr_ring *r, void *col, size_t width, uint64_t s0, uint64
 		memcpy(col, src + first * width, (n - first) * width);
 }
 
-static int restore_replay(sr_pool *p, const struct sr__ckpt_file *f,
-			  const struct sr__ckpt_replay_meta *m, int idx)
+/* Read the whole replay section into fresh staging memory and re-check its
+ * CRC over exactly those bytes, before the pool changes: a failed read or a
+ * file changed since the verify pass then leaves the ring untouched. The
+ * staging area is as large as the section (the window's size); it is
+ * mapped lazily and unmapped after the restore. */
+static int stage_replay(const struct sr__ckpt_file *f, const struct sr__ckpt_replay_meta *m,
+			int idx, uint8_t **out, size_t *out_len)
 {
-	sr_ring *r = p->ring;
-	size_t sb = slot_bytes(m->obs_dim, m->act_size);
-	size_t blk_bytes = m->chunk_slots * sb;
-	uint64_t boff = 0;
-	uint8_t *buf = malloc(blk_bytes ? blk_bytes : 1);
+	uint64_t len = f->table[idx].length;
+	uint32_t crc = 0;
+	uint8_t *st;
 	int err = 0;
 
-	if (!buf)
-		return sr__errorf(-ENOMEM, "restore: out of memory");
-	for (uint64_t s0 = m->first_seq; s0 < m->head; s0 += m->chunk_slots, boff += m->block_bytes) {
-		uint64_t n = m->head - s0 < m->chunk_slots ? m->head - s0 : m->chunk_slots;
-		const uint8_t *d = buf;
-		err = sr__ckpt_read(f, idx, boff, buf, n * sb);
+	*out = NULL;
+	*out_len = 0;
+	if (!len)
+		return sr__ckpt_check_crc(f, idx, 0);
+	if (len > SIZE_MAX)
+		return sr__errorf(-ENOMEM, "restore: replay window too large for memory");
+	st = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (st == MAP_FAILED)
+		return sr__errorf(-ENOMEM, "restore: no memory to stage the replay window "
+					   "(%llu bytes); the pool is untouched",
+				  (unsigned long long)len);
+	for (uint64_t off = 0; off < len; off += m->block_bytes) {
+		size_t n = len - off < m->block_bytes ? (size_t)(len - off) : (size_t)m->block_bytes;
+		err = sr__ckpt_read(f, idx, off, st + off, n);
 		if (err)
 			break;
+		crc = sr__crc32c(crc, st + off, n);
+	}
+	if (!err)
+		err = sr__ckpt_check_crc(f, idx, crc);
+	if (err) {
+		munmap(st, (size_t)len);
+		return err;
+	}
+	*out = st;
+	*out_len = (size_t)len;
+	return 0;
+}
+
+/* Copy the staged window into the ring (cannot fail). */
+static void apply_replay(sr_pool *p, const struct sr__ckpt_replay_meta *m, const uint8_t *stage)
+{
+	sr_ring *r = p->ring;
+	uint64_t boff = 0;
+
+	for (uint64_t s0 = m->first_seq; s0 < m->head; s0 += m->chunk_slots, boff += m->block_bytes) {
+		uint64_t n = m->head - s0 < m->chunk_slots ? m->head - s0 : m->chunk_slots;
+		const uint8_t *d = stage + boff;
 		ring_col_in(r, r->obs, (size_t)r->obs_dim * 4, s0, n, d);
 		d += n * r->obs_dim * 4;
 		ring_col_in(r, r->action, r->act_size, s0, n, d);
@@ -697,8 +738,6 @@ static int restore_replay(sr_pool *p, const struct sr__ckpt_file *f,
 		d += n * 4;
 		ring_col_in(r, r->prev, 8, s0, n, d);
 	}
-	free(buf);
-	return err;
 }
 
 int sr_pool_restore(sr_pool *p, const char *path)
@@ -711,7 +750,8 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	struct ckpt_env_rec *envs = NULL;
 	uint8_t *states = NULL;
 	struct pool_ckpt *c;
-	size_t nst;
+	uint8_t *stage = NULL;
+	size_t nst, stage_len = 0;
 	int fd, err, ri = -1;
 	bool replay = false;
 
@@ -798,6 +838,11 @@ int sr_pool_restore(sr_pool *p, const char *path)
 			err = sr__errorf(-EBADMSG, "restore: env %u bookkeeping is malformed", e);
 			goto out;
 		}
+	if (replay) {
+		err = stage_replay(&f, &meta, ri, &stage, &stage_len);
+		if (err)
+			goto out;
+	}
 
 	/* ---- from here on the pool changes ---- */
 	for (uint32_t w = 0; w < p->num_threads; w++) {
@@ -828,9 +873,7 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	for (uint64_t i = 0; i < r->cap; i++)
 		atomic_store_explicit(&r->seq[i], 0, memory_order_relaxed);
 	if (replay) {
-		err = restore_replay(p, &f, &meta, ri);
-		if (err)
-			goto out;
+		apply_replay(p, &meta, stage);
 		/* R1: columns before the publish sequence. */
 		for (uint64_t s = meta.first_valid; s < meta.head; s++)
 			atomic_store_explicit(&r->seq[s & r->mask], s + 1, memory_order_release);
@@ -839,6 +882,8 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	atomic_store_explicit(&r->hdr->cursor, rt.ring_cursor, memory_order_release);
 	err = 0;
 out:
+	if (stage)
+		munmap(stage, stage_len);
 	free(states);
 	free(envs);
 	close(fd);

@@ -1,8 +1,10 @@
 /* Pool checkpoints: exact resume in a new process, the replay window,
- * geometry mismatches and corruption leave the pool untouched, one
+ * geometry mismatches, corruption, a read error in the middle of the replay
+ * window and a file changed after the verify pass leave the pool untouched, one
  * checkpoint in flight (-EBUSY), failures reported by wait/poll, async
  * pools. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -438,6 +440,114 @@ static void test_async(void **st)
 	sr_pool_destroy(q);
 }
 
+/* Read-hook fault: the @nth read (from 1) that starts inside [lo, hi) of
+ * the file fails with -EIO (flip = false) or comes back with a bit flipped,
+ * as if the file had been rewritten in place after the verify pass. */
+static struct read_fault {
+	uint64_t lo, hi;
+	int nth, seen, hit;
+	bool flip;
+} rf;
+
+static int read_fault(void *buf, size_t len, uint64_t off)
+{
+	if (off < rf.lo || off >= rf.hi || ++rf.seen != rf.nth)
+		return 0;
+	rf.hit++;
+	if (!rf.flip)
+		return -EIO;
+	((uint8_t *)buf)[len / 2] ^= 0x04;
+	return 0;
+}
+
+static void assert_rings_equal(sr_pool *x, sr_pool *y, uint64_t cap)
+{
+	sr_ring *rx = sr_pool_ring(x), *ry = sr_pool_ring(y);
+
+	assert_int_equal(sr_ring_head(rx), sr_ring_head(ry));
+	assert_int_equal(sr_ring_cursor(rx), sr_ring_cursor(ry));
+	for (uint64_t s = 0; s < cap + 16; s++)
+		assert_int_equal(sr_ring_slot_valid(rx, s), sr_ring_slot_valid(ry, s));
+	assert_memory_equal(sr_ring_obs_col(rx), sr_ring_obs_col(ry), cap * 16);
+	assert_memory_equal(sr_ring_prev_col(rx), sr_ring_prev_col(ry), cap * 8);
+}
+
+/* A read error in the middle of the replay window's restore, or a section
+ * whose bytes changed since the verify pass: the restore fails and the
+ * pool is exactly as before (ring included): its next steps hash like a
+ * twin that never tried. */
+static void test_restore_fault_untouched(void **st)
+{
+	char path[300];
+	const uint64_t cap = 1u << 11;
+	sr_pool *a, *x, *twin;
+	const sr_batch *b;
+	sr_ckpt_opts o;
+	sr_ckpt_info info;
+	int ri = -1, si = -1;
+
+	(void)st;
+	snprintf(path, sizeof(path), "%s/fault.ckpt", dir);
+	a = mk_pool(NENV, 1, cap, 0);
+	assert_int_equal(sr_pool_reset(a, &b), 0);
+	run(a, 0, 300);
+	sr_ckpt_opts_init(&o);
+	o.flags = SR_CKPT_F_REPLAY | SR_CKPT_F_CHUNK | SR_CKPT_F_BACKEND;
+	o.backend = SR_CKPT_BACKEND_SYNC;
+	o.chunk_size = 64 << 10; /* 1680 slots a block: two blocks */
+	assert_int_equal(sr_pool_checkpoint(a, path, &o), 0);
+	sr_pool_destroy(a);
+	assert_int_equal(sr_checkpoint_verify(path, &info), 0);
+	for (uint32_t i = 0; i < info.n_sections; i++) {
+		if (info.sections[i].type == SR_CKPT_SECT_REPLAY)
+			ri = (int)i;
+		if (info.sections[i].type == SR_CKPT_SECT_ENV_STATES)
+			si = (int)i;
+	}
+	assert_true(ri >= 0 && si >= 0);
+	assert_true(info.sections[ri].length > (uint64_t)o.chunk_size);
+
+	x = mk_pool(NENV, 1, cap, 0);
+	twin = mk_pool(NENV, 1, cap, 0);
+	assert_int_equal(sr_pool_reset(x, &b), 0);
+	assert_int_equal(sr_pool_reset(twin, &b), 0);
+	run(x, 0, 20);
+	run(twin, 0, 20);
+
+	sr__ckpt_read_hook = read_fault;
+	/* EIO on the second block of the replay window. */
+	rf = (struct read_fault){.lo = info.sections[ri].offset,
+			  .hi = info.sections[ri].offset + info.sections[ri].length, .nth = 2};
+	assert_int_equal(sr_pool_restore(x, path), -EIO);
+	assert_int_equal(rf.hit, 1);
+	assert_rings_equal(x, twin, cap);
+	/* The second block changed since verify: caught by the re-check. */
+	rf = (struct read_fault){.lo = info.sections[ri].offset,
+			  .hi = info.sections[ri].offset + info.sections[ri].length, .nth = 2,
+			  .flip = true};
+	assert_int_equal(sr_pool_restore(x, path), -EBADMSG);
+	assert_int_equal(rf.hit, 1);
+	assert_non_null(strstr(sr_last_error(), "changed since it was verified"));
+	assert_non_null(strstr(sr_last_error(), "replay"));
+	/* The env states changed since verify. */
+	rf = (struct read_fault){.lo = info.sections[si].offset,
+			  .hi = info.sections[si].offset + info.sections[si].length, .nth = 1,
+			  .flip = true};
+	assert_int_equal(sr_pool_restore(x, path), -EBADMSG);
+	assert_int_equal(rf.hit, 1);
+	assert_non_null(strstr(sr_last_error(), "env_states"));
+	sr__ckpt_read_hook = NULL;
+
+	assert_rings_equal(x, twin, cap);
+	assert_int_equal(run(x, 20, 100), run(twin, 20, 100));
+	/* And without a fault the same file restores. */
+	assert_int_equal(sr_pool_restore(x, path), 0);
+	assert_int_equal(sr_pool_restore(twin, path), 0);
+	assert_int_equal(run(x, 300, 50), run(twin, 300, 50));
+	sr_pool_destroy(x);
+	sr_pool_destroy(twin);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "child"))
@@ -446,6 +556,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_exact_resume),
 		cmocka_unit_test(test_replay_window),
 		cmocka_unit_test(test_refused_untouched),
+		cmocka_unit_test(test_restore_fault_untouched),
 		cmocka_unit_test(test_busy_and_failure),
 		cmocka_unit_test(test_async),
 	};

@@ -128,7 +128,13 @@ SR_EXPORT int sr_pool_checkpoint_wait(sr_pool *p, sr_ckpt_status *st);
  * Returns 0, -ENOENT (no file), -EBADMSG (corrupt or truncated: the message
  * names the section), -EPROTO (other format version), -EINVAL (geometry
  * mismatch: the message names the field and both values), -EBUSY (async
- * steps in flight), -ENOMEM, -EIO. On any error the pool is untouched.
+ * steps in flight), -ENOMEM (also: no memory to stage the replay window),
+ * -EIO (a read failed). On any error the pool is untouched: the file is
+ * opened once, verified and read through that descriptor, every section is
+ * read into memory (the replay window into a staging area as large as its
+ * section) and its CRC32C re-checked over the bytes read, all before the
+ * pool changes; -EBADMSG "changed since it was verified" means the file was
+ * rewritten in place meanwhile.
  */
 SR_EXPORT int sr_pool_restore(sr_pool *p, const char *path);
 
