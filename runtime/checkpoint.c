@@ -31,8 +31,11 @@
  * writer until it stores `done` with release; poll/wait read `done` with
  * acquire before they read the result and the message (pair D).
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -561,6 +564,10 @@ int sr__ckpt_job_create(const char *path, const struct sr__ckpt_src *srcs, uint3
 		return sr__errorf(-ENAMETOOLONG, "checkpoint: path too long");
 	}
 
+	/* Temporaries left by writers of this target that were killed midway
+	 * are removed (best effort: a failure here is not the job's). */
+	sr_checkpoint_clean(path, SR_CKPT_CLEAN_REMOVE, NULL, NULL);
+
 	off = SR_CKPT_ALIGN;
 	for (uint32_t i = 0; i < n; i++) {
 		j->table[i].type = srcs[i].type;
@@ -956,4 +963,87 @@ int sr_checkpoint_verify(const char *path, sr_ckpt_info *info)
 	err = sr__ckpt_verify_fd(fd, &f, info);
 	close(fd);
 	return err;
+}
+
+/* ---- stale temporaries ----------------------------------------------------- */
+
+/* Is @nm ".<base>.tmp.<pid>.<n>"? Then *pid is set. */
+static bool stale_name(const char *nm, const char *base, size_t blen, long *pid)
+{
+	const char *q;
+	char *end;
+
+	if (nm[0] != '.' || strncmp(nm + 1, base, blen) || strncmp(nm + 1 + blen, ".tmp.", 5))
+		return false;
+	q = nm + 1 + blen + 5;
+	if (!isdigit((unsigned char)q[0]))
+		return false;
+	errno = 0;
+	*pid = strtol(q, &end, 10);
+	if (errno || *pid <= 0 || *pid > INT_MAX || end[0] != '.' ||
+	    !isdigit((unsigned char)end[1]))
+		return false;
+	for (q = end + 1; *q; q++)
+		if (!isdigit((unsigned char)*q))
+			return false;
+	return true;
+}
+
+int sr_checkpoint_clean(const char *path, unsigned flags, sr_ckpt_stale_fn fn, void *ctx)
+{
+	char dirname[PATH_MAX], full[PATH_MAX + 256];
+	const char *slash, *base;
+	struct dirent *e;
+	size_t blen;
+	DIR *d;
+	int n = 0, err = 0;
+
+	if (!path || !path[0])
+		return sr__errorf(-EINVAL, "sr_checkpoint_clean: empty path");
+	if (flags & ~(unsigned)SR_CKPT_CLEAN_REMOVE)
+		return sr__errorf(-EINVAL, "sr_checkpoint_clean: unknown flags 0x%x",
+				  flags & ~(unsigned)SR_CKPT_CLEAN_REMOVE);
+	if (strlen(path) + 32 >= PATH_MAX)
+		return sr__errorf(-ENAMETOOLONG, "sr_checkpoint_clean: path too long");
+	slash = strrchr(path, '/');
+	if (slash) {
+		base = slash + 1;
+		snprintf(dirname, sizeof(dirname), "%.*s", (int)(slash - path + (slash == path)),
+			 path);
+	} else {
+		base = path;
+		snprintf(dirname, sizeof(dirname), ".");
+	}
+	if (!base[0])
+		return sr__errorf(-EINVAL, "checkpoint: '%s' names a directory, not a file", path);
+	blen = strlen(base);
+	d = opendir(dirname);
+	if (!d)
+		return sr__errorf(-errno, "checkpoint: cannot read the directory '%s': %s", dirname,
+				  strerror(errno));
+	while ((e = readdir(d))) {
+		struct stat st;
+		long pid;
+
+		if (!stale_name(e->d_name, base, blen, &pid) || pid == (long)getpid())
+			continue;
+		/* Only a writer that no longer exists: EPERM means alive. */
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		snprintf(full, sizeof(full), "%s/%s", dirname, e->d_name);
+		if (fn)
+			fn(ctx, full, pid, (uint64_t)st.st_size);
+		if ((flags & SR_CKPT_CLEAN_REMOVE) && unlinkat(dirfd(d), e->d_name, 0) < 0 &&
+		    errno != ENOENT) {
+			err = sr__errorf(-errno, "checkpoint: cannot remove '%s': %s", full,
+					 strerror(errno));
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+	return err ? err : n;
 }

@@ -1,8 +1,10 @@
 /* Checkpoint format and writers on raw sections: CRC32C, round trips with
  * every backend, verify/info, and the faults: truncation, a flipped bit in
  * each section, a wrong version, ENOSPC (injected and on a tiny tmpfs),
- * SIGKILL in the middle of a write, io_uring refused by seccomp. In every
- * fault the previous checkpoint stays intact and loads. */
+ * SIGKILL in the middle of a write (the temporary it leaves is removed by
+ * the next checkpoint or sr_checkpoint_clean, never a live writer's), io_uring
+ * refused by seccomp. In every fault the previous checkpoint stays intact
+ * and loads. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -456,10 +458,109 @@ static void test_sigkill(void **st)
 		check_file(path, 20); /* the previous checkpoint loads */
 		/* The dead writer's temporary file is left, never the target. */
 		assert_int_equal(count_tmp(), 1);
-		char cmd[400];
-		snprintf(cmd, sizeof(cmd), "rm -f '%s'/.*.tmp.*", dir);
-		assert_int_equal(system(cmd), 0);
+		/* Reported, then removed by the clean call or by the next
+		 * checkpoint to the same target (alternately). */
+		assert_int_equal(sr_checkpoint_clean(path, 0, NULL, NULL), 1);
+		assert_int_equal(count_tmp(), 1);
+		if (b % 2) {
+			assert_int_equal(sr_checkpoint_clean(path, SR_CKPT_CLEAN_REMOVE, NULL, NULL),
+					 1);
+		} else {
+			assert_int_equal(write_ckpt(path, b, 21), 0);
+			check_file(path, 21);
+		}
+		assert_int_equal(count_tmp(), 0);
 	}
+}
+
+static void on_stale(void *ctx, const char *tmp, long pid, uint64_t bytes)
+{
+	long *want = ctx;
+
+	(void)bytes;
+	assert_int_equal(pid, *want);
+	assert_non_null(strstr(tmp, ".tmp."));
+}
+
+static void touch(const char *name)
+{
+	char p[400];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "x", 1), 1);
+	close(fd);
+}
+
+static bool exists(const char *name)
+{
+	char p[400];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return access(p, F_OK) == 0;
+}
+
+/* Only the temporaries of this target whose writer is gone are removed:
+ * never a live process's (this one's or another's), another target's, or a
+ * name that merely looks alike. */
+static void test_stale_temps(void **st)
+{
+	char path[300], n_dead[128], n_live[128], n_self[128], n_other[128], n_odd[128];
+	pid_t live, dead;
+	int status;
+	long want;
+
+	(void)st;
+	pathf(path, sizeof(path), "stale.ckpt");
+	live = fork();
+	assert_true(live >= 0);
+	if (live == 0) {
+		pause();
+		_exit(0);
+	}
+	dead = fork();
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, &status, 0), dead);
+	snprintf(n_dead, sizeof(n_dead), ".stale.ckpt.tmp.%ld.3", (long)dead);
+	snprintf(n_live, sizeof(n_live), ".stale.ckpt.tmp.%ld.0", (long)live);
+	snprintf(n_self, sizeof(n_self), ".stale.ckpt.tmp.%ld.99", (long)getpid());
+	snprintf(n_other, sizeof(n_other), ".other.ckpt.tmp.%ld.3", (long)dead);
+	snprintf(n_odd, sizeof(n_odd), ".stale.ckpt.tmp.%ld.3x", (long)dead);
+	touch(n_dead);
+	touch(n_live);
+	touch(n_self);
+	touch(n_other);
+	touch(n_odd);
+
+	want = dead;
+	assert_int_equal(sr_checkpoint_clean(path, 0, on_stale, &want), 1);
+	assert_true(exists(n_dead));
+	assert_int_equal(sr_checkpoint_clean(path, 1u << 5, NULL, NULL), -EINVAL);
+	assert_int_equal(sr_checkpoint_clean(NULL, 0, NULL, NULL), -EINVAL);
+	/* A new checkpoint to the target removes the dead writer's file. */
+	assert_int_equal(write_ckpt(path, SR_CKPT_BACKEND_SYNC, 5), 0);
+	assert_false(exists(n_dead));
+	assert_true(exists(n_live));
+	assert_true(exists(n_self));
+	assert_true(exists(n_other));
+	assert_true(exists(n_odd));
+	assert_int_equal(sr_checkpoint_clean(path, SR_CKPT_CLEAN_REMOVE, NULL, NULL), 0);
+	assert_true(exists(n_live));
+
+	/* Once the live writer is gone, its file is stale too. */
+	kill(live, SIGKILL);
+	assert_int_equal(waitpid(live, &status, 0), live);
+	want = live;
+	assert_int_equal(sr_checkpoint_clean(path, SR_CKPT_CLEAN_REMOVE, on_stale, &want), 1);
+	assert_false(exists(n_live));
+	assert_true(exists(n_self));
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "rm -f '%s'/.*.tmp.*", dir);
+	assert_int_equal(system(cmd), 0);
 }
 
 /* io_uring refused by seccomp (as in many containers): the writer falls back
@@ -520,6 +621,7 @@ int main(void)
 		cmocka_unit_test(test_enospc_injected),
 		cmocka_unit_test(test_enospc_tmpfs),
 		cmocka_unit_test(test_sigkill),
+		cmocka_unit_test(test_stale_temps),
 		cmocka_unit_test(test_uring_refused),
 	};
 	int r = cmocka_run_group_tests(tests, setup, teardown);

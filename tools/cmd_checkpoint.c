@@ -1,4 +1,5 @@
-/* stepring checkpoint verify|info FILE: check and describe checkpoint files. */
+/* stepring checkpoint verify|info|clean FILE: check and describe checkpoint
+ * files, and remove the temporaries of writers killed midway. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -12,12 +13,51 @@ int cmd_checkpoint(int argc, char **argv);
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: stepring checkpoint verify FILE\n"
-		   "       stepring checkpoint info FILE [--json]\n\n"
+		   "       stepring checkpoint info FILE [--json]\n"
+		   "       stepring checkpoint clean FILE\n\n"
 		   "verify  check the header, the trailer and the CRC32C of every section;\n"
 		   "        exit 0 if the file loads, 1 if it is corrupt, truncated or of\n"
 		   "        another format version (the reason is printed)\n"
 		   "info    verify, then print the build that wrote it, the pool geometry\n"
-		   "        and the sections\n");
+		   "        and the sections\n"
+		   "clean   remove the stale temporaries next to FILE (.FILE.tmp.PID.N) that\n"
+		   "        writers killed in the middle of a write left behind; only those\n"
+		   "        whose PID no longer runs. verify and info mention them; a new\n"
+		   "        checkpoint to FILE removes them too\n");
+}
+
+struct stale {
+	int n;
+	uint64_t bytes;
+	bool print;
+};
+
+static void on_stale(void *ctx, const char *tmp, long pid, uint64_t bytes)
+{
+	struct stale *st = ctx;
+
+	st->n++;
+	st->bytes += bytes;
+	if (st->print)
+		printf("removed %s (%llu bytes; writer pid %ld is gone)\n", tmp,
+		       (unsigned long long)bytes, pid);
+}
+
+/* Stale temporaries next to @path (not removed); -errno if unreadable. */
+static int count_stale(const char *path, struct stale *st)
+{
+	memset(st, 0, sizeof(*st));
+	return sr_checkpoint_clean(path, 0, on_stale, st);
+}
+
+static void note_stale(FILE *f, const char *path, const struct stale *st)
+{
+	if (st->n > 0)
+		fprintf(f,
+			"%s: note: %d stale temporary file%s (%llu bytes) of killed writers next "
+			"to it; 'stepring checkpoint clean %s' removes %s\n",
+			path, st->n, st->n == 1 ? "" : "s", (unsigned long long)st->bytes, path,
+			st->n == 1 ? "it" : "them");
 }
 
 static const char *autoreset_name(uint32_t a)
@@ -64,7 +104,7 @@ static void print_text(const char *path, const sr_ckpt_info *in)
 	}
 }
 
-static void print_json(const char *path, const sr_ckpt_info *in)
+static void print_json(const char *path, const sr_ckpt_info *in, const struct stale *st)
 {
 	printf("{\"file\":\"");
 	for (const char *p = path; *p; p++)
@@ -83,7 +123,7 @@ static void print_json(const char *path, const sr_ckpt_info *in)
 		       i ? "," : "", sr_ckpt_section_name(in->sections[i].type),
 		       (unsigned long long)in->sections[i].offset,
 		       (unsigned long long)in->sections[i].length, in->sections[i].crc);
-	printf("]}\n");
+	printf("],\"stale_temporaries\":%d}\n", st->n > 0 ? st->n : 0);
 }
 
 int cmd_checkpoint(int argc, char **argv)
@@ -91,6 +131,7 @@ int cmd_checkpoint(int argc, char **argv)
 	const char *what, *path = NULL;
 	bool json = false;
 	sr_ckpt_info info;
+	struct stale stale;
 	int err;
 
 	if (argc < 2) {
@@ -102,8 +143,8 @@ int cmd_checkpoint(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (strcmp(what, "verify") && strcmp(what, "info"))
-		cli_die("checkpoint: unknown action '%s' (verify, info)", what);
+	if (strcmp(what, "verify") && strcmp(what, "info") && strcmp(what, "clean"))
+		cli_die("checkpoint: unknown action '%s' (verify, info, clean)", what);
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
@@ -120,20 +161,36 @@ int cmd_checkpoint(int argc, char **argv)
 	}
 	if (!path)
 		cli_die("checkpoint %s: FILE is missing", what);
+	if (!strcmp(what, "clean")) {
+		struct stale st = {.print = true};
+		err = sr_checkpoint_clean(path, SR_CKPT_CLEAN_REMOVE, on_stale, &st);
+		if (err < 0) {
+			fprintf(stderr, "stepring: %s: %s\n", path,
+				sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
+			return 1;
+		}
+		printf("%s: %d stale temporary file%s removed\n", path, err, err == 1 ? "" : "s");
+		return 0;
+	}
+	count_stale(path, &stale);
 	err = sr_checkpoint_verify(path, &info);
 	if (err) {
 		fprintf(stderr, "stepring: %s: %s\n", path,
 			sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
+		note_stale(stderr, path, &stale);
 		return 1;
 	}
 	if (!strcmp(what, "verify")) {
 		printf("%s: ok (format %u, %u sections, %llu bytes, every CRC32C matches)\n", path,
 		       info.format_version, info.n_sections, (unsigned long long)info.file_size);
+		note_stale(stdout, path, &stale);
 		return 0;
 	}
-	if (json)
-		print_json(path, &info);
-	else
+	if (json) {
+		print_json(path, &info, &stale);
+	} else {
 		print_text(path, &info);
+		note_stale(stdout, path, &stale);
+	}
 	return 0;
 }

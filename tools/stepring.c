@@ -13,7 +13,7 @@
 	X(rollout, "run a pool and hash every obs, reward and flag (determinism check)")   \
 	X(topo, "print the worker placement plan")                                         \
 	X(ring, "shared-memory rings: ls, inspect, rm")                                    \
-	X(checkpoint, "checkpoint files: verify, info")                                    \
+	X(checkpoint, "checkpoint files: verify, info, clean")                             \
 	X(sweep, "sweep num_envs / threads / batch and print a table")                     \
 	X(diagnose, "env-bound, policy-bound, copy-bound or sync-bound?")                  \
 	X(top, "live view of a running pool")

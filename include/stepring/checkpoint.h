@@ -184,6 +184,37 @@ typedef struct sr_ckpt_info {
  */
 SR_EXPORT int sr_checkpoint_verify(const char *path, sr_ckpt_info *info);
 
+/* sr_checkpoint_clean() flags. */
+enum {
+	SR_CKPT_CLEAN_REMOVE = 1u << 0, /* remove them (else only report them) */
+};
+
+/* Called by sr_checkpoint_clean() for each stale temporary: its path, the
+ * pid in its name, its size in bytes. */
+typedef void (*sr_ckpt_stale_fn)(void *ctx, const char *tmp_path, long pid, uint64_t bytes);
+
+/**
+ * Find the temporary files that checkpoint writers killed in the middle of
+ * a write (SIGKILL, power loss of the process) left next to @path: the
+ * hidden ".NAME.tmp.PID.N" files of the same target whose PID is no longer
+ * running (kill(PID, 0) fails with ESRCH). A temporary of a live process,
+ * this one included, is never touched; nor is any other file. With
+ * SR_CKPT_CLEAN_REMOVE they are unlinked. sr_pool_checkpoint() does this
+ * (with REMOVE) each time it starts a checkpoint to a target.
+ *
+ * The PID is the writer's in its own PID namespace: run the clean-up where
+ * the writers run. A reused PID makes a stale file look live (it is kept).
+ *
+ * @path: the checkpoint file (it need not exist); @flags: SR_CKPT_CLEAN_*;
+ * @fn (may be NULL): called for each stale temporary, before it is removed.
+ * Returns the number of stale temporaries found (removed with REMOVE), or
+ * -EINVAL (NULL path, path naming a directory, unknown flags), -ENOENT /
+ * -EACCES (the directory cannot be read), or the -errno of a failed unlink.
+ * Thread safe.
+ */
+SR_EXPORT int sr_checkpoint_clean(const char *path, unsigned flags, sr_ckpt_stale_fn fn,
+				  void *ctx);
+
 /** Name of a section type ("pool", "env_states", ...). */
 SR_EXPORT const char *sr_ckpt_section_name(uint32_t type);
 
