@@ -12,8 +12,9 @@
  * instead, because they must decide before claiming). A reservation never
  * overwrites unconsumed slots: the producer waits until
  * cursor + capacity >= end of its range (spin, then sched_yield, then short
- * sleeps). It then invalidates its slots (seq = 0, R3), writes the columns
- * outside any lock and publishes each slot (seq = s + 1, R1). A slow
+ * sleeps). It then invalidates its slots (seq = 0, R3; with
+ * SR_RESERVE_NO_INVALIDATE each writer thread does it for its own part,
+ * sr_ring_invalidate), writes the columns outside any lock and publishes each slot (seq = s + 1, R1). A slow
  * producer delays only the consumer, which needs contiguity; other
  * producers keep reserving ahead of it up to the capacity.
  *
@@ -516,7 +517,7 @@ static int check_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq)
 	if (SR_UNLIKELY(n == 0 || n > r->cap || !seq))
 		return sr__errorf(-EINVAL, "ring reserve: n=%u must be in [1, capacity=%llu]", n,
 				  (unsigned long long)r->cap);
-	if (SR_UNLIKELY(flags & ~(unsigned)SR_RESERVE_CONTIG))
+	if (SR_UNLIKELY(flags & ~(unsigned)(SR_RESERVE_CONTIG | SR_RESERVE_NO_INVALIDATE)))
 		return sr__errorf(-EINVAL, "ring reserve: unknown flags 0x%x", flags);
 	return 0;
 }
@@ -533,7 +534,8 @@ static int reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq, bool w
 		 * enough, the data is ordered by the seq column (R1/R3). */
 		h = atomic_fetch_add_explicit(&r->hdr->head, n, memory_order_relaxed);
 		wait_room(r, h + n);
-		invalidate(r, h, n);
+		if (!(flags & SR_RESERVE_NO_INVALIDATE))
+			invalidate(r, h, n);
 		*seq = h;
 		return 0;
 	}
@@ -571,7 +573,10 @@ static int reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq, bool w
 		write_pad(r, h, pad);
 	}
 	wait_room(r, h + pad + n);
-	invalidate(r, h + pad, n);
+	/* With NO_INVALIDATE each writer invalidates its own part (R3 is then
+	 * the writer's), so the lines stay in the writers' caches. */
+	if (!(flags & SR_RESERVE_NO_INVALIDATE))
+		invalidate(r, h + pad, n);
 	*seq = h + pad;
 	return 0;
 }
@@ -584,6 +589,11 @@ int sr_ring_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq)
 int sr_ring_try_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq)
 {
 	return reserve(r, n, flags, seq, false);
+}
+
+void sr_ring_invalidate(sr_ring *r, uint64_t seq, uint32_t n)
+{
+	invalidate(r, seq, n);
 }
 
 void sr_ring_publish(sr_ring *r, uint64_t seq, uint32_t n)

@@ -414,11 +414,16 @@ static void run_sync(struct sr__worker *w, uint32_t cmd)
 	if (!w->n_envs)
 		return;
 	t0 = sr__now_ns();
+	/* R3: the pool reserved the batch with SR_RESERVE_NO_INVALIDATE; mark
+	 * this slice unpublished before env_calls writes its obs rows. */
+	sr_ring_invalidate(p->ring, seq, w->n_envs);
 	if (cmd == SR__CMD_STEP) {
 		const unsigned char *acts = p->cmd_actions + (size_t)w->first_env * p->act_size;
+		uint64_t te = sr__now_ns();
+
 		env_calls(w, 0, w->n_envs, s, acts);
 		t1 = sr__now_ns();
-		ns_env = t1 - t0;
+		ns_env = t1 - te;
 		nd = bookkeep(w, 0, w->n_envs, seq, acts, 0);
 		same_step_fixup(w, nd);
 	} else {

@@ -214,6 +214,47 @@ static void test_contig(void **st)
 	sr_ring_destroy(r);
 }
 
+/* SR_RESERVE_NO_INVALIDATE: the seq words are the writers' to clear. */
+static void test_no_invalidate(void **st)
+{
+	sr_ring *r = mk(16, 2);
+	uint64_t seq, first;
+
+	(void)st;
+	assert_int_equal(sr_ring_reserve(r, 16, 0, &seq), 0);
+	for (uint64_t s = 0; s < 16; s++)
+		fill(r, s);
+	sr_ring_publish(r, seq, 16);
+	assert_int_equal(sr_ring_peek(r, 100, &first), 16);
+	sr_ring_consume(r, 16);
+	/* Reserved without invalidation: the previous lap still reads valid,
+	 * and the consumer does not take it for this lap. */
+	assert_int_equal(sr_ring_reserve(r, 8, SR_RESERVE_CONTIG | SR_RESERVE_NO_INVALIDATE,
+					 &seq), 0);
+	assert_int_equal(seq, 16);
+	assert_true(sr_ring_slot_valid(r, 0));
+	assert_false(sr_ring_slot_valid(r, 16));
+	assert_int_equal(sr_ring_peek(r, 100, &first), 0);
+	/* Two writers, each invalidating its own half before writing. */
+	sr_ring_invalidate(r, seq, 4);
+	assert_false(sr_ring_slot_valid(r, 0));
+	assert_true(sr_ring_slot_valid(r, 4));
+	sr_ring_invalidate(r, seq + 4, 4);
+	assert_false(sr_ring_slot_valid(r, 4));
+	for (uint64_t s = seq; s < seq + 8; s++)
+		fill(r, s);
+	sr_ring_publish(r, seq + 4, 4);
+	assert_int_equal(sr_ring_peek(r, 100, &first), 0);
+	sr_ring_publish(r, seq, 4);
+	assert_int_equal(sr_ring_peek(r, 100, &first), 8);
+	assert_int_equal(first, 16);
+	for (uint64_t s = 16; s < 24; s++)
+		check(r, s);
+	sr_ring_consume(r, 8);
+	assert_int_equal(sr_ring_reserve(r, 1, 1u << 5, &seq), -EINVAL);
+	sr_ring_destroy(r);
+}
+
 static void test_named(void **st)
 {
 	char name[64];
@@ -255,7 +296,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_geometry),  cmocka_unit_test(test_empty_full),
 		cmocka_unit_test(test_wrap),      cmocka_unit_test(test_contig),
-		cmocka_unit_test(test_named),
+		cmocka_unit_test(test_named),     cmocka_unit_test(test_no_invalidate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,8 @@ enum {
 /* sr_ring_reserve flags */
 enum {
 	SR_RESERVE_CONTIG = 1u << 0, /* the range must not wrap: pad to the next lap if needed */
+	SR_RESERVE_NO_INVALIDATE = 1u << 1, /* leave the seq words alone: the writers call
+					     * sr_ring_invalidate on their part first */
 };
 
 typedef struct sr_ring sr_ring;
@@ -127,9 +129,25 @@ SR_EXPORT void *sr_ring_base(const sr_ring *r, size_t *len);
  * the consumer lags by a full capacity (spin, sched_yield, then 50 us
  * sleeps). After reserve the slots read as unpublished (sr_ring_slot_valid
  * is false) until sr_ring_publish.
+ * With SR_RESERVE_NO_INVALIDATE the reserving thread does not touch the
+ * slots' seq words, so a range can be split among several writer threads
+ * without the reserver's cache owning all of those lines: each writer must
+ * then call sr_ring_invalidate on its part before it writes any column of
+ * it, and sr_ring_publish after. Until invalidated a slot still reads as
+ * the transition of the previous lap (the consumer never mistakes it for
+ * this lap's, whose seq word differs).
  */
 SR_EXPORT int sr_ring_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq);
 SR_EXPORT int sr_ring_try_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq);
+
+/**
+ * Producer: mark reserved slots [seq, seq + n) unpublished (seq word 0,
+ * then a release fence) before writing their columns; only needed after
+ * SR_RESERVE_NO_INVALIDATE (plain reserve does it). A reader that copied a
+ * byte written after this call sees the slot invalid on its re-check.
+ * Wait-free; call it from the thread that writes the slots.
+ */
+SR_EXPORT void sr_ring_invalidate(sr_ring *r, uint64_t seq, uint32_t n);
 
 /** Producer: publish slots [seq, seq + n) after writing their columns
  * (release: the writes before it are visible to a reader that sees it). */
