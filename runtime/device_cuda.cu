@@ -331,13 +331,26 @@ extern "C" int sr__cuda_sync(struct sr__cuda *c, uint32_t bi)
 
 /* ---- policy kernels ---------------------------------------------------------- */
 
+/* Output j of one dense layer for input row xr: the same operations in the
+ * same order as the host policy (round-to-nearest, no FMA contraction), so
+ * GPU and host actions agree bit for bit. */
+__device__ static float neuron(const float *__restrict__ wt, uint32_t in, uint32_t on,
+			       const float *__restrict__ xr, uint32_t j)
+{
+	float s = 0.0f;
+
+	for (uint32_t k = 0; k < in; k++)
+		s = __fadd_rn(s, __fmul_rn(wt[(size_t)k * on + j], xr[k]));
+	return __fadd_rn(s, wt[(size_t)in * on + j]);
+}
+
 __global__ void k_dense(const float *__restrict__ wt, uint32_t in, uint32_t on,
 			const float *__restrict__ x, float *__restrict__ y, uint32_t n, int act)
 {
 	size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	uint32_t r, j;
 	const float *xr;
-	float s = 0.0f;
+	float s;
 
 	if (t >= (size_t)n * on)
 		return;
@@ -347,9 +360,7 @@ __global__ void k_dense(const float *__restrict__ wt, uint32_t in, uint32_t on,
 	r = (uint32_t)(t / on);
 	j = (uint32_t)(t % on);
 	xr = x + (size_t)r * in;
-	for (uint32_t k = 0; k < in; k++)
-		s = __fadd_rn(s, __fmul_rn(wt[(size_t)k * on + j], xr[k]));
-	s = __fadd_rn(s, wt[(size_t)in * on + j]);
+	s = neuron(wt, in, on, xr, j);
 	if (act == 1)
 		s = sr__tanh(s);
 	else if (act == 2)
@@ -369,11 +380,8 @@ __global__ void k_head_argmax(const float *__restrict__ wt, uint32_t in, uint32_
 		return;
 	xr = x + (size_t)r * in;
 	for (uint32_t j = 0; j < on; j++) {
-		float s = 0.0f;
+		float s = neuron(wt, in, on, xr, j);
 
-		for (uint32_t k = 0; k < in; k++)
-			s = __fadd_rn(s, __fmul_rn(wt[(size_t)k * on + j], xr[k]));
-		s = __fadd_rn(s, wt[(size_t)in * on + j]);
 		if (j == 0 || s > best) {
 			best = s;
 			bi = (int32_t)j;
@@ -389,16 +397,14 @@ __global__ void k_head_box(const float *__restrict__ wt, uint32_t in, uint32_t o
 	size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	uint32_t r, j;
 	const float *xr;
-	float s = 0.0f;
+	float s;
 
 	if (t >= (size_t)n * on)
 		return;
 	r = (uint32_t)(t / on);
 	j = (uint32_t)(t % on);
 	xr = x + (size_t)r * in;
-	for (uint32_t k = 0; k < in; k++)
-		s = __fadd_rn(s, __fmul_rn(wt[(size_t)k * on + j], xr[k]));
-	s = __fadd_rn(s, wt[(size_t)in * on + j]);
+	s = neuron(wt, in, on, xr, j);
 	act[t] = __fadd_rn(shift[j], __fmul_rn(scale[j], sr__tanh(s)));
 }
 
