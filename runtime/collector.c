@@ -42,7 +42,6 @@ int sr__collector_open(sr_pool *p)
 	};
 	int err;
 
-	p->acc = calloc(p->num_envs, sizeof(*p->acc));
 	p->gather = calloc(cfg.max_rows, sizeof(*p->gather));
 	if (p->keep_final && p->async)
 		p->final_stage = calloc((size_t)cfg.max_rows * p->obs_dim, sizeof(float));
@@ -51,7 +50,7 @@ int sr__collector_open(sr_pool *p)
 		p->ready_seq = calloc(p->num_envs, sizeof(*p->ready_seq));
 		p->taken = calloc(p->ring_cap, 1);
 	}
-	if (!p->acc || !p->gather || (p->keep_final && p->async && !p->final_stage) ||
+	if (!p->gather || (p->keep_final && p->async && !p->final_stage) ||
 	    (p->async && (!p->ready || !p->ready_seq || !p->taken)))
 		return sr__errorf(-ENOMEM, "cannot allocate the collector's buffers");
 	err = sr__device_open(&cfg, &p->dev);
@@ -64,7 +63,6 @@ void sr__collector_close(sr_pool *p)
 {
 	sr__device_close(p->dev);
 	p->dev = NULL;
-	free(p->acc);
 	free(p->gather);
 	free(p->final_stage);
 	free(p->ready);
@@ -73,7 +71,6 @@ void sr__collector_close(sr_pool *p)
 	p->ready = NULL;
 	p->ready_seq = NULL;
 	p->taken = NULL;
-	p->acc = NULL;
 	p->gather = NULL;
 	p->final_stage = NULL;
 }

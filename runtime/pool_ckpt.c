@@ -447,13 +447,13 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 			uint32_t e = wk->first_env + i;
 			struct ckpt_env_rec *er =
 				(struct ckpt_env_rec *)(snap + off_envs) + e;
-			er->prev_seq = wk->book[i].prev_seq;
-			er->elapsed = wk->book[i].elapsed;
-			er->done = wk->book[i].done;
-			er->term = wk->book[i].term;
-			er->trunc = wk->book[i].trunc;
-			er->ep_ret = p->acc[e].ret;
-			er->ep_len = p->acc[e].len;
+			er->prev_seq = wk->prev_seq[i];
+			er->elapsed = wk->elapsed[i];
+			er->done = wk->done[i];
+			er->term = wk->done_term[i];
+			er->trunc = wk->done_trunc[i];
+			er->ep_ret = wk->ep_ret[i];
+			er->ep_len = wk->ep_len[i];
 		}
 	}
 	struct ckpt_stats_sect *ss = (struct ckpt_stats_sect *)(snap + off_stats);
@@ -851,13 +851,13 @@ int sr_pool_restore(sr_pool *p, const char *path)
 		memcpy(wk->states, states + (size_t)wk->first_env * ssz, (size_t)wk->n_envs * ssz);
 		for (uint32_t i = 0; i < wk->n_envs; i++) {
 			const struct ckpt_env_rec *er = &envs[wk->first_env + i];
-			wk->book[i].prev_seq = er->prev_seq;
-			wk->book[i].elapsed = er->elapsed;
-			wk->book[i].done = er->done;
-			wk->book[i].term = er->term;
-			wk->book[i].trunc = er->trunc;
-			p->acc[wk->first_env + i].ret = er->ep_ret;
-			p->acc[wk->first_env + i].len = er->ep_len;
+			wk->prev_seq[i] = er->prev_seq;
+			wk->elapsed[i] = er->elapsed;
+			wk->done[i] = er->done;
+			wk->done_term[i] = er->term;
+			wk->done_trunc[i] = er->trunc;
+			wk->ep_ret[i] = er->ep_ret;
+			wk->ep_len[i] = er->ep_len;
 		}
 		/* Worker step counters are per worker; the total is what counts. */
 		atomic_store_explicit(&wk->steps, w == 0 ? ss.steps : 0, memory_order_relaxed);

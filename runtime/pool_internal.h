@@ -12,12 +12,14 @@
  *    owns the contiguous slice [w->first_env, w->first_env + w->n_envs).
  *    Its state bytes live in w->states (one allocation per worker, first
  *    touched by the bound worker thread), together with the per-env
- *    bookkeeping in struct sr__env_book (w->book[i - first_env]).
+ *    bookkeeping, as arrays indexed by i - first_env (struct of arrays,
+ *    so the per-step bookkeeping runs as vector loops): prev_seq,
+ *    elapsed, done, done_term, done_trunc, ep_ret, ep_len.
  *  - Worker 0 is "inline": the thread that calls sr_pool_step/recv/reset
  *    steps worker 0's slice itself. Workers 1..T-1 are pthreads bound by
  *    the placement plan. So num_threads = T uses T CPUs, not T + 1.
- *  - Episode accumulators (pool->acc[env]: return, length) are updated by
- *    the env's worker as it steps; a finished episode goes into the
+ *  - Episode accumulators (w->ep_ret / ep_len: return, length) are updated
+ *    by the env's worker as it steps; a finished episode goes into the
  *    worker's SPSC episode queue, and the pool thread merges those into the
  *    statistics window (pool->ep_ret / ep_len / episodes) after each batch.
  *
@@ -86,22 +88,6 @@ void sr__plan_print(const struct sr__plan *plan, FILE *f);
  * or empty cpus). 0 or -errno (the pool treats failure as a warning). */
 int sr__bind_self(const struct sr__plan_worker *w);
 
-/* Per-env bookkeeping kept by the owning worker (in its own allocation). */
-struct sr__env_book {
-	uint64_t prev_seq; /* ring sequence of this env's last slot (SR_RING_NO_PREV after reset) */
-	uint32_t elapsed;  /* steps since the last reset: TimeLimit truncation */
-	uint8_t done;      /* the last step ended the episode (terminated | truncated) */
-	uint8_t term;      /* ... by termination (DISABLED mode repeats it) */
-	uint8_t trunc;     /* ... by truncation */
-	uint8_t pad0;
-};
-
-/* Episode accumulators, per env, written by the env's worker only. */
-struct sr__env_acc {
-	double ret;   /* sum of rewards of the current episode */
-	uint64_t len; /* steps of the current episode */
-};
-
 #define SR__EPWIN 100 /* episode statistics window */
 
 /* Async collector: per-worker FIFO of published result rows not yet
@@ -139,7 +125,15 @@ struct sr__worker {
 	 * bound (first touch puts it on the worker's NUMA node). */
 	void *mem;                  /* one allocation holding everything below */
 	unsigned char *states;      /* n_envs * spec.state_size */
-	struct sr__env_book *book;  /* n_envs */
+	/* Per-env bookkeeping, index i - first_env (see OWNERSHIP). */
+	uint64_t *prev_seq;         /* ring seq of the env's last slot (SR_RING_NO_PREV after reset) */
+	uint32_t *elapsed;          /* steps since the last reset: TimeLimit truncation */
+	uint8_t *done;              /* the last step ended the episode (terminated | truncated) */
+	uint8_t *done_term;         /* ... by termination (DISABLED mode repeats it) */
+	uint8_t *done_trunc;        /* ... by truncation */
+	double *ep_ret;             /* return of the current episode so far */
+	uint64_t *ep_len;           /* its length */
+	uint8_t *need;              /* bookkeeping scratch: rows that need the slow path */
 	double *reward_scratch;     /* n_envs: the env writes double rewards */
 	unsigned char *act_scratch; /* n_envs * act_size (async gathers) */
 	uint32_t *run_env;          /* 3 * n_envs: async drain runs (lo, len, seq offset) */
@@ -249,7 +243,6 @@ struct sr_pool {
 	int32_t dev_index;
 	uint64_t *gather;          /* batch_size seqs when a batch is not one range */
 	float *final_stage;        /* async: final obs rows in batch order */
-	struct sr__env_acc *acc;   /* num_envs */
 	double ep_ret[SR__EPWIN], ep_len[SR__EPWIN];
 	uint64_t episodes;
 	uint64_t batches;

@@ -86,16 +86,24 @@ static int worker_alloc(struct sr__worker *w)
 {
 	sr_pool *p = w->pool;
 	size_t n = w->n_envs ? w->n_envs : 1, qcap = 1;
+	/* 8-byte columns first, then 4-byte, then bytes; each 64-aligned. */
 	size_t o_states = 0;
-	size_t o_book = align64(o_states + n * p->spec.state_size);
-	size_t o_rew = align64(o_book + n * sizeof(struct sr__env_book));
-	size_t o_act = align64(o_rew + n * sizeof(double));
-	size_t o_run = align64(o_act + n * p->act_size);
-	size_t o_mark = align64(o_run + 3 * n * sizeof(uint32_t));
-	size_t o_dloc = align64(o_mark + n);
-	size_t o_dseq = align64(o_dloc + n * sizeof(uint32_t));
-	size_t o_fix = align64(o_dseq + n * sizeof(uint64_t));
-	size_t o_eps = align64(o_fix + n * sizeof(uint32_t)), o_q, total;
+	size_t o_prev = align64(o_states + n * p->spec.state_size);
+	size_t o_eret = align64(o_prev + n * sizeof(uint64_t));
+	size_t o_elen = align64(o_eret + n * sizeof(double));
+	size_t o_rew = align64(o_elen + n * sizeof(uint64_t));
+	size_t o_dseq = align64(o_rew + n * sizeof(double));
+	size_t o_el = align64(o_dseq + n * sizeof(uint64_t));
+	size_t o_run = align64(o_el + n * sizeof(uint32_t));
+	size_t o_dloc = align64(o_run + 3 * n * sizeof(uint32_t));
+	size_t o_fix = align64(o_dloc + n * sizeof(uint32_t));
+	size_t o_done = align64(o_fix + n * sizeof(uint32_t));
+	size_t o_dterm = align64(o_done + n);
+	size_t o_dtrunc = align64(o_dterm + n);
+	size_t o_need = align64(o_dtrunc + n);
+	size_t o_mark = align64(o_need + n);
+	size_t o_act = align64(o_mark + n);
+	size_t o_eps = align64(o_act + n * p->act_size), o_q, total;
 	unsigned char *m;
 
 	while (qcap < n)
@@ -109,20 +117,27 @@ static int worker_alloc(struct sr__worker *w)
 	memset(m, 0, total);
 	w->mem = m;
 	w->states = m + o_states;
-	w->book = (struct sr__env_book *)(m + o_book);
+	w->prev_seq = (uint64_t *)(m + o_prev);
+	w->ep_ret = (double *)(m + o_eret);
+	w->ep_len = (uint64_t *)(m + o_elen);
 	w->reward_scratch = (double *)(m + o_rew);
-	w->act_scratch = m + o_act;
-	w->run_env = (uint32_t *)(m + o_run);
-	w->mark = m + o_mark;
-	w->done_loc = (uint32_t *)(m + o_dloc);
 	w->done_seq = (uint64_t *)(m + o_dseq);
+	w->elapsed = (uint32_t *)(m + o_el);
+	w->run_env = (uint32_t *)(m + o_run);
+	w->done_loc = (uint32_t *)(m + o_dloc);
 	w->fix = (uint32_t *)(m + o_fix);
+	w->done = m + o_done;
+	w->done_term = m + o_dterm;
+	w->done_trunc = m + o_dtrunc;
+	w->need = m + o_need;
+	w->mark = m + o_mark;
+	w->act_scratch = m + o_act;
 	w->eps = (double *)(m + o_eps);
 	w->eps_mask = (uint32_t)qcap - 1;
 	w->q = (uint32_t *)(m + o_q);
 	w->q_mask = (uint32_t)qcap - 1;
 	for (uint32_t i = 0; i < w->n_envs; i++)
-		w->book[i].prev_seq = SR_RING_NO_PREV;
+		w->prev_seq[i] = SR_RING_NO_PREV;
 	if (w->n_envs)
 		p->spec.seed(&p->spec, w->states, w->n_envs, p->seed, w->first_env);
 	return 0;
@@ -141,36 +156,42 @@ static inline unsigned char *state_of(struct sr__worker *w, uint32_t loc)
  * Env calls for local envs [lo, lo + n) writing into slots s .. s + n - 1
  * (slot indices, no wrap). Live envs are stepped in runs of consecutive
  * envs (one call each); an env whose episode ended last step is reset
- * (NEXT_STEP) or just observed (DISABLED) instead.
+ * (NEXT_STEP) or just observed (DISABLED) instead, and gets reward 0 and
+ * terminated 0 here, so bookkeep's vector passes read defined values for
+ * every row.
  */
 static void env_calls(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t s,
 		      const unsigned char *acts)
 {
 	sr_pool *p = w->pool;
 	const sr_env_spec *sp = &p->spec;
+	const uint8_t *done = w->done + lo;
 	uint32_t od = p->obs_dim, i = 0;
 
 	while (i < n) {
-		if (!w->book[lo + i].done) {
+		if (!done[i]) {
 			uint32_t j = i + 1;
-			while (j < n && !w->book[lo + j].done)
+			while (j < n && !done[j])
 				j++;
 			sp->step(sp, state_of(w, lo + i), j - i, acts + (size_t)i * p->act_size,
 				 p->c_obs + (s + i) * od, w->reward_scratch + lo + i,
 				 p->c_term + s + i);
 			i = j;
-		} else if (p->autoreset == SR_AUTORESET_DISABLED) {
-			sp->observe(sp, state_of(w, lo + i), p->c_obs + (s + i) * od);
-			i++;
 		} else {
-			sp->reset(sp, state_of(w, lo + i), 1, p->c_obs + (s + i) * od);
+			if (p->autoreset == SR_AUTORESET_DISABLED)
+				sp->observe(sp, state_of(w, lo + i), p->c_obs + (s + i) * od);
+			else
+				sp->reset(sp, state_of(w, lo + i), 1, p->c_obs + (s + i) * od);
+			w->reward_scratch[lo + i] = 0.0;
+			p->c_term[s + i] = 0;
 			i++;
 		}
 	}
 }
 
-/* A finished episode: hand it to the pool thread (SPSC). */
-static void push_episode(struct sr__worker *w, struct sr__env_acc *a)
+/* A finished episode of local env @i: hand it to the pool thread (SPSC)
+ * and start the next one's sums at zero. */
+static void push_episode(struct sr__worker *w, uint32_t i)
 {
 	uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_relaxed);
 
@@ -181,13 +202,13 @@ static void push_episode(struct sr__worker *w, struct sr__env_acc *a)
 	if (h - w->eps_tail_seen > w->eps_mask) {
 		w->eps_dropped++;
 	} else {
-		w->eps[2 * (h & w->eps_mask)] = a->ret;
-		w->eps[2 * (h & w->eps_mask) + 1] = (double)a->len;
+		w->eps[2 * (h & w->eps_mask)] = w->ep_ret[i];
+		w->eps[2 * (h & w->eps_mask) + 1] = (double)w->ep_len[i];
 		/* P0: release pairs with the acquire in sr__collect_episodes (P1). */
 		atomic_store_explicit(&w->eps_head, h + 1, memory_order_release);
 	}
-	a->ret = 0;
-	a->len = 0;
+	w->ep_ret[i] = 0;
+	w->ep_len[i] = 0;
 }
 
 /*
@@ -196,25 +217,28 @@ static void push_episode(struct sr__worker *w, struct sr__env_acc *a)
  * finished (SAME_STEP fix-up). Returns the count of finished envs added
  * to w->done_loc / done_seq starting at @nd.
  *
- * Column-wise: the action, flags and env id columns are whole-run
- * copies and fills; one tight loop then does what every stepped env needs
- * (terminated, reward, truncation, prev link, elapsed, episode sums) and
- * sets aside in w->fix the few envs that need more: those whose episode
- * ended last step (not stepped now: reset or observed) and those that end
- * now (episode queue, final obs, same-step list). With CartPole's short
- * episodes that is a few percent of the envs.
+ * Two parts. First, straight-line loops over whole columns (struct of
+ * arrays on both sides, no branches, so the compiler vectorizes them) do
+ * what a live env needs: float reward, terminated normalised to 0/1,
+ * truncation, prev link, elapsed, episode sums, env id, flags, action;
+ * and mark in w->need the rows that need more. Second, those rows only:
+ * envs whose episode ended last step (not stepped now: reset or
+ * observed; env_calls gave them reward 0 and terminated 0) and envs that
+ * end now (episode queue, final obs, same-step list). With CartPole's
+ * short episodes that is a few percent of the rows.
  */
 static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t seq,
 			 const unsigned char *acts, uint32_t nd)
 {
 	sr_pool *p = w->pool;
-	uint64_t s = seq & (p->ring_cap - 1);
+	const uint64_t s = seq & (p->ring_cap - 1);
 	const uint32_t maxs = p->spec.max_episode_steps;
-	const uint8_t has_max = maxs != 0;
+	/* truncated <=> elapsed + 1 >= maxs <=> elapsed >= maxs - 1 */
+	const uint32_t trunc_at = maxs ? maxs - 1 : UINT32_MAX;
 	const uint32_t od = p->obs_dim;
 	const uint32_t env0 = w->first_env + lo;
 	/* Locals: byte stores may alias anything, so fields read through @p
-	 * would be reloaded after every store. */
+	 * or @w would be reloaded after every store. */
 	uint32_t *restrict c_env = p->c_env + s;
 	uint8_t *restrict c_term = p->c_term + s;
 	uint8_t *restrict c_trunc = p->c_trunc + s;
@@ -222,75 +246,86 @@ static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t
 	float *restrict c_rew = p->c_rew + s;
 	uint64_t *restrict c_prev = p->c_prev + s;
 	const double *restrict rew = w->reward_scratch + lo;
-	struct sr__env_book *restrict book = w->book + lo;
-	struct sr__env_acc *restrict acc = p->acc + env0;
-	uint32_t *restrict fix = w->fix;
-	uint32_t nf = 0;
+	uint64_t *restrict prev_seq = w->prev_seq + lo;
+	uint32_t *restrict elapsed = w->elapsed + lo;
+	const uint8_t *restrict done = w->done + lo;
+	double *restrict ep_ret = w->ep_ret + lo;
+	uint64_t *restrict ep_len = w->ep_len + lo;
+	uint8_t *restrict need = w->need;
+	uint8_t any = 0;
 
 	memcpy(p->c_act + s * p->act_size, acts, (size_t)n * p->act_size);
 	memset(c_flags, 0, n);
 	for (uint32_t i = 0; i < n; i++)
 		c_env[i] = env0 + i;
+	for (uint32_t i = 0; i < n; i++)
+		c_rew[i] = (float)rew[i];
+	for (uint32_t i = 0; i < n; i++)
+		c_trunc[i] = elapsed[i] >= trunc_at;
 	for (uint32_t i = 0; i < n; i++) {
-		struct sr__env_book *b = &book[i];
-		const uint8_t term = c_term[i] != 0;
-		const float r = (float)rew[i];
-		const uint32_t el = b->elapsed + 1;
-		const uint8_t trunc = has_max & (el >= maxs);
+		uint8_t t = c_term[i] != 0;
 
-		if (SR_UNLIKELY(b->done | term | trunc)) {
-			/* Rare: ended last step (not stepped now) or ends now. */
-			fix[nf++] = i;
-			c_rew[i] = r;
-			c_term[i] = term;
-			c_trunc[i] = trunc;
-			continue;
-		}
-		c_term[i] = 0;
-		c_rew[i] = r;
-		c_trunc[i] = 0;
-		c_prev[i] = b->prev_seq;
-		b->prev_seq = seq + i;
-		b->elapsed = el;
-		acc[i].ret += r;
-		acc[i].len++;
+		c_term[i] = t;
+		need[i] = done[i] | t | c_trunc[i];
+		any |= need[i];
 	}
-	for (uint32_t k = 0; k < nf; k++) {
-		const uint32_t i = fix[k];
-		struct sr__env_book *b = &book[i];
+	for (uint32_t i = 0; i < n; i++) {
+		c_prev[i] = prev_seq[i];
+		prev_seq[i] = seq + i;
+		elapsed[i]++;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		ep_ret[i] += c_rew[i];
+		ep_len[i]++;
+	}
+	if (SR_LIKELY(!any))
+		return nd;
 
-		if (b->done) {
-			c_rew[i] = 0.0f;
+	for (uint32_t i = 0; i < n; i++) {
+		/* Skip 8 clear rows per load: a branch per row mispredicts on
+		 * every rare row. */
+		if (!(i & 7) && i + 8 <= n) {
+			uint64_t word;
+
+			memcpy(&word, need + i, 8);
+			if (!word) {
+				i += 7;
+				continue;
+			}
+		}
+		if (!need[i])
+			continue;
+		if (done[i]) {
+			/* Ended last step, so not stepped now: undo the live-env
+			 * update where it does not apply. */
 			if (p->autoreset == SR_AUTORESET_DISABLED) {
-				/* Not stepped: repeat the state, not a transition. */
-				c_prev[i] = b->prev_seq;
-				c_term[i] = b->term;
-				c_trunc[i] = b->trunc;
+				/* Repeat the state: a pad slot, not a transition. */
+				prev_seq[i] = c_prev[i];
+				elapsed[i]--;
+				ep_len[i]--;
+				c_term[i] = w->done_term[lo + i];
+				c_trunc[i] = w->done_trunc[lo + i];
 				c_flags[i] = SR_SLOT_PAD;
 			} else {
-				/* NEXT_STEP: this slot is the reset obs of a new episode. */
+				/* NEXT_STEP: the reset obs of a new episode. */
 				c_term[i] = 0;
 				c_trunc[i] = 0;
 				c_flags[i] = SR_SLOT_FIRST;
 				c_prev[i] = SR_RING_NO_PREV;
-				b->prev_seq = seq + i;
-				b->elapsed = 0;
-				b->done = b->term = b->trunc = 0;
-				acc[i].ret = 0;
-				acc[i].len = 0;
+				elapsed[i] = 0;
+				ep_ret[i] = 0;
+				ep_len[i] = 0;
+				w->done[lo + i] = 0;
+				w->done_term[lo + i] = 0;
+				w->done_trunc[lo + i] = 0;
 			}
 			continue;
 		}
-		/* Finished now: the normal step bookkeeping, then the episode. */
-		c_prev[i] = b->prev_seq;
-		b->prev_seq = seq + i;
-		b->elapsed++;
-		acc[i].ret += c_rew[i];
-		acc[i].len++;
-		push_episode(w, &acc[i]);
-		b->done = 1;
-		b->term = c_term[i];
-		b->trunc = c_trunc[i];
+		/* Ends now: the live-env update applies; then the episode. */
+		push_episode(w, lo + i);
+		w->done[lo + i] = 1;
+		w->done_term[lo + i] = c_term[i];
+		w->done_trunc[lo + i] = c_trunc[i];
 		if (p->keep_final)
 			memcpy(p->final_env + (size_t)(env0 + i) * od, p->c_obs + (s + i) * od,
 			       od * sizeof(float));
@@ -335,16 +370,16 @@ static void same_step_fixup(struct sr__worker *w, uint32_t nd)
 	sr_ring_reserve(p->ring, nd, 0, &e0);
 	for (uint32_t k = 0; k < nd; k++) {
 		uint64_t q = w->done_seq[k], sq = q & mask, se = (e0 + k) & mask;
-		struct sr__env_book *b = &w->book[w->done_loc[k]];
+		uint32_t i = w->done_loc[k];
 
 		copy_slot(p, sq, se);
 		p->c_flags[se] = SR_SLOT_FINAL;
-		p->spec.reset(&p->spec, state_of(w, w->done_loc[k]), 1, p->c_obs + sq * p->obs_dim);
+		p->spec.reset(&p->spec, state_of(w, i), 1, p->c_obs + sq * p->obs_dim);
 		p->c_flags[sq] = SR_SLOT_FIRST;
 		p->c_prev[sq] = SR_RING_NO_PREV;
-		b->prev_seq = q;
-		b->elapsed = 0;
-		b->done = b->term = b->trunc = 0;
+		w->prev_seq[i] = q;
+		w->elapsed[i] = 0;
+		w->done[i] = w->done_term[i] = w->done_trunc[i] = 0;
 	}
 	sr_ring_publish(p->ring, e0, nd);
 }
@@ -378,26 +413,26 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 	*ns_env += t1 - t0;
 	memset(p->c_act + s * p->act_size, 0, (size_t)n * p->act_size);
 	for (i = 0; i < n; i++) {
-		struct sr__env_book *b = &w->book[lo + i];
+		uint32_t l = lo + i;
 		uint64_t sl = s + i;
-		bool on = !mask || mask[w->first_env + lo + i];
+		bool on = !mask || mask[w->first_env + l];
 
-		p->c_env[sl] = w->first_env + lo + i;
+		p->c_env[sl] = w->first_env + l;
 		p->c_rew[sl] = 0.0f;
 		p->c_term[sl] = 0;
 		p->c_trunc[sl] = 0;
 		if (on) {
 			/* A reset abandons a partial episode. */
-			p->acc[w->first_env + lo + i].ret = 0;
-			p->acc[w->first_env + lo + i].len = 0;
+			w->ep_ret[l] = 0;
+			w->ep_len[l] = 0;
 			p->c_flags[sl] = SR_SLOT_FIRST;
 			p->c_prev[sl] = SR_RING_NO_PREV;
-			b->prev_seq = seq + i;
-			b->elapsed = 0;
-			b->done = b->term = b->trunc = 0;
+			w->prev_seq[l] = seq + i;
+			w->elapsed[l] = 0;
+			w->done[l] = w->done_term[l] = w->done_trunc[l] = 0;
 		} else {
 			p->c_flags[sl] = SR_SLOT_PAD;
-			p->c_prev[sl] = b->prev_seq;
+			p->c_prev[sl] = w->prev_seq[l];
 		}
 	}
 }
