@@ -140,7 +140,7 @@ struct sr__worker {
 	uint8_t *mark;              /* n_envs: async drain, envs popped (1 step, 2 reset) */
 	uint32_t *done_loc;         /* n_envs: SAME_STEP envs that finished this slice */
 	uint64_t *done_seq;         /* ... and their slot sequences */
-	uint32_t *fix;              /* n_envs: bookkeeping, envs of a run that need more */
+	uint32_t *fix;              /* 2 * n_envs: bookkeeping, the rows that need more */
 	int alloc_err;
 
 	/* --- finished episodes: SPSC, this worker produces (release on
@@ -202,6 +202,7 @@ struct sr_pool {
 
 	struct sr__worker *workers; /* num_threads; workers[0] is inline unless NO_INLINE */
 	uint32_t first_thread;      /* 1: worker 0 runs on the calling thread; 0: all are threads */
+	bool caller_bound;        /* SR_POOL_F_BIND_CALLER bound the calling thread (worker 0) */
 	uint32_t *env_worker;       /* env -> worker index */
 
 	/* --- sync command, written by the pool thread before bumping go

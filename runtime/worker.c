@@ -97,7 +97,7 @@ static int worker_alloc(struct sr__worker *w)
 	size_t o_run = align64(o_el + n * sizeof(uint32_t));
 	size_t o_dloc = align64(o_run + 3 * n * sizeof(uint32_t));
 	size_t o_fix = align64(o_dloc + n * sizeof(uint32_t));
-	size_t o_done = align64(o_fix + n * sizeof(uint32_t));
+	size_t o_done = align64(o_fix + 2 * n * sizeof(uint32_t));
 	size_t o_dterm = align64(o_done + n);
 	size_t o_dtrunc = align64(o_dterm + n);
 	size_t o_need = align64(o_dtrunc + n);
@@ -189,9 +189,8 @@ static void env_calls(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t s,
 	}
 }
 
-/* A finished episode of local env @i: hand it to the pool thread (SPSC)
- * and start the next one's sums at zero. */
-static void push_episode(struct sr__worker *w, uint32_t i)
+/* A finished episode: hand its return and length to the pool thread (SPSC). */
+static void push_episode(struct sr__worker *w, double ret, uint64_t len)
 {
 	uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_relaxed);
 
@@ -202,13 +201,11 @@ static void push_episode(struct sr__worker *w, uint32_t i)
 	if (h - w->eps_tail_seen > w->eps_mask) {
 		w->eps_dropped++;
 	} else {
-		w->eps[2 * (h & w->eps_mask)] = w->ep_ret[i];
-		w->eps[2 * (h & w->eps_mask) + 1] = (double)w->ep_len[i];
+		w->eps[2 * (h & w->eps_mask)] = ret;
+		w->eps[2 * (h & w->eps_mask) + 1] = (double)len;
 		/* P0: release pairs with the acquire in sr__collect_episodes (P1). */
 		atomic_store_explicit(&w->eps_head, h + 1, memory_order_release);
 	}
-	w->ep_ret[i] = 0;
-	w->ep_len[i] = 0;
 }
 
 /*
@@ -248,10 +245,14 @@ static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t
 	const double *restrict rew = w->reward_scratch + lo;
 	uint64_t *restrict prev_seq = w->prev_seq + lo;
 	uint32_t *restrict elapsed = w->elapsed + lo;
-	const uint8_t *restrict done = w->done + lo;
+	uint8_t *restrict done = w->done + lo;
+	uint8_t *restrict done_term = w->done_term + lo;
+	uint8_t *restrict done_trunc = w->done_trunc + lo;
 	double *restrict ep_ret = w->ep_ret + lo;
 	uint64_t *restrict ep_len = w->ep_len + lo;
 	uint8_t *restrict need = w->need;
+	uint32_t *restrict fa = w->fix, *restrict fb = w->fix + n;
+	uint32_t na = 0, nb = 0;
 	uint8_t any = 0;
 
 	memcpy(p->c_act + s * p->act_size, acts, (size_t)n * p->act_size);
@@ -281,51 +282,54 @@ static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t
 	if (SR_LIKELY(!any))
 		return nd;
 
+	/* The rare rows come at random, so a branch per row would mispredict
+	 * on each: list them without branches, those that ended last step in
+	 * fa, those that end now in fb, then handle each list. */
 	for (uint32_t i = 0; i < n; i++) {
-		/* Skip 8 clear rows per load: a branch per row mispredicts on
-		 * every rare row. */
-		if (!(i & 7) && i + 8 <= n) {
-			uint64_t word;
+		const uint8_t d = done[i];
 
-			memcpy(&word, need + i, 8);
-			if (!word) {
-				i += 7;
-				continue;
-			}
+		fa[na] = i;
+		na += d;
+		fb[nb] = i;
+		nb += need[i] & (d ^ 1);
+	}
+	for (uint32_t k = 0; k < na; k++) {
+		/* Ended last step, so not stepped now: undo the live-env update
+		 * where it does not apply. */
+		const uint32_t i = fa[k];
+
+		if (p->autoreset == SR_AUTORESET_DISABLED) {
+			/* Repeat the state: a pad slot, not a transition. */
+			prev_seq[i] = c_prev[i];
+			elapsed[i]--;
+			ep_len[i]--;
+			c_term[i] = done_term[i];
+			c_trunc[i] = done_trunc[i];
+			c_flags[i] = SR_SLOT_PAD;
+		} else {
+			/* NEXT_STEP: the reset obs of a new episode. */
+			c_term[i] = 0;
+			c_trunc[i] = 0;
+			c_flags[i] = SR_SLOT_FIRST;
+			c_prev[i] = SR_RING_NO_PREV;
+			elapsed[i] = 0;
+			ep_ret[i] = 0;
+			ep_len[i] = 0;
+			done[i] = 0;
+			done_term[i] = 0;
+			done_trunc[i] = 0;
 		}
-		if (!need[i])
-			continue;
-		if (done[i]) {
-			/* Ended last step, so not stepped now: undo the live-env
-			 * update where it does not apply. */
-			if (p->autoreset == SR_AUTORESET_DISABLED) {
-				/* Repeat the state: a pad slot, not a transition. */
-				prev_seq[i] = c_prev[i];
-				elapsed[i]--;
-				ep_len[i]--;
-				c_term[i] = w->done_term[lo + i];
-				c_trunc[i] = w->done_trunc[lo + i];
-				c_flags[i] = SR_SLOT_PAD;
-			} else {
-				/* NEXT_STEP: the reset obs of a new episode. */
-				c_term[i] = 0;
-				c_trunc[i] = 0;
-				c_flags[i] = SR_SLOT_FIRST;
-				c_prev[i] = SR_RING_NO_PREV;
-				elapsed[i] = 0;
-				ep_ret[i] = 0;
-				ep_len[i] = 0;
-				w->done[lo + i] = 0;
-				w->done_term[lo + i] = 0;
-				w->done_trunc[lo + i] = 0;
-			}
-			continue;
-		}
+	}
+	for (uint32_t k = 0; k < nb; k++) {
 		/* Ends now: the live-env update applies; then the episode. */
-		push_episode(w, lo + i);
-		w->done[lo + i] = 1;
-		w->done_term[lo + i] = c_term[i];
-		w->done_trunc[lo + i] = c_trunc[i];
+		const uint32_t i = fb[k];
+
+		push_episode(w, ep_ret[i], ep_len[i]);
+		ep_ret[i] = 0;
+		ep_len[i] = 0;
+		done[i] = 1;
+		done_term[i] = c_term[i];
+		done_trunc[i] = c_trunc[i];
 		if (p->keep_final)
 			memcpy(p->final_env + (size_t)(env0 + i) * od, p->c_obs + (s + i) * od,
 			       od * sizeof(float));
