@@ -152,6 +152,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 				   p->plan->w[0].cpus, sr_strerror(err));
 			goto fail;
 		}
+		p->caller_bound = p->plan->w[0].cpus[0] != '\0';
 	}
 	T = p->plan->nthreads;
 	if (T > p->num_envs)
@@ -461,6 +462,19 @@ uint32_t sr_pool_num_envs(const sr_pool *p)
 uint32_t sr_pool_num_threads(const sr_pool *p)
 {
 	return p ? p->num_threads : 0;
+}
+
+int sr_pool_worker_cpu(const sr_pool *p, uint32_t worker)
+{
+	if (!p || worker >= p->num_threads)
+		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker,
+				  p ? p->num_threads : 0);
+	if (worker == 0 && p->first_thread && !p->caller_bound)
+		return sr__errorf(-ENOENT, "worker 0 is the calling thread, which the pool "
+					   "did not bind (SR_POOL_F_BIND_CALLER)");
+	if (p->workers[worker].cpu < 0 || !p->plan->w[worker].cpus[0])
+		return sr__errorf(-ENOENT, "worker %u is not bound to one CPU", worker);
+	return p->workers[worker].cpu;
 }
 
 uint32_t sr_pool_batch_size(const sr_pool *p)

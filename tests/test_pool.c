@@ -828,6 +828,55 @@ static void test_bind_caller(void **st)
 	assert_int_equal(CPU_COUNT(&after), 1);
 	assert_true(CPU_ISSET(0, &after));
 	assert_int_equal(sr_pool_reset(p, &b), 0);
+	assert_int_equal(sr_pool_worker_cpu(p, 0), 0);
+	assert_int_equal(sr_pool_worker_cpu(p, 1), -EINVAL);
+	sr_pool_destroy(p);
+	assert_int_equal(sched_setaffinity(0, sizeof(before), &before), 0);
+}
+
+/* sr_pool_worker_cpu: where each worker runs, and when it is not one CPU. */
+static void test_worker_cpu(void **st)
+{
+	sr_env_spec s = cnt_spec(3, 0);
+	sr_pool_opts o;
+	sr_pool *p;
+	cpu_set_t before;
+	int c0, c1;
+
+	(void)st;
+	assert_int_equal(sched_getaffinity(0, sizeof(before), &before), 0);
+	if (CPU_COUNT(&before) < 2)
+		skip();
+	sr_pool_opts_init(&o);
+	o.spec = &s;
+	o.num_envs = 4;
+	o.num_threads = 2;
+	o.bind = SR_BIND_CORE;
+	o.flags = SR_POOL_F_BIND_CALLER;
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	c0 = sr_pool_worker_cpu(p, 0);
+	c1 = sr_pool_worker_cpu(p, 1);
+	assert_true(c0 >= 0 && c1 >= 0 && c0 != c1);
+	assert_true(CPU_ISSET(c0, &before) && CPU_ISSET(c1, &before));
+	assert_int_equal(sr_pool_worker_cpu(p, 2), -EINVAL);
+	assert_int_equal(sr_pool_worker_cpu(NULL, 0), -EINVAL);
+	sr_pool_destroy(p);
+	assert_int_equal(sched_setaffinity(0, sizeof(before), &before), 0);
+
+	/* The calling thread, not bound: no CPU to report. */
+	o.flags = 0;
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(sr_pool_worker_cpu(p, 0), -ENOENT);
+	assert_true(sr_pool_worker_cpu(p, 1) >= 0);
+	sr_pool_destroy(p);
+
+	/* bind none: nobody is. */
+	o.bind = SR_BIND_NONE;
+	o.flags = SR_POOL_F_BIND_CALLER;
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(sr_pool_worker_cpu(p, 0), -ENOENT);
+	assert_int_equal(sr_pool_worker_cpu(p, 1), -ENOENT);
+	assert_non_null(strstr(sr_last_error(), "not bound"));
 	sr_pool_destroy(p);
 	assert_int_equal(sched_setaffinity(0, sizeof(before), &before), 0);
 }
@@ -848,6 +897,7 @@ int main(void)
 		cmocka_unit_test(test_stats_shm),
 		cmocka_unit_test(test_many_envs_threads),
 		cmocka_unit_test(test_bind_caller),
+		cmocka_unit_test(test_worker_cpu),
 		cmocka_unit_test(test_final_obs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -123,6 +123,10 @@ SR_EXPORT sr_ring *sr_pool_ring(const sr_pool *p);
 SR_EXPORT uint32_t sr_pool_num_envs(const sr_pool *p);
 SR_EXPORT uint32_t sr_pool_num_threads(const sr_pool *p);
 SR_EXPORT uint32_t sr_pool_batch_size(const sr_pool *p);
+/** The CPU worker @worker is bound to (worker 0 is the calling thread
+ * unless SR_POOL_F_NO_INLINE): >= 0, -ENOENT when it is not bound to one
+ * CPU (bind numa or none), -EINVAL for a worker that does not exist. */
+SR_EXPORT int sr_pool_worker_cpu(const sr_pool *p, uint32_t worker);
 
 typedef struct sr_pool_stats {
 	uint64_t steps;           /* env steps since create */
