@@ -2,10 +2,12 @@
  * The pool benchmark as a library for the CLI tools: `stepring bench pool`,
  * sweep and diagnose all measure through bench_pool_run().
  *
- * One run: the raw single-thread env loop (same env, envs/threads
- * instances, for the efficiency figure), then a pool created from the
- * configuration, a warm-up, the active window (the figures), a cool-down,
- * and the raw loop again: the faster of its two windows is the ceiling.
+ * One run: a pool created from the configuration, a warm-up, the active
+ * window (the figures), a cool-down. The active window is cut into rounds
+ * that interleave the pool with the raw single-thread env loop (same env,
+ * envs/threads instances) and, with T threads, T raw loops at once on the
+ * workers' CPUs: the efficiency figures are medians of per-round ratios,
+ * so a machine whose speed drifts does not bias them.
  * Members may be added at the end of both structs; none removed.
  */
 #ifndef SR_BENCH_POOL_H
@@ -54,6 +56,16 @@ struct bench_pool_result {
 	/* Per CPU-second of the process (pool, spinning included) against
 	 * per CPU-second of the raw loop's thread: immune to preemption. */
 	double steps_per_cpu_sec, raw_steps_per_cpu_sec, efficiency_cpu;
+	/* The active window runs in rounds (pool, raw alone, raw on every
+	 * worker's CPU at once); efficiency is the median of the rounds'
+	 * ratios, min and max its spread. raw_parallel: T raw loops at once,
+	 * the hardware's ceiling for T threads (median over the rounds);
+	 * efficiency_parallel = steps/s / that (the pool's own overhead);
+	 * parallel_scaling = raw_parallel / (T x raw), so efficiency is about
+	 * parallel_scaling x efficiency_parallel. */
+	uint32_t rounds;
+	double efficiency_min, efficiency_max;
+	double raw_parallel_steps_per_sec, efficiency_parallel, parallel_scaling;
 };
 
 /* Defaults: CartPole-v1, 1024 envs, threads 0 (one per core), sync, 3 s

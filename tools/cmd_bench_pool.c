@@ -2,9 +2,11 @@
  * stepring bench pool: the pool end to end (bench_pool_run, shared with
  * sweep and diagnose), and its raw single-thread ceiling in the same run.
  *
- * Phases: raw loop (envs/threads instances stepped in one thread, batched,
- * with autoreset), then the pool: warm-up, active window, cool-down, then
- * the raw loop again (the faster of the two raw windows counts).
+ * Phases: the pool's warm-up, the active window, a cool-down. The active
+ * window is R rounds (about 0.25 s of pool each): the pool, then the raw
+ * loop (envs/threads instances stepped in one thread, batched, with
+ * autoreset) on worker 0's CPU, then with T threads the raw loop on all T
+ * workers' CPUs at once. Efficiencies are medians of the rounds' ratios.
  * Actions come from a precomputed random buffer (policy "none"), so
  * choosing them costs nothing. Latency is per batch: one sr_pool_step, or
  * from sr_pool_send to the sr_pool_recv that returns (async).
@@ -13,6 +15,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,9 +92,13 @@ static int cmp_float(const void *a, const void *b)
 
 #define RAW_LAT 65536
 
-/* The raw loop: one thread, n instances, step all then reset the ended.
- * Returns steps/s over the whole run; *p50_rate gets n / the median time
- * of one batch (robust against preemption on a shared machine). */
+/* The raw loop's figures, accumulated over its windows. */
+struct raw_acc {
+	uint64_t steps, ns, cpu_ns;
+	float *lat; /* per-batch wall time, ns (main thread's windows only) */
+	uint32_t nlat, cap;
+};
+
 static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -100,12 +107,12 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
-		       double *p50_rate, double *cpu_rate)
+/* The raw loop: one thread, n instances, step all then reset the ended,
+ * for @seconds; adds steps, wall and CPU time (and batch times) to @acc.
+ * Returns 0 or -ENOMEM. */
+static int raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
+		    struct raw_acc *acc)
 {
-	uint64_t c0 = thread_cpu_ns();
-	float *lat = malloc(RAW_LAT * sizeof(float));
-	uint32_t nlat = 0;
 	size_t ss = s->state_size, asz = sr_env_action_size(s);
 	char *st = aligned_alloc(64, ((size_t)n * ss + 63) & ~(size_t)63);
 	float *obs = malloc((size_t)n * s->obs_dim * sizeof(float));
@@ -113,12 +120,10 @@ static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 	uint8_t *term = malloc(n);
 	uint32_t *el = calloc(n, sizeof(uint32_t));
 	unsigned char *acts = make_actions(s, n, seed);
-	uint64_t t0, t, tb, steps = 0, it = 0;
-	double rate = 0;
+	uint64_t c0, t0, t, tb, steps = 0, it = 0;
+	int err = -ENOMEM;
 
-	*p50_rate = 0;
-	*cpu_rate = 0;
-	if (!st || !obs || !rew || !term || !el || !acts || !lat)
+	if (!st || !obs || !rew || !term || !el || !acts)
 		goto out;
 	s->seed(s, st, n, seed, 0);
 	/* One untimed batch first: one-time costs (the spin env calibrates
@@ -127,6 +132,7 @@ static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 	s->reset(s, st, n, obs);
 	s->step(s, st, n, acts, obs, rew, term);
 	s->reset(s, st, n, obs);
+	c0 = thread_cpu_ns();
 	t0 = cli_now_ns();
 	tb = t0;
 	do {
@@ -142,26 +148,121 @@ static double raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 			}
 			steps += n;
 			te = cli_now_ns();
-			if (nlat < RAW_LAT)
-				lat[nlat++] = (float)(te - tb);
+			if (acc->lat && acc->nlat < acc->cap)
+				acc->lat[acc->nlat++] = (float)(te - tb);
 			tb = te;
 		}
 		t = tb;
 	} while ((double)(t - t0) < seconds * 1e9);
-	rate = (double)steps / ((double)(t - t0) / 1e9);
-	*cpu_rate = (double)steps / ((double)(thread_cpu_ns() - c0) / 1e9);
-	qsort(lat, nlat, sizeof(float), cmp_float);
-	if (nlat && lat[nlat / 2] > 0)
-		*p50_rate = (double)n / (lat[nlat / 2] / 1e9);
+	acc->steps += steps;
+	acc->ns += t - t0;
+	acc->cpu_ns += thread_cpu_ns() - c0;
+	err = 0;
 out:
-	free(lat);
 	free(st);
 	free(obs);
 	free(rew);
 	free(term);
 	free(el);
 	free(acts);
-	return rate;
+	return err;
+}
+
+/*
+ * The raw loop on every worker's CPU at once: the hardware's own ceiling
+ * for T threads (shared caches, memory, SMT siblings, a hypervisor that
+ * slows one vCPU down), which a pool cannot beat. Thread k runs on the
+ * CPU that worker k is bound to (the calling thread is worker 0).
+ */
+struct raw_par {
+	const sr_env_spec *spec;
+	uint32_t n;
+	double seconds;
+	uint64_t seed;
+	int cpu;
+	_Atomic int *go; /* 0 wait, 1 run, -1 give up */
+	struct raw_acc acc;
+	int err;
+};
+
+static void *raw_par_main(void *arg)
+{
+	struct raw_par *rp = arg;
+
+	if (rp->cpu >= 0) {
+		cpu_set_t cs;
+
+		CPU_ZERO(&cs);
+		CPU_SET(rp->cpu, &cs);
+		pthread_setaffinity_np(pthread_self(), sizeof(cs), &cs);
+	}
+	while (!atomic_load(rp->go))
+		sched_yield();
+	if (atomic_load(rp->go) > 0)
+		rp->err = raw_loop(rp->spec, rp->n, rp->seconds, rp->seed, &rp->acc);
+	return NULL;
+}
+
+/* Returns the summed steps/s of T concurrent raw loops, or < 0 (-errno). */
+static double raw_parallel(sr_pool *p, const sr_env_spec *s, uint32_t T, uint32_t n,
+			   double seconds, uint64_t seed)
+{
+	struct raw_par *rp = calloc(T, sizeof(*rp));
+	pthread_t *th = calloc(T, sizeof(*th));
+	_Atomic int go = 0;
+	uint32_t started = 0;
+	double rate = 0;
+	int err = 0;
+
+	if (!rp || !th) {
+		free(rp);
+		free(th);
+		return -ENOMEM;
+	}
+	for (uint32_t k = 0; k < T; k++) {
+		rp[k] = (struct raw_par){.spec = s, .n = n, .seconds = seconds,
+					 .seed = seed + k, .cpu = sr_pool_worker_cpu(p, k),
+					 .go = &go};
+	}
+	/* Worker 0's share runs here, on the calling thread (bound already). */
+	for (uint32_t k = 1; k < T; k++) {
+		if (pthread_create(&th[k], NULL, raw_par_main, &rp[k]))
+			break;
+		started++;
+	}
+	if (started == T - 1) {
+		atomic_store(&go, 1);
+		rp[0].err = raw_loop(s, n, seconds, seed, &rp[0].acc);
+	} else {
+		err = -EAGAIN;
+		atomic_store(&go, -1);
+	}
+	for (uint32_t k = 1; k <= started; k++)
+		pthread_join(th[k], NULL);
+	for (uint32_t k = 0; k < T && !err; k++) {
+		if (rp[k].err || !rp[k].acc.ns)
+			err = rp[k].err ? rp[k].err : -EIO;
+		else
+			rate += (double)rp[k].acc.steps / ((double)rp[k].acc.ns / 1e9);
+	}
+	free(rp);
+	free(th);
+	return err ? err : rate;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, uint32_t n)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static uint64_t cpu_ns(void)
@@ -173,23 +274,111 @@ static uint64_t cpu_ns(void)
 	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
 }
 
+/* What bench_pool_run drives the pool with, across its windows. */
+struct drive {
+	const struct bench_pool_cfg *cfg;
+	sr_pool *p;
+	struct bench_policy *bp;
+	const sr_batch *b;
+	const unsigned char *acts;
+	uint32_t rows;
+	size_t asz;
+	uint64_t it;           /* batches so far */
+	uint64_t next_ckpt;
+	char ckpt_path[64];
+	bool ckpt_started;
+	/* measured windows only */
+	float *lat;
+	uint32_t nlat;
+	uint64_t pol_ns;
+};
+
+static int checkpoint_now(struct drive *d)
+{
+	sr_ckpt_opts co;
+	int err;
+
+	sr_ckpt_opts_init(&co);
+	if (d->cfg->checkpoint_backend && sr_ckpt_backend_parse &&
+	    sr_ckpt_backend_parse(d->cfg->checkpoint_backend) >= 0) {
+		co.flags |= SR_CKPT_F_BACKEND;
+		co.backend = (uint32_t)sr_ckpt_backend_parse(d->cfg->checkpoint_backend);
+	}
+	snprintf(d->ckpt_path, sizeof(d->ckpt_path), "/tmp/sr-bench-pool-%d.ckpt", (int)getpid());
+	d->ckpt_started = true;
+	co.flags |= SR_CKPT_F_NOWAIT; /* still writing the last one: skip */
+	err = sr_pool_checkpoint(d->p, d->ckpt_path, &co);
+	return err == -EBUSY ? 0 : err;
+}
+
+/* Step the pool for @secs; with @measure, keep batch latencies and the
+ * policy's time. 0 or -errno. */
+static int drive_for(struct drive *d, double secs, bool measure)
+{
+	uint64_t t_end = cli_now_ns() + (uint64_t)(fmax(secs, 0) * 1e9);
+	int err;
+
+	while (cli_now_ns() < t_end) {
+		for (int k = 0; k < 4; k++, d->it++) {
+			const unsigned char *a = d->acts + (d->it % ACT_BATCHES) * d->rows * d->asz;
+			uint64_t t0;
+
+			if (d->bp) {
+				const void *pa;
+				uint64_t nc, np;
+
+				err = bench_policy_act(d->bp, d->b, &pa, &nc, &np);
+				if (err)
+					return err;
+				a = pa;
+				if (measure)
+					d->pol_ns += nc + np;
+			}
+			t0 = cli_now_ns();
+			if (d->cfg->async) {
+				err = sr_pool_send(d->p, a, NULL, d->b->n);
+				if (!err)
+					err = sr_pool_recv(d->p, &d->b);
+			} else {
+				err = sr_pool_step(d->p, a, &d->b);
+			}
+			if (err)
+				return err;
+			if (measure && d->nlat < MAX_LAT)
+				d->lat[d->nlat++] = (float)((double)(cli_now_ns() - t0) / 1e3);
+		}
+		if (measure && d->cfg->checkpoint_every > 0 && cli_now_ns() >= d->next_ckpt) {
+			err = checkpoint_now(d);
+			if (err)
+				return err;
+			d->next_ckpt = cli_now_ns() + (uint64_t)(d->cfg->checkpoint_every * 1e9);
+		}
+	}
+	return 0;
+}
+
+/* Rounds of the active window: about 0.25 s of pool each, 4 to 40. */
+static uint32_t rounds_for(double seconds)
+{
+	double r = round(seconds / 0.25);
+
+	return r < 4 ? 4 : r > 40 ? 40 : (uint32_t)r;
+}
+
 int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r)
 {
 	sr_pool_opts o;
 	sr_pool *p = NULL;
 	sr_env_spec spec;
-	const sr_batch *b;
 	sr_pool_stats s0, s1;
-	unsigned char *acts = NULL;
-	float *lat = NULL;
-	uint32_t nlat = 0, rows, T;
-	uint64_t it = 0, t_end, w0 = 0, w1 = 0, c0 = 0, c1 = 0, b0 = 0, b1 = 0, next_ckpt = 0;
-	struct bench_policy *bp = NULL; /* "mlp:WxD" (bench_loop.h), or NULL */
-	uint64_t pol_ns = 0;
-	size_t asz;
-	int err, phase;
-	char ckpt_path[64];
-	double raw_secs;
+	struct drive d = {.cfg = cfg};
+	struct raw_acc raw = {0};
+	double *eff = NULL, *effp = NULL, *scal = NULL, *rawr = NULL, *rawp = NULL;
+	uint64_t win_ns = 0, cpu_win = 0, steps = 0, batches = 0, episodes = 0;
+	uint64_t ns_env = 0, ns_ring = 0, ns_copy = 0;
+	uint32_t T, R, n_per;
+	double slice, raw_slice;
+	int err;
 	cpu_set_t aff;
 	bool have_aff;
 
@@ -226,7 +415,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		fail(r, err, "%s", sr_last_error());
 		goto out;
 	}
-	err = bench_policy_open(cfg->policy, p, cfg->device, cfg->seed, &bp, r->msg,
+	d.p = p;
+	err = bench_policy_open(cfg->policy, p, cfg->device, cfg->seed, &d.bp, r->msg,
 				sizeof(r->msg));
 	if (err) {
 		r->err = err;
@@ -234,158 +424,164 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	}
 	T = sr_pool_num_threads(p);
 	r->threads_used = T;
-	rows = sr_pool_batch_size(p);
-	asz = sr_env_action_size(&spec);
-	acts = make_actions(&spec, rows, cfg->seed);
-	lat = malloc(MAX_LAT * sizeof(float));
-	if (!acts || !lat) {
+	n_per = (cfg->envs + T - 1) / T;
+	d.rows = sr_pool_batch_size(p);
+	d.asz = sr_env_action_size(&spec);
+	d.acts = make_actions(&spec, d.rows, cfg->seed);
+	d.lat = malloc(MAX_LAT * sizeof(float));
+	R = rounds_for(cfg->seconds);
+	raw.cap = RAW_LAT;
+	raw.lat = malloc(RAW_LAT * sizeof(float));
+	eff = calloc(R, sizeof(double));
+	effp = calloc(R, sizeof(double));
+	scal = calloc(R, sizeof(double));
+	rawr = calloc(R, sizeof(double));
+	rawp = calloc(R, sizeof(double));
+	if (!d.acts || !d.lat || !raw.lat || !eff || !effp || !scal || !rawr || !rawp) {
 		err = fail(r, -ENOMEM, "%s", "out of memory");
 		goto out;
 	}
 
-	/* Raw ceiling first, while the pool's workers sleep; measured again
-	 * after the pool (raw_again), keeping the faster of the two: a
-	 * single short window that another process or the host slowed down
-	 * would understate it and give an efficiency above 1. */
-	raw_secs = fmin(fmax(cfg->seconds / 6, 0.2), 0.5);
-	r->raw_steps_per_sec = raw_loop(&spec, (cfg->envs + T - 1) / T, raw_secs, cfg->seed,
-					&r->raw_p50_steps_per_sec, &r->raw_steps_per_cpu_sec);
-
-	err = sr_pool_reset(p, &b);
+	err = sr_pool_reset(p, &d.b);
+	if (!err && cfg->async)
+		err = sr_pool_recv(p, &d.b);
+	if (!err)
+		err = drive_for(&d, cfg->warmup, false);
 	if (err)
 		goto fail_pool;
-	if (cfg->async) {
-		err = sr_pool_recv(p, &b);
+
+	/*
+	 * The active window, in R rounds: a pool slice, then the raw loop
+	 * alone on this thread (worker 0's CPU), then, with T > 1, the raw
+	 * loop on every worker's CPU at once. The pool's workers sleep while
+	 * the raw loops run. A machine whose speed drifts (a shared host, a
+	 * VM whose vCPUs speed up and slow down for seconds at a time) then
+	 * drifts under both sides of each ratio alike, and the median ratio
+	 * over the rounds is the figure.
+	 */
+	slice = fmax(cfg->seconds, 0.05) / R;
+	raw_slice = fmax(slice / 2, 0.02);
+	d.next_ckpt = cli_now_ns() + (uint64_t)(cfg->checkpoint_every * 1e9);
+	for (uint32_t k = 0; k < R; k++) {
+		uint64_t t0, t1, c0, c1, rs = raw.steps, rn = raw.ns;
+		double pool_rate, r1, rt;
+
+		sr_pool_stats_get(p, &s0);
+		t0 = cli_now_ns();
+		c0 = cpu_ns();
+		batches -= d.it;
+		err = drive_for(&d, slice, true);
 		if (err)
 			goto fail_pool;
+		batches += d.it;
+		t1 = cli_now_ns();
+		c1 = cpu_ns();
+		sr_pool_stats_get(p, &s1);
+		win_ns += t1 - t0;
+		cpu_win += c1 - c0;
+		steps += s1.steps - s0.steps;
+		episodes += s1.episodes - s0.episodes;
+		ns_env += s1.ns_env_step - s0.ns_env_step;
+		ns_ring += s1.ns_ring_publish - s0.ns_ring_publish;
+		ns_copy += s1.ns_collect - s0.ns_collect;
+		pool_rate = (double)(s1.steps - s0.steps) / ((double)(t1 - t0) / 1e9);
+
+		err = raw_loop(&spec, n_per, raw_slice, cfg->seed, &raw);
+		if (err)
+			goto fail_pool;
+		r1 = (double)(raw.steps - rs) / ((double)(raw.ns - rn) / 1e9);
+		rt = T > 1 ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed) : r1;
+		if (rt < 0) {
+			err = (int)rt;
+			fail(r, err, "%s", "cannot start the parallel raw loop's threads");
+			goto out;
+		}
+		rawr[k] = r1;
+		rawp[k] = rt;
+		eff[k] = pool_rate / (T * r1);
+		effp[k] = pool_rate / rt;
+		scal[k] = rt / (T * r1);
 	}
-	/* phase 0 warm-up, 1 active, 2 cool-down */
-	for (phase = 0; phase < 3; phase++) {
-		double secs = phase == 0 ? cfg->warmup : phase == 1 ? cfg->seconds : cfg->cooldown;
-		uint64_t t = cli_now_ns();
-		t_end = t + (uint64_t)(fmax(secs, phase == 1 ? 0.05 : 0) * 1e9);
-		if (phase == 1) {
-			sr_pool_stats_get(p, &s0);
-			w0 = t;
-			c0 = cpu_ns();
-			b0 = it;
-			next_ckpt = t + (uint64_t)(cfg->checkpoint_every * 1e9);
-		}
-		while (cli_now_ns() < t_end) {
-			for (int k = 0; k < 4; k++, it++) {
-				const unsigned char *a = acts + (it % ACT_BATCHES) * rows * asz;
-				uint64_t t0;
-				if (bp) {
-					const void *pa;
-					uint64_t nc, np;
-					err = bench_policy_act(bp, b, &pa, &nc, &np);
-					if (err)
-						goto fail_pool;
-					a = pa;
-					if (phase == 1)
-						pol_ns += nc + np;
-				}
-				t0 = cli_now_ns();
-				if (cfg->async) {
-					err = sr_pool_send(p, a, NULL, b->n);
-					if (!err)
-						err = sr_pool_recv(p, &b);
-				} else {
-					err = sr_pool_step(p, a, &b);
-				}
-				if (err)
-					goto fail_pool;
-				if (phase == 1 && nlat < MAX_LAT)
-					lat[nlat++] = (float)((double)(cli_now_ns() - t0) / 1e3);
-			}
-			if (phase == 1 && cfg->checkpoint_every > 0 && cli_now_ns() >= next_ckpt) {
-				sr_ckpt_opts co;
-				sr_ckpt_opts_init(&co);
-				if (cfg->checkpoint_backend && sr_ckpt_backend_parse &&
-				    sr_ckpt_backend_parse(cfg->checkpoint_backend) >= 0) {
-					co.flags |= SR_CKPT_F_BACKEND;
-					co.backend = (uint32_t)sr_ckpt_backend_parse(cfg->checkpoint_backend);
-				}
-				snprintf(ckpt_path, sizeof(ckpt_path), "/tmp/sr-bench-pool-%d.ckpt",
-					 (int)getpid());
-				co.flags |= SR_CKPT_F_NOWAIT; /* still writing the last one: skip */
-				err = sr_pool_checkpoint(p, ckpt_path, &co);
-				if (err == -EBUSY)
-					err = 0;
-				if (err)
-					goto fail_pool;
-				next_ckpt = cli_now_ns() + (uint64_t)(cfg->checkpoint_every * 1e9);
-			}
-		}
-		if (phase == 1) {
-			w1 = cli_now_ns();
-			c1 = cpu_ns();
-			b1 = it;
-			sr_pool_stats_get(p, &s1);
-		}
-	}
-	if (cfg->checkpoint_every > 0 && sr_pool_checkpoint_wait) {
+	if (d.ckpt_started && sr_pool_checkpoint_wait)
 		sr_pool_checkpoint_wait(p, NULL);
-		unlink(ckpt_path);
+	err = drive_for(&d, cfg->cooldown, false);
+	if (err)
+		goto fail_pool;
+	if (d.ckpt_started) {
+		if (sr_pool_checkpoint_wait)
+			sr_pool_checkpoint_wait(p, NULL);
+		unlink(d.ckpt_path);
 	}
 	{
-		double p50, cpu, raw = raw_loop(&spec, (cfg->envs + T - 1) / T, raw_secs, cfg->seed,
-						&p50, &cpu);
-		r->raw_steps_per_sec = fmax(r->raw_steps_per_sec, raw);
-		r->raw_p50_steps_per_sec = fmax(r->raw_p50_steps_per_sec, p50);
-		r->raw_steps_per_cpu_sec = fmax(r->raw_steps_per_cpu_sec, cpu);
-	}
-	{
-		double win = (double)(w1 - w0), tot = win * T, nb = (double)(b1 - b0);
+		double win = (double)win_ns, tot = win * T, nb = (double)batches;
+		double cpu_raw = raw.cpu_ns ? (double)raw.steps / ((double)raw.cpu_ns / 1e9) : 0;
 		struct rusage ru;
 
+		r->rounds = R;
 		r->seconds = win / 1e9;
-		r->batches = b1 - b0;
-		r->episodes = s1.episodes - s0.episodes;
-		r->steps_per_sec = (double)(s1.steps - s0.steps) / r->seconds;
-		r->efficiency = r->raw_steps_per_sec > 0
-					? r->steps_per_sec / (T * r->raw_steps_per_sec) : 0;
-		r->cpu_pct = 100.0 * (double)(c1 - c0) / win;
-		r->steps_per_cpu_sec = (double)(s1.steps - s0.steps) / ((double)(c1 - c0) / 1e9);
-		r->efficiency_cpu = r->raw_steps_per_cpu_sec > 0
-					    ? r->steps_per_cpu_sec / r->raw_steps_per_cpu_sec : 0;
+		r->batches = batches;
+		r->episodes = episodes;
+		r->steps_per_sec = (double)steps / r->seconds;
+		r->raw_steps_per_sec = (double)raw.steps / ((double)raw.ns / 1e9);
+		r->raw_parallel_steps_per_sec = median(rawp, R);
+		(void)rawr;
+		r->efficiency_min = r->efficiency_max = eff[0];
+		for (uint32_t k = 1; k < R; k++) {
+			r->efficiency_min = fmin(r->efficiency_min, eff[k]);
+			r->efficiency_max = fmax(r->efficiency_max, eff[k]);
+		}
+		r->efficiency = median(eff, R);
+		r->efficiency_parallel = median(effp, R);
+		r->parallel_scaling = median(scal, R);
+		r->cpu_pct = 100.0 * (double)cpu_win / win;
+		r->steps_per_cpu_sec = (double)steps / ((double)cpu_win / 1e9);
+		r->raw_steps_per_cpu_sec = cpu_raw;
+		r->efficiency_cpu = cpu_raw > 0 ? r->steps_per_cpu_sec / cpu_raw : 0;
 		getrusage(RUSAGE_SELF, &ru);
 		r->rss_kb = (uint64_t)ru.ru_maxrss;
-		r->ns_env_step = (double)(s1.ns_env_step - s0.ns_env_step) / nb;
-		r->ns_ring = (double)(s1.ns_ring_publish - s0.ns_ring_publish) / nb;
-		r->ns_copy = (double)(s1.ns_collect - s0.ns_collect) / nb;
-		r->ns_policy = (double)pol_ns / nb;
-		r->share_env = (double)(s1.ns_env_step - s0.ns_env_step) / tot;
-		r->share_ring = (double)(s1.ns_ring_publish - s0.ns_ring_publish) / tot;
-		r->share_copy = (double)(s1.ns_collect - s0.ns_collect) / tot;
-		r->share_policy = (double)pol_ns / tot;
+		r->ns_env_step = (double)ns_env / nb;
+		r->ns_ring = (double)ns_ring / nb;
+		r->ns_copy = (double)ns_copy / nb;
+		r->ns_policy = (double)d.pol_ns / nb;
+		r->share_env = (double)ns_env / tot;
+		r->share_ring = (double)ns_ring / tot;
+		r->share_copy = (double)ns_copy / tot;
+		r->share_policy = (double)d.pol_ns / tot;
 		/* The rest of the window: spinning, sleeping, and the caller's
 		 * own work between calls (choosing actions). */
 		r->share_wait = fmax(0.0, 1.0 - r->share_env - r->share_ring - r->share_copy -
 					     r->share_policy);
 		r->ns_wait = r->share_wait * tot / nb;
-		qsort(lat, nlat, sizeof(float), cmp_float);
-		if (nlat) {
-			r->p50_us = lat[nlat / 2];
-			r->p90_us = lat[(uint64_t)nlat * 90 / 100];
-			r->p99_us = lat[(uint64_t)nlat * 99 / 100];
-			r->p50_steps_per_sec = rows / (r->p50_us / 1e6);
-			if (r->raw_p50_steps_per_sec > 0)
-				r->efficiency_p50 = r->p50_steps_per_sec /
-						    (T * r->raw_p50_steps_per_sec);
+		qsort(d.lat, d.nlat, sizeof(float), cmp_float);
+		if (d.nlat) {
+			r->p50_us = d.lat[d.nlat / 2];
+			r->p90_us = d.lat[(uint64_t)d.nlat * 90 / 100];
+			r->p99_us = d.lat[(uint64_t)d.nlat * 99 / 100];
+			r->p50_steps_per_sec = d.rows / (r->p50_us / 1e6);
 		}
+		qsort(raw.lat, raw.nlat, sizeof(float), cmp_float);
+		if (raw.nlat && raw.lat[raw.nlat / 2] > 0)
+			r->raw_p50_steps_per_sec = (double)n_per / (raw.lat[raw.nlat / 2] / 1e9);
+		if (r->raw_p50_steps_per_sec > 0)
+			r->efficiency_p50 = r->p50_steps_per_sec / (T * r->raw_p50_steps_per_sec);
 	}
 	err = 0;
 	goto out;
 fail_pool:
 	fail(r, err, "%s", sr_last_error());
 out:
-	bench_policy_close(bp);
+	bench_policy_close(d.bp);
 	sr_pool_destroy(p);
 	if (have_aff)
 		pthread_setaffinity_np(pthread_self(), sizeof(aff), &aff);
-	free(acts);
-	free(lat);
+	free((void *)d.acts);
+	free(d.lat);
+	free(raw.lat);
+	free(eff);
+	free(effp);
+	free(scal);
+	free(rawr);
+	free(rawp);
 	return err;
 }
 
@@ -417,12 +613,17 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		   "\"rss_kb\":%llu,\"batches\":%llu,\"episodes\":%llu,"
 		   "\"p50_steps_per_sec\":%.1f,\"raw_p50_steps_per_sec\":%.1f,"
 		   "\"efficiency_p50\":%.4f,\"steps_per_cpu_sec\":%.1f,"
-		   "\"raw_steps_per_cpu_sec\":%.1f,\"efficiency_cpu\":%.4f,",
+		   "\"raw_steps_per_cpu_sec\":%.1f,\"efficiency_cpu\":%.4f,"
+		   "\"rounds\":%u,\"efficiency_min\":%.4f,\"efficiency_max\":%.4f,"
+		   "\"raw_parallel_steps_per_sec\":%.1f,\"efficiency_parallel\":%.4f,"
+		   "\"parallel_scaling\":%.4f,",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
 		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb,
 		(unsigned long long)r->batches, (unsigned long long)r->episodes,
 		r->p50_steps_per_sec, r->raw_p50_steps_per_sec, r->efficiency_p50,
-		r->steps_per_cpu_sec, r->raw_steps_per_cpu_sec, r->efficiency_cpu);
+		r->steps_per_cpu_sec, r->raw_steps_per_cpu_sec, r->efficiency_cpu, r->rounds,
+		r->efficiency_min, r->efficiency_max, r->raw_parallel_steps_per_sec,
+		r->efficiency_parallel, r->parallel_scaling);
 	fprintf(f, "\"breakdown\":{\"ns_env_step\":%.1f,\"ns_ring\":%.1f,\"ns_copy\":%.1f,"
 		   "\"ns_policy\":%.1f,\"ns_wait\":%.1f,\"share_env\":%.4f,\"share_ring\":%.4f,"
 		   "\"share_copy\":%.4f,\"share_policy\":%.4f,\"share_wait\":%.4f},",
@@ -443,7 +644,9 @@ static void usage(FILE *f)
 		"                           [--checkpoint-every S] [--checkpoint-backend B] [--json]\n"
 		"Run the pool end to end and, in the same run, the raw single-thread env loop;\n"
 		"print steps/s, efficiency = steps/s / (threads x raw steps/s), batch latency\n"
-		"P50/P90/P99, the time breakdown, CPU %% and RSS.\n"
+		"P50/P90/P99, the time breakdown, CPU %% and RSS. The active window alternates\n"
+		"pool and raw loop in rounds (and, with T threads, T raw loops at once on the\n"
+		"workers' CPUs: the hardware's own ceiling); efficiencies are round medians.\n"
 		"  --env ID       env id or short name (default CartPole-v1)\n"
 		"  --envs N       env instances (default 1024)\n"
 		"  --threads T    workers, the calling thread included (default: one per core)\n"
@@ -552,7 +755,12 @@ int bench_pool(int argc, char **argv)
 	printf("  steps/s       %.0f\n", r.steps_per_sec);
 	printf("  raw steps/s   %.0f  (one thread, %u envs)\n", r.raw_steps_per_sec,
 	       (c.envs + r.threads_used - 1) / r.threads_used);
-	printf("  efficiency    %.3f  (steps/s / (%u x raw))\n", r.efficiency, r.threads_used);
+	printf("  efficiency    %.3f  (steps/s / (%u x raw); median of %u rounds, %.3f-%.3f)\n",
+	       r.efficiency, r.threads_used, r.rounds, r.efficiency_min, r.efficiency_max);
+	if (r.threads_used > 1)
+		printf("  raw x%u at once %.0f  (scaling %.3f of %u x raw; pool / this: %.3f)\n",
+		       r.threads_used, r.raw_parallel_steps_per_sec, r.parallel_scaling,
+		       r.threads_used, r.efficiency_parallel);
 	printf("  from medians  %.0f steps/s vs raw %.0f: efficiency %.3f (batch p50s; robust\n"
 	       "                on a shared machine)\n", r.p50_steps_per_sec,
 	       r.raw_p50_steps_per_sec, r.efficiency_p50);
