@@ -74,6 +74,11 @@ struct sr__device {
 /* Open the device @cfg->kind names; SR_DEVICE_AUTO tries cuda, then host.
  * Returns 0, -ENOSYS (cuda not built), -ENODEV (no GPU), -ENOMEM. */
 int sr__device_open(const struct sr__device_cfg *cfg, struct sr__device **out);
+/* Copy ring rows @seqs[0..n) into row-major staging columns, one memcpy
+ * per column for each run of consecutive slots (a batch taken from a
+ * few workers' ranges is a few runs). */
+void sr__gather_rows(const sr_ring *r, const uint64_t *seqs, uint32_t n, float *obs,
+		     float *reward, uint8_t *term, uint8_t *trunc, uint32_t *env_id);
 /* NULL is a no-op. */
 void sr__device_close(struct sr__device *dev);
 

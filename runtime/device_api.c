@@ -762,6 +762,31 @@ static void pool_cuda_release(struct sr__device *dev, sr_batch *b)
 	}
 }
 
+void sr__gather_rows(const sr_ring *r, const uint64_t *seqs, uint32_t n, float *obs,
+		     float *reward, uint8_t *term, uint8_t *trunc, uint32_t *env_id)
+{
+	const uint64_t mask = sr_ring_capacity(r) - 1;
+	const uint32_t od = sr_ring_obs_dim(r);
+	const float *c_obs = sr_ring_obs_col(r), *c_rew = sr_ring_reward_col(r);
+	const uint8_t *c_term = sr_ring_terminated_col(r), *c_trunc = sr_ring_truncated_col(r);
+	const uint32_t *c_env = sr_ring_env_id_col(r);
+
+	for (uint32_t i = 0, j; i < n; i = j) {
+		const uint64_t s = seqs[i] & mask;
+		size_t len;
+
+		/* The run: consecutive sequences, not wrapping past the end. */
+		for (j = i + 1; j < n && seqs[j] == seqs[j - 1] + 1 && (seqs[j] & mask); j++)
+			;
+		len = j - i;
+		memcpy(obs + (size_t)i * od, c_obs + s * od, len * od * sizeof(float));
+		memcpy(reward + i, c_rew + s, len * sizeof(float));
+		memcpy(term + i, c_term + s, len);
+		memcpy(trunc + i, c_trunc + s, len);
+		memcpy(env_id + i, c_env + s, len * sizeof(uint32_t));
+	}
+}
+
 static int pool_cuda_batch(struct sr__device *dev, const struct sr__batch_req *req,
 			   sr_batch *out)
 {
@@ -779,19 +804,10 @@ static int pool_cuda_batch(struct sr__device *dev, const struct sr__batch_req *r
 	if (!req->seqs) {
 		err = sr_device_submit_ring(pc->d, r, req->first_seq, req->n, 0, &b);
 	} else {
-		uint64_t mask = sr_ring_capacity(r) - 1;
 		sr_batch g = {0};
 
-		for (uint32_t i = 0; i < req->n; i++) {
-			uint64_t s = req->seqs[i] & mask;
-
-			memcpy(pc->g_obs + (size_t)i * od, sr_ring_obs_col(r) + s * od,
-			       od * sizeof(float));
-			pc->g_reward[i] = sr_ring_reward_col(r)[s];
-			pc->g_term[i] = sr_ring_terminated_col(r)[s];
-			pc->g_trunc[i] = sr_ring_truncated_col(r)[s];
-			pc->g_env[i] = sr_ring_env_id_col(r)[s];
-		}
+		sr__gather_rows(r, req->seqs, req->n, pc->g_obs, pc->g_reward, pc->g_term,
+				pc->g_trunc, pc->g_env);
 		g.n = req->n;
 		g.obs_dim = od;
 		g.obs = pc->g_obs;

@@ -70,14 +70,8 @@ static int host_batch(struct sr__device *dev, const struct sr__batch_req *req, s
 		memcpy(h->env_id, env + s, a * sizeof(uint32_t));
 		memcpy(h->env_id + a, env, b * sizeof(uint32_t));
 	} else {
-		for (uint32_t i = 0; i < req->n; i++) {
-			uint64_t s = req->seqs[i] & mask;
-			memcpy(h->obs + (size_t)i * od, obs + s * od, od * sizeof(float));
-			h->reward[i] = rew[s];
-			h->term[i] = term[s];
-			h->trunc[i] = trunc[s];
-			h->env_id[i] = env[s];
-		}
+		sr__gather_rows(r, req->seqs, req->n, h->obs, h->reward, h->term, h->trunc,
+				h->env_id);
 	}
 	out->obs = h->obs;
 	out->reward = h->reward;
