@@ -137,19 +137,29 @@ static inline void cpu_relax(void)
  * Async recv: which rows.
  *
  * Every published result row goes into its worker's FIFO (scan_new, in
- * ring order, so each FIFO is oldest first). Once batch_size rows are
- * ready, the batch is the batch_size oldest of them if that gives every
- * worker at least half its share (usually one range: a zero-copy view).
- * Otherwise it takes from each worker its share of the batch
- * (batch_size * n_envs / num_envs, the remainder rotating), oldest first;
- * what a worker has not published yet comes from the oldest rows of the
- * others (no waiting for a late worker while rows are ready). So every
- * env keeps progressing (each FIFO is served every batch in which it has
- * rows), and the next send gives each worker about its share of the work:
- * both threads step in parallel, instead of the batch composition, which
- * repeats from one round to the next when the caller sends back the last
- * batch, locking the work onto one thread; a late worker gets less work
- * the next round, so it catches up.
+ * ring order, so each FIFO is oldest first).
+ *
+ * When worker 0 runs on the calling thread (the default) and there are
+ * other workers, that thread steps its own envs only as needed (see
+ * sr__collect_async), and the batch is: worker 0's rows that were ready
+ * before this recv (the oldest), then the worker threads' rows by their
+ * shares (batch_size * n_envs / their envs, remainder rotating), then
+ * the rows worker 0 stepped in this recv for what is still missing.
+ *
+ * Otherwise, once batch_size rows are ready, the batch is the batch_size
+ * oldest of them if that gives every worker at least half its share
+ * (usually one range: a zero-copy view). Otherwise it takes from each
+ * worker its share of the batch (batch_size * n_envs / num_envs, the
+ * remainder rotating), oldest first; what a worker has not published yet
+ * comes from the oldest rows of the others (no waiting for a late worker
+ * while rows are ready).
+ *
+ * Either way every env keeps progressing (each FIFO is served every batch
+ * in which it has rows), and the next send gives each worker about its
+ * share of the work: both threads step in parallel, instead of the batch
+ * composition, which repeats from one round to the next when the caller
+ * sends back the last batch, locking the work onto one thread; a late
+ * worker gets less work the next round, so it catches up.
  *
  * Rows taken out of ring order are marked in p->taken; the cursor
  * advances over taken rows and over PAD / FINAL slots, and stops at the
@@ -254,6 +264,37 @@ static bool plan_take(sr_pool *p, uint32_t need)
 	}
 	if (ready < need)
 		return false;
+	if (p->first_thread && T > 1 && p->scan_pos - sr_ring_cursor(p->ring) <= p->num_envs) {
+		/* The calling thread is worker 0. Its rows that were ready
+		 * before this recv go first (they are the oldest), then the
+		 * worker threads' rows by their shares, and the rows it stepped
+		 * in this recv fill in what is missing (see sr__collect_async). */
+		uint32_t old0 = p->old0 < p->ready[0].n ? p->old0 : p->ready[0].n;
+		uint32_t others = ready - p->ready[0].n, rest;
+
+		if (old0 > need)
+			old0 = need;
+		p->ready[0].take = old0 + (others >= need - old0 ? 0 : need - old0 - others);
+		rest = need - p->ready[0].take;
+		sum = p->ready[0].take;
+		for (uint32_t w = 1; w < T; w++) {
+			uint64_t q = (uint64_t)rest * p->workers[w].n_envs /
+				     (p->num_envs - p->workers[0].n_envs);
+			struct sr__ready *r = &p->ready[w];
+
+			r->take = (uint32_t)q < r->n ? (uint32_t)q : r->n;
+			sum += r->take;
+		}
+		for (uint32_t k = 0; k < T - 1 && sum < need; k++) {
+			struct sr__ready *r = &p->ready[1 + (p->quota_rr + k) % (T - 1)];
+
+			if (r->take < r->n) {
+				r->take++;
+				sum++;
+			}
+		}
+		goto oldest;
+	}
 	if (p->scan_pos - sr_ring_cursor(p->ring) > 2ull * p->num_envs) {
 		/* The oldest waiting row holds the cursor far back (a worker
 		 * without a share for a while: batch < threads): take the
@@ -395,34 +436,55 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 {
 	uint32_t need = p->batch_size;
 	uint64_t t0 = sr__now_ns(), tw = 0, t1, tin = 0, ti;
-	uint32_t chunk = need / 8 > 32 ? need / 8 : 32;
+	/* A quarter of a worker's share: fine enough not to overshoot the
+	 * batch with an expensive env, coarse enough to amortise a drain. */
+	uint32_t chunk = need / (4 * p->num_threads) ? need / (4 * p->num_threads) : 1;
+	/* Half of worker 0's share of the batch, every call. */
+	uint32_t min0 = (uint32_t)((uint64_t)need * p->workers[0].n_envs / p->num_envs / 2);
 	struct sr__batch_req req;
 	bool contig;
 	int err;
+
+	if (!min0)
+		min0 = 1;
 
 	if (p->n_inflight < need)
 		return sr__errorf(-EINVAL, "recv needs %u envs in flight (batch_size) but only %u "
 				  "were sent and not yet received", need, p->n_inflight);
 	if (p->scan_pos < sr_ring_cursor(p->ring))
 		p->scan_pos = sr_ring_cursor(p->ring);
-	/* Worker 0 lives on this thread: step all of its queue (in chunks,
-	 * taking in the other workers' rows between them), so that what was
-	 * sent to it is ready by the next recv, as for the other workers.
-	 * Its time counts as worker 0's env and ring time, not collect. */
+	/*
+	 * Worker 0 lives on this thread, which also does all the collecting:
+	 * it steps its own queue only while the batch cannot be formed yet,
+	 * a chunk at a time, taking in the other workers' rows between
+	 * chunks; the rest of its queue stays in flight (not ready) for a
+	 * later recv. So this thread's stepping fills the time it would
+	 * otherwise spend waiting for the other workers, and the split of
+	 * the work between it and them follows from what each can do: with
+	 * cheap envs the other workers get most of it, as this thread's
+	 * per-row send and collect work is then of the order of a step.
+	 * Every call steps at least half of worker 0's share of a batch
+	 * (min0), ready or not, so its envs progress at least half as fast
+	 * as the others however fast those are. Its time counts as worker
+	 * 0's env and ring time, not collect.
+	 */
 	scan_new(p);
-	for (;;) {
-		uint32_t n0;
+	p->old0 = p->ready[0].n;
+	ti = sr__now_ns();
+	if (sr__async_inline(p, min0))
+		scan_new(p);
+	tin += sr__now_ns() - ti;
+	while (!plan_take(p, need)) {
+		uint32_t spins = 0, n0;
+
 		ti = sr__now_ns();
 		n0 = sr__async_inline(p, chunk);
 		tin += sr__now_ns() - ti;
-		if (!n0)
-			break;
-		scan_new(p);
-	}
-	if (!plan_take(p, need)) {
-		uint32_t spins = 0;
-
-		/* Wait for the workers' publishes (E0/E1). */
+		if (n0) {
+			scan_new(p);
+			continue;
+		}
+		/* Nothing left here: wait for the workers' publishes (E0/E1). */
 		t1 = sr__now_ns();
 		while (spins < p->spin_iters) {
 			uint32_t v = atomic_load_explicit(&p->pub_evt, memory_order_acquire);
@@ -444,7 +506,8 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 		}
 ready:
 		atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
-		tw = sr__now_ns() - t1;
+		tw += sr__now_ns() - t1;
+		break;
 	}
 	p->ns_wait += tw;
 	contig = take_rows(p, need);
@@ -479,6 +542,8 @@ ready:
 		p->last_ids[i] = env;
 	}
 	p->last_n = need;
+	p->sent_since_recv = false;
+	p->old0 = 0;
 	p->n_inflight -= need;
 	consume_taken(p);
 	p->batches++;

@@ -377,8 +377,11 @@ int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch **out)
 	return sync_cmd(p, SR__CMD_RESET, NULL, mask, out);
 }
 
+#define SR__SEND_CHUNK 128
+
 int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint32_t n)
 {
+	bool fast = false;
 	int err;
 
 	if (!p)
@@ -391,33 +394,53 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 			return sr__errorf(-EINVAL, "send with env_ids NULL needs n = %u (the last "
 					  "batch), got %u", p->last_n, n);
 		env_ids = p->last_ids;
+		/* The last batch's envs were not in flight when recv returned
+		 * them; if nothing was sent since, they still are not. */
+		fast = !p->sent_since_recv;
 	}
 	if (n == 0)
 		return 0;
-	for (uint32_t i = 0; i < n; i++) {
-		if (env_ids[i] >= p->num_envs)
-			return sr__errorf(-EINVAL, "env id %u out of range [0, %u)", env_ids[i],
-					  p->num_envs);
-		if (p->inflight[env_ids[i]] == 1)
-			return sr__errorf(-EINVAL, "env %u already has an action in flight (send "
-					  "again only after recv returned it)", env_ids[i]);
-		p->inflight[env_ids[i]] = 1; /* provisional: catches duplicates in this call */
-	}
-	err = check_actions(p, actions, env_ids, n);
-	if (err) {
+	if (!fast) {
+		/* In range, not in flight, no duplicates. */
+		for (uint32_t i = 0; i < n; i++) {
+			if (env_ids[i] >= p->num_envs)
+				err = sr__errorf(-EINVAL, "env id %u out of range [0, %u)",
+						 env_ids[i], p->num_envs);
+			else if (p->inflight[env_ids[i]] == 1)
+				err = sr__errorf(-EINVAL, "env %u already has an action in flight "
+						 "(send again only after recv returned it)",
+						 env_ids[i]);
+			else {
+				p->inflight[env_ids[i]] = 1; /* catches duplicates in this call */
+				continue;
+			}
+			while (i--)
+				p->inflight[env_ids[i]] = 0;
+			return err;
+		}
 		for (uint32_t i = 0; i < n; i++)
 			p->inflight[env_ids[i]] = 0;
+	}
+	err = check_actions(p, actions, env_ids, n);
+	if (err)
 		return err;
+	/* Publish to the workers in chunks, so that they start stepping
+	 * while the rest is queued. */
+	for (uint32_t i0 = 0; i0 < n; i0 += SR__SEND_CHUNK) {
+		uint32_t i1 = n - i0 > SR__SEND_CHUNK ? i0 + SR__SEND_CHUNK : n;
+
+		for (uint32_t i = i0; i < i1; i++) {
+			uint32_t e = env_ids[i];
+			p->inflight[e] = 1;
+			memcpy(p->async_act + (size_t)e * p->act_size,
+			       (const unsigned char *)actions + (size_t)i * p->act_size, p->act_size);
+			sr__async_enqueue(p, e);
+		}
+		sr__async_kick(p);
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t e = env_ids[i];
-		memcpy(p->async_act + (size_t)e * p->act_size,
-		       (const unsigned char *)actions + (size_t)i * p->act_size, p->act_size);
-		sr__async_enqueue(p, e);
-	}
+	p->sent_since_recv = true;
 	p->n_inflight += n;
 	p->call_t0 = sr__now_ns();
-	sr__async_kick(p);
 	return 0;
 }
 

@@ -229,6 +229,8 @@ struct sr_pool {
 	uint32_t n_inflight;
 	uint32_t *last_ids;       /* env ids of the last batch (send with NULL) */
 	uint32_t last_n;
+	bool sent_since_recv;     /* a send came after the last recv */
+	uint32_t old0;            /* async: worker 0's rows ready when this recv began */
 	struct sr__ready *ready;  /* num_threads */
 	uint64_t *ready_seq;      /* num_envs: worker w's FIFO is [first_env, +n_envs) */
 	uint8_t *taken;           /* ring_cap: rows returned that the cursor has not passed */
@@ -265,8 +267,17 @@ int sr__workers_start(sr_pool *p);
 void sr__workers_stop(sr_pool *p);
 /* Run a sync command on every worker (worker 0 inline) and wait. */
 void sr__workers_run(sr_pool *p, uint32_t cmd);
-/* Async: pool thread queues env (| SR__Q_RESET) to its worker; then kick. */
-void sr__async_enqueue(sr_pool *p, uint32_t env);
+/* Async: queue env (| SR__Q_RESET) to its worker; sr__async_kick publishes.
+ * Pool thread only. */
+static inline void sr__async_enqueue(sr_pool *p, uint32_t e)
+{
+	struct sr__worker *w = &p->workers[p->env_worker[e & ~SR__Q_RESET]];
+
+	/* Published by sr__async_kick, once per chunk of a send and worker:
+	 * a release store per entry would have the draining worker pop a
+	 * few entries at a time, each with its own reservation and publish. */
+	w->q[w->q_next++ & w->q_mask] = e;
+}
 void sr__async_kick(sr_pool *p);
 /* Async: step up to @max of the envs queued for worker 0, on the calling
  * thread; returns how many. */

@@ -785,16 +785,6 @@ void sr__workers_run(sr_pool *p, uint32_t cmd)
 	}
 }
 
-void sr__async_enqueue(sr_pool *p, uint32_t e)
-{
-	struct sr__worker *w = &p->workers[p->env_worker[e & ~SR__Q_RESET]];
-
-	/* Published by sr__async_kick, once per send and worker: a release
-	 * store per entry would have the draining worker pop a few entries
-	 * at a time, each with its own reservation and publish. */
-	w->q[w->q_next++ & w->q_mask] = e;
-}
-
 void sr__async_kick(sr_pool *p)
 {
 	for (uint32_t i = 0; i < p->num_threads; i++) {

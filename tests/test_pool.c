@@ -505,6 +505,51 @@ static void test_async_ready(void **st)
 	sr_pool_destroy(p);
 }
 
+/* send(NULL) re-sends the last batch once; anything already in flight,
+ * or a duplicate in one call, is refused and nothing of that call is
+ * queued. */
+static void test_async_send_last(void **st)
+{
+	sr_env_spec s = cnt_spec(3, 0);
+	const uint32_t N = 8, B = 4;
+	sr_pool *p = mk(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP);
+	const sr_batch *b;
+	int32_t act[8] = {0};
+	uint32_t ids[8], e;
+
+	(void)st;
+	assert_int_equal(sr_pool_reset(p, NULL), 0);
+	assert_int_equal(sr_pool_recv(p, &b), 0);
+	assert_int_equal(sr_pool_send(p, act, NULL, B), 0);
+	assert_int_equal(sr_pool_send(p, act, NULL, B), -EINVAL); /* twice */
+	assert_non_null(strstr(sr_last_error(), "in flight"));
+	assert_int_equal(sr_pool_recv(p, &b), 0);
+	/* one env of the batch explicitly, then the whole batch: refused */
+	e = b->env_id[0];
+	ids[0] = e;
+	assert_int_equal(sr_pool_send(p, act, ids, 1), 0);
+	assert_int_equal(sr_pool_send(p, act, NULL, B), -EINVAL);
+	/* duplicate in one call: refused, and the other id was not queued */
+	ids[0] = b->env_id[1];
+	ids[1] = b->env_id[2];
+	ids[2] = b->env_id[1];
+	assert_int_equal(sr_pool_send(p, act, ids, 3), -EINVAL);
+	ids[0] = b->env_id[1];
+	ids[1] = b->env_id[2];
+	ids[2] = b->env_id[3];
+	assert_int_equal(sr_pool_send(p, act, ids, 3), 0);
+	/* all 8 in flight again: batches keep coming, no env twice in one */
+	for (int k = 0; k < 4; k++) {
+		uint32_t seen[8] = {0};
+
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		for (uint32_t i = 0; i < B; i++)
+			assert_int_equal(++seen[b->env_id[i]], 1);
+		assert_int_equal(sr_pool_send(p, act, NULL, B), 0);
+	}
+	sr_pool_destroy(p);
+}
+
 static void test_async_ready_no_inline(void **st)
 {
 	mk_flags = SR_POOL_F_NO_INLINE;
@@ -892,6 +937,7 @@ int main(void)
 		cmocka_unit_test(test_action_validation),
 		cmocka_unit_test(test_async_ready),
 		cmocka_unit_test(test_async_ready_no_inline),
+		cmocka_unit_test(test_async_send_last),
 		cmocka_unit_test(test_async_fair),
 		cmocka_unit_test(test_async_matches_sync),
 		cmocka_unit_test(test_stats_shm),
