@@ -147,6 +147,16 @@ static int worker_alloc(struct sr__worker *w)
 /* Stepping                                                                */
 /* ---------------------------------------------------------------------- */
 
+/* A little-endian word from memory, as the host holds it. */
+static inline uint64_t le64(uint64_t v)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	return __builtin_bswap64(v);
+#else
+	return v;
+#endif
+}
+
 static inline unsigned char *state_of(struct sr__worker *w, uint32_t loc)
 {
 	return w->states + (size_t)loc * w->pool->spec.state_size;
@@ -285,13 +295,28 @@ static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t
 	/* The rare rows come at random, so a branch per row would mispredict
 	 * on each: list them without branches, those that ended last step in
 	 * fa, those that end now in fb, then handle each list. */
-	for (uint32_t i = 0; i < n; i++) {
-		const uint8_t d = done[i];
+	for (uint32_t i0 = 0; i0 < n; i0 += 8) {
+		/* need[] bytes are 0 or 1: bit 8k of the word is byte k. Most
+		 * words are 0; in the others, one step per set byte. */
+		uint64_t m = 0;
 
-		fa[na] = i;
-		na += d;
-		fb[nb] = i;
-		nb += need[i] & (d ^ 1);
+		if (n - i0 >= 8) {
+			memcpy(&m, need + i0, 8);
+			m = le64(m);
+		} else {
+			for (uint32_t k = 0; k < n - i0; k++)
+				m |= (uint64_t)need[i0 + k] << (8 * k);
+		}
+		while (m) {
+			const uint32_t i = i0 + ((uint32_t)__builtin_ctzll(m) >> 3);
+			const uint8_t d = done[i];
+
+			fa[na] = i;
+			na += d;
+			fb[nb] = i;
+			nb += d ^ 1;
+			m &= m - 1;
+		}
 	}
 	for (uint32_t k = 0; k < na; k++) {
 		/* Ended last step, so not stepped now: undo the live-env update
