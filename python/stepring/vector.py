@@ -431,6 +431,19 @@ class VectorEnv:
     def num_threads(self):
         return int(lib.sr_pool_num_threads(self._live()))
 
+    def worker_cpus(self):
+        """The CPU each worker thread is bound to, None where it is not bound
+        to one (bind numa or none; worker 0 is this thread, which the pool
+        does not bind): for placing the trainer's own threads elsewhere."""
+        out = []
+        for w in range(self.num_threads):
+            c = lib.sr_pool_worker_cpu(self._live(), w)
+            if c == -errno.ENOENT:
+                out.append(None)
+            else:
+                out.append(_lib.check(c, "sr_pool_worker_cpu"))
+        return out
+
     # --- batches -----------------------------------------------------------
 
     def _batch(self):

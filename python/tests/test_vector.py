@@ -399,3 +399,17 @@ def test_box_actions_pendulum():
         o1, *_ = e.step(a)
         o2, *_ = ref.step(a)
         assert np.array_equal(o1, o2)
+
+
+def test_worker_cpus():
+    import os
+    allowed = os.sched_getaffinity(0)
+    with stepring.make_vec("CartPole-v1", 4, seed=1, num_threads=min(2, len(allowed))) as v:
+        cpus = v.worker_cpus()
+        assert len(cpus) == v.num_threads
+        assert cpus[0] is None  # worker 0 is this thread, which the pool does not bind
+        for c in cpus[1:]:
+            assert c in allowed
+    with stepring.make_vec("CartPole-v1", 4, seed=1, num_threads=min(2, len(allowed)),
+                           bind="none") as v:
+        assert v.worker_cpus() == [None] * v.num_threads
