@@ -606,11 +606,17 @@ static void fairness_run(uint32_t flags)
 		 * ready, and recv serves the ready envs). */
 		nanosleep(&(struct timespec){0, 20000}, NULL);
 	}
-	/* K * B / N = 150 turns each on average; a worker's share 2400 */
+	/* K * B / N = 150 turns each on average; a worker's share 2400. The
+	 * bug this guards against gave a worker no row at all. The bounds
+	 * are loose because a worker thread that the kernel deschedules (4
+	 * threads on 2 CPUs, next to other tests under ctest -j) has its
+	 * share made up by the others, by design: a third of the share
+	 * failed 2 runs in 15 with two copies of this test at once, before
+	 * and after the async changes alike. */
 	for (uint32_t w = 0; w < 3; w++)
-		assert_true(per_worker[w] >= K * B / 3 / 3);
+		assert_true(per_worker[w] >= K * B / 3 / 8);
 	for (uint32_t e = 0; e < N; e++)
-		assert_true(count[e] >= K * B / N / 5);
+		assert_true(count[e] >= K * B / N / 10);
 	sr_pool_destroy(p);
 }
 
