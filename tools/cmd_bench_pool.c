@@ -373,7 +373,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	sr_pool_stats s0, s1;
 	struct drive d = {.cfg = cfg};
 	struct raw_acc raw = {0};
-	double *eff = NULL, *effp = NULL, *scal = NULL, *rawr = NULL, *rawp = NULL;
+	double *eff = NULL, *effp = NULL, *scal = NULL, *rawp = NULL;
 	uint64_t win_ns = 0, cpu_win = 0, steps = 0, batches = 0, episodes = 0;
 	uint64_t ns_env = 0, ns_ring = 0, ns_copy = 0;
 	uint32_t T, R, n_per;
@@ -435,9 +435,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	eff = calloc(R, sizeof(double));
 	effp = calloc(R, sizeof(double));
 	scal = calloc(R, sizeof(double));
-	rawr = calloc(R, sizeof(double));
 	rawp = calloc(R, sizeof(double));
-	if (!d.acts || !d.lat || !raw.lat || !eff || !effp || !scal || !rawr || !rawp) {
+	if (!d.acts || !d.lat || !raw.lat || !eff || !effp || !scal || !rawp) {
 		err = fail(r, -ENOMEM, "%s", "out of memory");
 		goto out;
 	}
@@ -463,17 +462,16 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	raw_slice = fmax(slice / 2, 0.02);
 	d.next_ckpt = cli_now_ns() + (uint64_t)(cfg->checkpoint_every * 1e9);
 	for (uint32_t k = 0; k < R; k++) {
-		uint64_t t0, t1, c0, c1, rs = raw.steps, rn = raw.ns;
+		uint64_t t0, t1, c0, c1, rs = raw.steps, rn = raw.ns, it0 = d.it;
 		double pool_rate, r1, rt;
 
 		sr_pool_stats_get(p, &s0);
 		t0 = cli_now_ns();
 		c0 = cpu_ns();
-		batches -= d.it;
 		err = drive_for(&d, slice, true);
 		if (err)
 			goto fail_pool;
-		batches += d.it;
+		batches += d.it - it0;
 		t1 = cli_now_ns();
 		c1 = cpu_ns();
 		sr_pool_stats_get(p, &s1);
@@ -496,7 +494,6 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 			fail(r, err, "%s", "cannot start the parallel raw loop's threads");
 			goto out;
 		}
-		rawr[k] = r1;
 		rawp[k] = rt;
 		eff[k] = pool_rate / (T * r1);
 		effp[k] = pool_rate / rt;
@@ -524,7 +521,6 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		r->steps_per_sec = (double)steps / r->seconds;
 		r->raw_steps_per_sec = (double)raw.steps / ((double)raw.ns / 1e9);
 		r->raw_parallel_steps_per_sec = median(rawp, R);
-		(void)rawr;
 		r->efficiency_min = r->efficiency_max = eff[0];
 		for (uint32_t k = 1; k < R; k++) {
 			r->efficiency_min = fmin(r->efficiency_min, eff[k]);
@@ -580,7 +576,6 @@ out:
 	free(eff);
 	free(effp);
 	free(scal);
-	free(rawr);
 	free(rawp);
 	return err;
 }
