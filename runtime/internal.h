@@ -15,4 +15,23 @@ void sr__clear_error(void);
 #define SR_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SR_CACHELINE 128 /* two 64-byte lines: defeats the adjacent-line prefetcher */
 
+/*
+ * SR_VECTOR_CLONES on a hot column loop: on x86-64 the function is built
+ * twice, for AVX2 and for the baseline (SSE2), and the dynamic loader
+ * picks one for the CPU at load time (an ifunc: one indirect call, no
+ * per-call test). The vectorizer then works on 32-byte vectors where the
+ * CPU has them, while the library still runs on any x86-64. Elsewhere,
+ * or where the toolchain lacks ifuncs, it is empty. Define
+ * SR_NO_VECTOR_CLONES to turn it off.
+ */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && \
+	!defined(SR_NO_VECTOR_CLONES) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define SR_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef SR_VECTOR_CLONES
+#define SR_VECTOR_CLONES
+#endif
+
 #endif

@@ -255,6 +255,7 @@ void sr_pool_destroy(sr_pool *p)
 
 /* Validate the actions of @n envs (ids or 0..n-1); -EINVAL names the env.
  * A branch-free pass (vectorized) first; the slow pass only finds which. */
+SR_VECTOR_CLONES
 static int check_actions(const sr_pool *p, const void *actions, const uint32_t *ids, uint32_t n)
 {
 	const sr_env_spec *s = &p->spec;

@@ -162,6 +162,22 @@ static inline unsigned char *state_of(struct sr__worker *w, uint32_t loc)
 	return w->states + (size_t)loc * w->pool->spec.state_size;
 }
 
+/* The first index >= @i below @n whose byte in @a is not 0, or @n:
+ * eight bytes at a time (done flags are rare: usually one load per 8). */
+static inline uint32_t next_set(const uint8_t *a, uint32_t i, uint32_t n)
+{
+	for (; n - i >= 8; i += 8) {
+		uint64_t m;
+
+		memcpy(&m, a + i, 8);
+		if (m)
+			return i + ((uint32_t)__builtin_ctzll(le64(m)) >> 3);
+	}
+	while (i < n && !a[i])
+		i++;
+	return i;
+}
+
 /*
  * Env calls for local envs [lo, lo + n) writing into slots s .. s + n - 1
  * (slot indices, no wrap). Live envs are stepped in runs of consecutive
@@ -179,28 +195,27 @@ static void env_calls(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t s,
 	uint32_t od = p->obs_dim, i = 0;
 
 	while (i < n) {
-		if (!done[i]) {
-			uint32_t j = i + 1;
-			while (j < n && !done[j])
-				j++;
+		uint32_t j = next_set(done, i, n);
+
+		if (j > i)
 			sp->step(sp, state_of(w, lo + i), j - i, acts + (size_t)i * p->act_size,
 				 p->c_obs + (s + i) * od, w->reward_scratch + lo + i,
 				 p->c_term + s + i);
-			i = j;
-		} else {
-			if (p->autoreset == SR_AUTORESET_DISABLED)
-				sp->observe(sp, state_of(w, lo + i), p->c_obs + (s + i) * od);
-			else
-				sp->reset(sp, state_of(w, lo + i), 1, p->c_obs + (s + i) * od);
-			w->reward_scratch[lo + i] = 0.0;
-			p->c_term[s + i] = 0;
-			i++;
-		}
+		if (j == n)
+			break;
+		if (p->autoreset == SR_AUTORESET_DISABLED)
+			sp->observe(sp, state_of(w, lo + j), p->c_obs + (s + j) * od);
+		else
+			sp->reset(sp, state_of(w, lo + j), 1, p->c_obs + (s + j) * od);
+		w->reward_scratch[lo + j] = 0.0;
+		p->c_term[s + j] = 0;
+		i = j + 1;
 	}
 }
 
 /* A finished episode: hand its return and length to the pool thread (SPSC). */
-static void push_episode(struct sr__worker *w, double ret, uint64_t len)
+static inline __attribute__((always_inline)) void push_episode(struct sr__worker *w, double ret,
+								 uint64_t len)
 {
 	uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_relaxed);
 
@@ -234,6 +249,7 @@ static void push_episode(struct sr__worker *w, double ret, uint64_t len)
  * end now (episode queue, final obs, same-step list). With CartPole's
  * short episodes that is a few percent of the rows.
  */
+SR_VECTOR_CLONES
 static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t seq,
 			 const unsigned char *acts, uint32_t nd)
 {
