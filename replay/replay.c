@@ -408,13 +408,18 @@ static inline bool read_meta(const struct sr_ring *r, uint64_t q, struct slot_me
 	return true;
 }
 
-/* Validate every slot of chain[0..m] after the copies (R3). */
+/* Validate every slot of chain[0..m] after the copies (R3): none claimed
+ * again by a producer, each still published under its sequence. */
 static bool chain_valid(const struct sr_ring *r, const uint64_t *chain, uint32_t m)
 {
+	uint64_t floor;
+
 	atomic_thread_fence(memory_order_acquire);
+	floor = sr__lap_floor(r);
 	for (uint32_t j = 0; j <= m; j++)
-		if (atomic_load_explicit(&r->seq[chain[j] & r->mask], memory_order_relaxed) !=
-		    chain[j] + 1)
+		if (chain[j] < floor ||
+		    atomic_load_explicit(&r->seq[chain[j] & r->mask], memory_order_relaxed) !=
+			    chain[j] + 1)
 			return false;
 	return true;
 }

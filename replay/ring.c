@@ -12,16 +12,18 @@
  * instead, because they must decide before claiming). A reservation never
  * overwrites unconsumed slots: the producer waits until
  * cursor + capacity >= end of its range (spin, then sched_yield, then short
- * sleeps). It then invalidates its slots (seq = 0, R3; with
- * SR_RESERVE_NO_INVALIDATE each writer thread does it for its own part,
- * sr_ring_invalidate), writes the columns outside any lock and publishes each slot (seq = s + 1, R1). A slow
+ * sleeps). It then writes the columns outside any lock and publishes each
+ * slot (seq = s + 1, R1); its claim on head, ordered before those writes
+ * by a release fence (R3), is what tells a sampler that a slot of the
+ * previous lap is being overwritten, so the seq words are written once
+ * per slot and lap. A slow
  * producer delays only the consumer, which needs contiguity; other
  * producers keep reserving ahead of it up to the capacity.
  *
  * The single consumer peeks the longest published run from its cursor and
  * consumes it (R2). Consumed slots stay readable as the replay window
- * until a producer laps them; samplers detect that by the sequence check
- * (see ring_internal.h and replay.c).
+ * until a producer claims them again; samplers detect that by the head
+ * check after their copy (see ring_internal.h and replay.c).
  *
  * The orderings R1..R4 are described in ring_internal.h.
  */
@@ -477,8 +479,9 @@ static void wait_room(sr_ring *r, uint64_t end)
 	}
 }
 
-/* R3: mark [seq, seq + n) unpublished before any column is written, so a
- * sampler copying the old transition of one of these slots notices. */
+/* Mark [seq, seq + n) unpublished (sr_ring_invalidate): not needed by
+ * R3 since format version 2, kept for writers that want a slot to read
+ * unpublished before head says so. */
 static void invalidate(sr_ring *r, uint64_t seq, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
@@ -486,15 +489,10 @@ static void invalidate(sr_ring *r, uint64_t seq, uint32_t n)
 	atomic_thread_fence(memory_order_release);
 }
 
-/* Fill [seq, seq + n) with SR_SLOT_PAD filler and publish it. */
+/* Fill [seq, seq + n) with SR_SLOT_PAD filler and publish it. The caller
+ * claimed the range and issued R3's release fence. */
 static void write_pad(sr_ring *r, uint64_t seq, uint64_t n)
 {
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t s = (seq + i) & r->mask;
-
-		atomic_store_explicit(&r->seq[s], 0, memory_order_relaxed);
-	}
-	atomic_thread_fence(memory_order_release); /* R3 */
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t s = (seq + i) & r->mask;
 
@@ -534,8 +532,9 @@ static int reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq, bool w
 		 * enough, the data is ordered by the seq column (R1/R3). */
 		h = atomic_fetch_add_explicit(&r->hdr->head, n, memory_order_relaxed);
 		wait_room(r, h + n);
-		if (!(flags & SR_RESERVE_NO_INVALIDATE))
-			invalidate(r, h, n);
+		/* R3: the claim (head) and the room (cursor) before any column
+		 * write of the range. */
+		atomic_thread_fence(memory_order_release);
 		*seq = h;
 		return 0;
 	}
@@ -557,6 +556,7 @@ static int reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq, bool w
 					    &r->hdr->head, &h, h + pad, memory_order_relaxed,
 					    memory_order_relaxed))
 					continue;
+				atomic_thread_fence(memory_order_release); /* R3 */
 				write_pad(r, h, pad);
 				return -EAGAIN;
 			}
@@ -570,13 +570,13 @@ static int reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq, bool w
 		/* Pads first, so the consumer can move past them even when
 		 * pad + n > capacity. */
 		wait_room(r, h + pad);
+		atomic_thread_fence(memory_order_release); /* R3 */
 		write_pad(r, h, pad);
 	}
 	wait_room(r, h + pad + n);
-	/* With NO_INVALIDATE each writer invalidates its own part (R3 is then
-	 * the writer's), so the lines stay in the writers' caches. */
-	if (!(flags & SR_RESERVE_NO_INVALIDATE))
-		invalidate(r, h + pad, n);
+	/* R3: the claim (head) and the room (cursor) before any column write
+	 * of the range. */
+	atomic_thread_fence(memory_order_release);
 	*seq = h + pad;
 	return 0;
 }
@@ -659,7 +659,9 @@ uint64_t sr_ring_oldest(const sr_ring *r)
 
 bool sr_ring_slot_valid(const sr_ring *r, uint64_t seq)
 {
-	/* R3 then R1: reads before this call are ordered before the load. */
+	/* R3 then R1: reads before this call are ordered before the loads;
+	 * published (seq word), and not claimed again by a producer (head). */
 	atomic_thread_fence(memory_order_acquire);
-	return atomic_load_explicit(&r->seq[seq & r->mask], memory_order_acquire) == seq + 1;
+	return atomic_load_explicit(&r->seq[seq & r->mask], memory_order_acquire) == seq + 1 &&
+	       sr__lap_floor(r) <= seq;
 }

@@ -11,11 +11,23 @@
  *  R2  consume: the consumer stores cursor with release after it is done
  *      reading slots below it; a producer waiting for room loads cursor with
  *      acquire before it overwrites those slots.
- *  R3  invalidate: a producer that has reserved slot s stores seq[slot] = 0
- *      (relaxed) then issues a release fence before writing any column; a
- *      sampler that read a column written after that fence and then issues
- *      an acquire fence is guaranteed to see the 0 (or a later value) when
- *      it re-checks seq[slot]: the seqlock rule that rejects torn copies.
+ *  R3  overwrite: a producer claims slots by advancing head (an atomic
+ *      read-modify-write), waits for room (R2's acquire of cursor) and
+ *      issues a release fence before it writes any column of them: the
+ *      reserving thread in sr_ring_reserve, or, when the range was
+ *      reserved by another thread (the pool's sync command), each writer
+ *      after the acquire that hands it the range. Either way the claim
+ *      and the consumer's release of the slot happen before the column
+ *      writes. A sampler that copied columns of slot s, then issues an
+ *      acquire fence and loads head and cursor, sees both (head >
+ *      s + capacity and cursor > s) if it read any byte written for the
+ *      next lap: fence to fence. So a copy is intact when, after it,
+ *      s >= min(head - capacity, cursor) (sr__lap_floor) and seq[slot]
+ *      still reads s + 1. (A claimed slot that the consumer has not
+ *      released yet is still intact: its producer is waiting for room.)
+ *      The seq words are written once per slot and lap, by the publish
+ *      (format version 2; version 1 stored seq = 0 before writing
+ *      instead, one more store per slot).
  *  R4  ready: the creator writes the whole header and then stores ready = 1
  *      with release; an attacher loads it with acquire before trusting the
  *      geometry.
@@ -120,7 +132,19 @@ int sr__ring_norm_name(const char *name, char out[SR__RING_NAME_MAX]);
  * Seqlock read helpers for samplers. A reader calls sr__slot_begin(r, s)
  * (acquire, R1) and only if it is true copies the columns, then
  * sr__slot_end(r, s) (acquire fence, R3): true means the copy is not torn.
+ * sr__lap_floor() after an acquire fence gives the oldest sequence whose
+ * slot no producer can be writing for the next lap (R3): copies of older
+ * slots may be torn.
  */
+static inline uint64_t sr__lap_floor(const struct sr_ring *r)
+{
+	uint64_t h = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+	uint64_t c = atomic_load_explicit(&r->hdr->cursor, memory_order_relaxed);
+	uint64_t f = h > r->cap ? h - r->cap : 0;
+
+	return c < f ? c : f;
+}
+
 static inline bool sr__slot_begin(const struct sr_ring *r, uint64_t s)
 {
 	return atomic_load_explicit(&r->seq[s & r->mask], memory_order_acquire) == s + 1;
@@ -129,7 +153,8 @@ static inline bool sr__slot_begin(const struct sr_ring *r, uint64_t s)
 static inline bool sr__slot_end(const struct sr_ring *r, uint64_t s)
 {
 	atomic_thread_fence(memory_order_acquire); /* R3: column reads before the re-check */
-	return atomic_load_explicit(&r->seq[s & r->mask], memory_order_relaxed) == s + 1;
+	return sr__lap_floor(r) <= s &&
+	       atomic_load_explicit(&r->seq[s & r->mask], memory_order_relaxed) == s + 1;
 }
 
 /* Copy that may race with a producer overwriting the slot; the caller

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "ring_internal.h"
 
 int sr__collector_open(sr_pool *p)
 {
@@ -173,12 +174,13 @@ static inline void cpu_relax(void)
  */
 
 /* Move newly published rows from scan_pos on into the workers' FIFOs
- * (sr_ring_slot_valid: acquire, pairs with the workers' publish R1). */
+ * (sr__slot_begin: acquire, pairs with the workers' publish R1; the
+ * slots from the cursor on cannot be claimed again, so no head check). */
 static void scan_new(sr_pool *p)
 {
 	uint64_t mask = p->ring_cap - 1, pos = p->scan_pos;
 
-	while (sr_ring_slot_valid(p->ring, pos)) {
+	while (sr__slot_begin(p->ring, pos)) {
 		uint64_t s = pos & mask;
 		if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL))) {
 			uint32_t w = p->env_worker[p->c_env[s]];

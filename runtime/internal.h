@@ -22,8 +22,20 @@ void sr__clear_error(void);
  * per-call test). The vectorizer then works on 32-byte vectors where the
  * CPU has them, while the library still runs on any x86-64. Elsewhere,
  * or where the toolchain lacks ifuncs, it is empty. Define
- * SR_NO_VECTOR_CLONES to turn it off.
+ * SR_NO_VECTOR_CLONES to turn it off. Sanitizer builds turn it off: the
+ * loader runs the ifunc resolver before the sanitizer's runtime is set
+ * up, and an instrumented resolver crashes there.
  */
+#if !defined(SR_NO_VECTOR_CLONES)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SR_NO_VECTOR_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+	__has_feature(memory_sanitizer)
+#define SR_NO_VECTOR_CLONES 1
+#endif
+#endif
+#endif
 #if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && \
 	!defined(SR_NO_VECTOR_CLONES) && defined(__has_attribute)
 #if __has_attribute(target_clones)

@@ -316,10 +316,9 @@ static int sync_cmd(sr_pool *p, uint32_t cmd, const void *actions, const uint8_t
 	uint64_t seq, t0 = sr__now_ns();
 	int err;
 
-	/* Each worker invalidates its own slots (run_sync), so the seq lines
-	 * of a slice are written only by the worker that publishes them. */
-	err = sr_ring_reserve(p->ring, p->num_envs, SR_RESERVE_CONTIG | SR_RESERVE_NO_INVALIDATE,
-			      &seq);
+	/* The seq words of a slice are written only by the worker that
+	 * publishes it (R3 is the claim on head, see run_sync). */
+	err = sr_ring_reserve(p->ring, p->num_envs, SR_RESERVE_CONTIG, &seq);
 	if (err)
 		return err;
 	p->cmd_actions = actions;

@@ -271,10 +271,19 @@ static void copy_block(struct replay_ctx *rc, uint8_t *dst, uint64_t b, size_t l
 	d = col_out(rc, d, r->prev, 8, s0, n);
 	memset(d, 0, len - (size_t)(d - dst));
 	/* R3 (replay/ring_internal.h): the column reads above happen before
-	 * the re-check; a producer that had started to overwrite a slot has
-	 * stored seq = 0 before writing, so we see a changed sequence. Values
-	 * only grow, so seeing s + 1 again means the slot was never touched. */
+	 * the re-check; a producer that had started to overwrite a slot had
+	 * claimed it on head first, so the slots below the lap floor may be
+	 * torn, and one whose sequence changed (or was never published) is
+	 * not this window's. */
 	atomic_thread_fence(memory_order_acquire);
+	{
+		uint64_t floor = sr__lap_floor(r);
+
+		if (floor > s0) {
+			bad = (floor < s0 + n ? floor : s0 + n) - 1;
+			any_bad = true;
+		}
+	}
 	for (uint64_t s = s0; s < s0 + n; s++) {
 		if (atomic_load_explicit(&r->seq[s & r->mask], memory_order_relaxed) != s + 1) {
 			bad = s;

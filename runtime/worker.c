@@ -494,9 +494,12 @@ static void run_sync(struct sr__worker *w, uint32_t cmd)
 	if (!w->n_envs)
 		return;
 	t0 = sr__now_ns();
-	/* R3: the pool reserved the batch with SR_RESERVE_NO_INVALIDATE; mark
-	 * this slice unpublished before env_calls writes its obs rows. */
-	sr_ring_invalidate(p->ring, seq, w->n_envs);
+	/* R3: the pool thread claimed the batch on the ring's head before
+	 * the kick, and wait_go's acquire ordered it before us; this fence
+	 * orders it before every column write of the slice, so a sampler that
+	 * copies a byte we write sees the claim (the ring's seq words are
+	 * written once, by the publish). */
+	atomic_thread_fence(memory_order_release);
 	if (cmd == SR__CMD_STEP) {
 		const unsigned char *acts = p->cmd_actions + (size_t)w->first_env * p->act_size;
 		uint64_t te = sr__now_ns();

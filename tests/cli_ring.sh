@@ -17,9 +17,9 @@ expect_rc 0 "$SR" ring --help
 grep -q "ring ls" <<<"$out" || fail "help lacks ls"
 expect_rc 0 "$SR" ring create "$N" --capacity 256 --obs-dim 3 --fill 1000
 expect_rc 0 "$SR" ring ls
-grep -E "^$N +1 +256 +3 +4 .* 1000 +1000 .*dead" <<<"$out" >/dev/null || fail "ls: $out"
+grep -E "^$N +2 +256 +3 +4 .* 1000 +1000 .*dead" <<<"$out" >/dev/null || fail "ls: $out"
 expect_rc 0 "$SR" ring ls --json
-grep -q "\"name\":\"$N\",\"ring\":true,\"version\":1,.*\"capacity\":256,.*\"alive\":false" <<<"$out" ||
+grep -q "\"name\":\"$N\",\"ring\":true,\"version\":2,.*\"capacity\":256,.*\"alive\":false" <<<"$out" ||
 	fail "ls --json: $out"
 expect_rc 0 "$SR" ring inspect "/$N"
 grep -q "capacity 256 slots, obs_dim 3" <<<"$out" || fail "inspect geometry: $out"

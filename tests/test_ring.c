@@ -214,8 +214,13 @@ static void test_contig(void **st)
 	sr_ring_destroy(r);
 }
 
-/* SR_RESERVE_NO_INVALIDATE: the seq words are the writers' to clear. */
-static void test_no_invalidate(void **st)
+/*
+ * R3 by claim: a reservation does not write the seq words (with or without
+ * SR_RESERVE_NO_INVALIDATE), yet the previous lap of the claimed slots
+ * reads invalid at once, the rest of the window stays valid, and writers
+ * of parts of the range publish them in any order.
+ */
+static void test_claim_invalidates(void **st)
 {
 	sr_ring *r = mk(16, 2);
 	uint64_t seq, first;
@@ -227,28 +232,35 @@ static void test_no_invalidate(void **st)
 	sr_ring_publish(r, seq, 16);
 	assert_int_equal(sr_ring_peek(r, 100, &first), 16);
 	sr_ring_consume(r, 16);
-	/* Reserved without invalidation: the previous lap still reads valid,
-	 * and the consumer does not take it for this lap. */
+	for (uint64_t s = 0; s < 16; s++)
+		assert_true(sr_ring_slot_valid(r, s));
+	assert_int_equal(sr_ring_oldest(r), 0);
 	assert_int_equal(sr_ring_reserve(r, 8, SR_RESERVE_CONTIG | SR_RESERVE_NO_INVALIDATE,
 					 &seq), 0);
 	assert_int_equal(seq, 16);
-	assert_true(sr_ring_slot_valid(r, 0));
+	/* Claimed: slots 0..7 may be being overwritten; 8..15 are intact. */
+	for (uint64_t s = 0; s < 8; s++)
+		assert_false(sr_ring_slot_valid(r, s));
+	for (uint64_t s = 8; s < 16; s++)
+		assert_true(sr_ring_slot_valid(r, s));
 	assert_false(sr_ring_slot_valid(r, 16));
 	assert_int_equal(sr_ring_peek(r, 100, &first), 0);
-	/* Two writers, each invalidating its own half before writing. */
+	/* An explicit invalidate still makes a slot read unpublished. */
 	sr_ring_invalidate(r, seq, 4);
 	assert_false(sr_ring_slot_valid(r, 0));
-	assert_true(sr_ring_slot_valid(r, 4));
-	sr_ring_invalidate(r, seq + 4, 4);
-	assert_false(sr_ring_slot_valid(r, 4));
+	/* Two writers, each publishing its own half, the second half first. */
 	for (uint64_t s = seq; s < seq + 8; s++)
 		fill(r, s);
 	sr_ring_publish(r, seq + 4, 4);
 	assert_int_equal(sr_ring_peek(r, 100, &first), 0);
+	assert_true(sr_ring_slot_valid(r, 20));
+	assert_false(sr_ring_slot_valid(r, 16));
 	sr_ring_publish(r, seq, 4);
 	assert_int_equal(sr_ring_peek(r, 100, &first), 8);
 	assert_int_equal(first, 16);
 	for (uint64_t s = 16; s < 24; s++)
+		check(r, s);
+	for (uint64_t s = 8; s < 16; s++)
 		check(r, s);
 	sr_ring_consume(r, 8);
 	assert_int_equal(sr_ring_reserve(r, 1, 1u << 5, &seq), -EINVAL);
@@ -296,7 +308,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_geometry),  cmocka_unit_test(test_empty_full),
 		cmocka_unit_test(test_wrap),      cmocka_unit_test(test_contig),
-		cmocka_unit_test(test_named),     cmocka_unit_test(test_no_invalidate),
+		cmocka_unit_test(test_named),     cmocka_unit_test(test_claim_invalidates),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

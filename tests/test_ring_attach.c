@@ -255,7 +255,12 @@ static void test_bad_attach(void **st)
 	assert_int_equal(sr_ring_attach(name, 0, &a), -EPROTO);
 	print_message("%s\n", sr_last_error());
 	assert_non_null(strstr(sr_last_error(), "version 99"));
-	assert_non_null(strstr(sr_last_error(), "version 1"));
+	{
+		char want[32];
+
+		snprintf(want, sizeof(want), "reads version %u", SR_RING_FORMAT_VERSION);
+		assert_non_null(strstr(sr_last_error(), want));
+	}
 	*ver = SR_RING_FORMAT_VERSION;
 	/* Not a ring. */
 	hdr[0] ^= 1;

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define SR_RING_MAGIC 0x474e495250455453ull /* "STEPRING" little endian */
-#define SR_RING_FORMAT_VERSION 1u
+#define SR_RING_FORMAT_VERSION 2u
 #define SR_RING_NO_PREV UINT64_MAX
 
 /* Bits of the flags column. */
@@ -57,8 +57,8 @@ enum {
 /* sr_ring_reserve flags */
 enum {
 	SR_RESERVE_CONTIG = 1u << 0, /* the range must not wrap: pad to the next lap if needed */
-	SR_RESERVE_NO_INVALIDATE = 1u << 1, /* leave the seq words alone: the writers call
-					     * sr_ring_invalidate on their part first */
+	SR_RESERVE_NO_INVALIDATE = 1u << 1, /* accepted, no effect since format version 2:
+					     * no reserve writes the seq words */
 };
 
 typedef struct sr_ring sr_ring;
@@ -128,24 +128,23 @@ SR_EXPORT void *sr_ring_base(const sr_ring *r, size_t *len);
  * Progress: reserve is lock-free against other producers but blocks while
  * the consumer lags by a full capacity (spin, sched_yield, then 50 us
  * sleeps). After reserve the slots read as unpublished (sr_ring_slot_valid
- * is false) until sr_ring_publish.
- * With SR_RESERVE_NO_INVALIDATE the reserving thread does not touch the
- * slots' seq words, so a range can be split among several writer threads
- * without the reserver's cache owning all of those lines: each writer must
- * then call sr_ring_invalidate on its part before it writes any column of
- * it, and sr_ring_publish after. Until invalidated a slot still reads as
- * the transition of the previous lap (the consumer never mistakes it for
- * this lap's, whose seq word differs).
+ * is false for their new sequence numbers, and for the previous lap's,
+ * which the reservation claimed) until sr_ring_publish. Reserve does not
+ * write the slots' seq words, so a range can be split among several writer
+ * threads, each writing and publishing its part: a writer that is not the
+ * reserving thread must be handed the range with release / acquire (as a
+ * queue or a flag does) and issue a release fence before its first column
+ * write (R3 in the ring's design notes). SR_RESERVE_NO_INVALIDATE is
+ * accepted and changes nothing.
  */
 SR_EXPORT int sr_ring_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq);
 SR_EXPORT int sr_ring_try_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq);
 
 /**
  * Producer: mark reserved slots [seq, seq + n) unpublished (seq word 0,
- * then a release fence) before writing their columns; only needed after
- * SR_RESERVE_NO_INVALIDATE (plain reserve does it). A reader that copied a
- * byte written after this call sees the slot invalid on its re-check.
- * Wait-free; call it from the thread that writes the slots.
+ * then a release fence). Not needed for correctness: a reservation already
+ * makes the previous lap of its slots invalid to sr_ring_slot_valid (head
+ * check). Wait-free; call it from the thread that writes the slots.
  */
 SR_EXPORT void sr_ring_invalidate(sr_ring *r, uint64_t seq, uint32_t n);
 
@@ -175,7 +174,8 @@ SR_EXPORT uint64_t sr_ring_oldest(const sr_ring *r);
  * Is slot @seq still the transition published under @seq? Seqlock style:
  * a reader calls it before copying (false: not published yet, or already
  * overwritten), copies what it needs, then calls it again: false means the
- * slot was overwritten meanwhile and the copy may be torn (retry or skip).
+ * slot was claimed by a producer meanwhile (head passed seq + capacity, or
+ * the slot reads unpublished) and the copy may be torn (retry or skip).
  * Acquire ordering pairs with sr_ring_publish's release; an acquire fence
  * orders the caller's earlier reads before the check. Any thread, any
  * process (read-only attach is enough). Wait-free.
