@@ -178,18 +178,26 @@ static inline void cpu_relax(void)
  * slots from the cursor on cannot be claimed again, so no head check). */
 static void scan_new(sr_pool *p)
 {
-	uint64_t mask = p->ring_cap - 1, pos = p->scan_pos;
+	/* Locals: the stores below (uint32 counts) could alias fields read
+	 * through @p, which the compiler would reload every row. */
+	const uint64_t mask = p->ring_cap - 1;
+	const uint8_t *flags = p->c_flags;
+	const uint32_t *env = p->c_env, *env_worker = p->env_worker;
+	const struct sr__worker *workers = p->workers;
+	struct sr__ready *ready = p->ready;
+	uint64_t *ready_seq = p->ready_seq, pos = p->scan_pos;
+	const sr_ring *ring = p->ring;
 
-	while (sr__slot_begin(p->ring, pos)) {
+	while (sr__slot_begin(ring, pos)) {
 		uint64_t s = pos & mask;
-		if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL))) {
-			uint32_t w = p->env_worker[p->c_env[s]];
-			struct sr__worker *wk = &p->workers[w];
-			struct sr__ready *r = &p->ready[w];
+		if (!(flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL))) {
+			uint32_t w = env_worker[env[s]];
+			const struct sr__worker *wk = &workers[w];
+			struct sr__ready *r = &ready[w];
 			uint32_t at = r->head + r->n;
 			if (at >= wk->n_envs)
 				at -= wk->n_envs;
-			p->ready_seq[wk->first_env + at] = pos;
+			ready_seq[wk->first_env + at] = pos;
 			r->n++;
 		}
 		pos++;
@@ -388,18 +396,25 @@ static bool take_rows(sr_pool *p, uint32_t need)
 				if (p->ready_seq[p->workers[w].first_env + at] < lim)
 					lim = p->ready_seq[p->workers[w].first_env + at];
 			}
+			/* Locals: the byte stores to taken[] may alias anything. */
+			const uint64_t *rs = p->ready_seq + wk->first_env;
+			uint64_t *gather = p->gather;
+			uint8_t *taken = p->taken;
+			uint32_t got = r->got, take = r->take, head = r->head, ne = wk->n_envs;
+
 			do {
-				uint32_t at = r->head + r->got;
+				uint32_t at = head + got;
 				uint64_t q;
-				if (at >= wk->n_envs)
-					at -= wk->n_envs;
-				q = p->ready_seq[wk->first_env + at];
+				if (at >= ne)
+					at -= ne;
+				q = rs[at];
 				if (q > lim)
 					break;
-				p->gather[n++] = q;
-				p->taken[q & mask] = 1;
-				r->got++;
-			} while (r->got < r->take);
+				gather[n++] = q;
+				taken[q & mask] = 1;
+				got++;
+			} while (got < take);
+			r->got = got;
 		}
 	}
 	for (uint32_t w = 0; w < T; w++) {
@@ -416,13 +431,15 @@ static bool take_rows(sr_pool *p, uint32_t need)
 /* Advance the cursor over taken rows and PAD / FINAL slots. */
 static void consume_taken(sr_pool *p)
 {
-	uint64_t mask = p->ring_cap - 1, c = sr_ring_cursor(p->ring), c0 = c;
+	uint64_t mask = p->ring_cap - 1, c = sr_ring_cursor(p->ring), c0 = c, end = p->scan_pos;
+	uint8_t *taken = p->taken;
+	const uint8_t *flags = p->c_flags;
 
-	while (c < p->scan_pos) {
+	while (c < end) {
 		uint64_t s = c & mask;
-		if (p->taken[s])
-			p->taken[s] = 0;
-		else if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)))
+		if (taken[s])
+			taken[s] = 0;
+		else if (!(flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)))
 			break;
 		c++;
 	}
@@ -538,10 +555,18 @@ ready:
 	if (err)
 		return err;
 	sr__collect_episodes(p);
-	for (uint32_t i = 0; i < need; i++) {
-		uint32_t env = p->c_env[p->gather[i] & (p->ring_cap - 1)];
-		p->inflight[env] = 0;
-		p->last_ids[i] = env;
+	{
+		/* Locals: the byte stores to inflight[] may alias anything. */
+		const uint32_t *c_env = p->c_env;
+		const uint64_t *gather = p->gather, mask = p->ring_cap - 1;
+		uint8_t *inflight = p->inflight;
+		uint32_t *last_ids = p->last_ids;
+
+		for (uint32_t i = 0; i < need; i++) {
+			uint32_t env = c_env[gather[i] & mask];
+			inflight[env] = 0;
+			last_ids[i] = env;
+		}
 	}
 	p->last_n = need;
 	p->sent_since_recv = false;
