@@ -543,12 +543,17 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 	if (!k)
 		return 0;
 	t0 = sr__now_ns();
-	for (uint32_t j = 0; j < k; j++) {
-		uint32_t e = w->q[(tail + j) & w->q_mask];
-		uint32_t lo = (e & ~SR__Q_RESET) - w->first_env;
-		mark[lo] = (e & SR__Q_RESET) ? 2 : 1;
-		lo_min = lo < lo_min ? lo : lo_min;
-		lo_max = lo > lo_max ? lo : lo_max;
+	{
+		/* Locals: the byte stores to mark[] may alias anything. */
+		const uint32_t *qe = w->q, qm = w->q_mask, first = w->first_env;
+
+		for (uint32_t j = 0; j < k; j++) {
+			uint32_t e = qe[(tail + j) & qm];
+			uint32_t lo = (e & ~SR__Q_RESET) - first;
+			mark[lo] = (e & SR__Q_RESET) ? 2 : 1;
+			lo_min = lo < lo_min ? lo : lo_min;
+			lo_max = lo > lo_max ? lo : lo_max;
+		}
 	}
 	/* Entries are copied out: the slots may be reused by the producer. */
 	atomic_store_explicit(&w->q_tail, tail + k, memory_order_release);
@@ -557,19 +562,19 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 	/* Runs: (first local env, length, first seq), in w->run_env triples
 	 * packed as lo, len and the seq offset. */
 	q = seq0;
-	for (uint32_t lo = lo_min; lo <= lo_max;) {
-		uint8_t m = mark[lo];
+	for (uint32_t lo = lo_min, *runs = w->run_env;;) {
+		uint8_t m;
 		uint32_t len = 1;
 
-		if (!m) {
-			lo++;
-			continue;
-		}
+		lo = next_set(mark, lo, lo_max + 1); /* skip unmarked envs 8 at a time */
+		if (lo > lo_max)
+			break;
+		m = mark[lo];
 		while (lo + len <= lo_max && mark[lo + len] == m && ((q + len) & mask) != 0)
 			len++;
-		w->run_env[3 * nruns] = lo;
-		w->run_env[3 * nruns + 1] = len | (m == 2 ? SR__Q_RESET : 0);
-		w->run_env[3 * nruns + 2] = (uint32_t)(q - seq0);
+		runs[3 * nruns] = lo;
+		runs[3 * nruns + 1] = len | (m == 2 ? SR__Q_RESET : 0);
+		runs[3 * nruns + 2] = (uint32_t)(q - seq0);
 		nruns++;
 		memset(mark + lo, 0, len);
 		q += len;
