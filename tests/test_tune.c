@@ -83,26 +83,28 @@ static void test_table(void **st)
 	free(buf);
 }
 
-/* Throughput that rises, then flattens: the series stops after two steps
- * without a >5% gain. */
+/* Throughput that rises, flattens for two steps, rises again, then
+ * flattens: a plateau of two steps does not stop the series, three steps
+ * without a >5% gain do. */
 static void test_auto_stops_when_flat(void **st)
 {
 	struct tune_auto a;
 	uint32_t envs, seen[16];
 	double sps = -1;
 	int n = 0;
-	const double curve[] = {100, 200, 400, 410, 415, 1000, 2000};
+	const double curve[] = {100, 200, 400, 410, 415, 1000, 2000, 2010, 2020, 2030, 5000};
 
 	(void)st;
 	tune_auto_init(&a, 2, 4096);
 	while (tune_auto_next(&a, sps, &envs)) {
-		assert_true(n < 7);
+		assert_true(n < 11);
 		seen[n] = envs;
 		sps = curve[n++];
 	}
-	assert_int_equal(n, 5);
+	assert_int_equal(n, 10);
 	assert_int_equal(seen[0], 2);
-	assert_int_equal(seen[4], 32);
+	assert_int_equal(seen[5], 64);  /* past the plateau at 16-32 */
+	assert_int_equal(seen[9], 1024); /* 2010, 2020, 2030 after 2000: done */
 }
 
 /* One dip resets nothing, a gain resets the patience; the series ends at
