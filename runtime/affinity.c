@@ -69,11 +69,41 @@ static int node_index(struct node_info *nodes, uint32_t nn, hwloc_obj_t numa)
 	return -1;
 }
 
+/*
+ * Worker 0 is the calling thread and the collector: put it on the first
+ * planned worker's CPUs that lie near the device (@near), by exchanging
+ * the two entries, so the spread over nodes and cores stays as planned.
+ */
+static void plan_near(struct sr__plan *plan, hwloc_const_bitmap_t near, hwloc_bitmap_t tmp)
+{
+	uint32_t T = plan->nthreads;
+
+	if (plan->bind == SR_BIND_NONE)
+		return;
+	for (uint32_t i = 0; i < T; i++) {
+		if (hwloc_bitmap_list_sscanf(tmp, plan->w[i].cpus) < 0 ||
+		    !hwloc_bitmap_intersects(tmp, near))
+			continue;
+		if (i) {
+			struct sr__plan_worker w0 = plan->w[0];
+
+			plan->w[0] = plan->w[i];
+			plan->w[i] = w0;
+		}
+		return;
+	}
+	snprintf(plan->warning + strlen(plan->warning),
+		 sizeof(plan->warning) - strlen(plan->warning),
+		 "%sno worker runs near the device (cpus %s): the collector stays on cpus %s",
+		 plan->warning[0] ? "; " : "", plan->near, plan->w[0].cpus);
+}
+
 static int plan_from_topology(hwloc_topology_t t, bool machine, const char *cpuset,
-			      uint32_t num_threads, uint32_t bind, struct sr__plan **out)
+			      const char *near, uint32_t num_threads, uint32_t bind,
+			      struct sr__plan **out)
 {
 	hwloc_bitmap_t allowed = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(t));
-	hwloc_bitmap_t user = NULL, tmp = hwloc_bitmap_alloc();
+	hwloc_bitmap_t user = NULL, nearset = NULL, tmp = hwloc_bitmap_alloc();
 	hwloc_obj_type_t ctype = HWLOC_OBJ_CORE;
 	struct node_info *nodes = calloc(MAX_NODES, sizeof(*nodes));
 	struct sr__plan *plan = NULL;
@@ -109,6 +139,15 @@ static int plan_from_topology(hwloc_topology_t t, bool machine, const char *cpus
 			goto out;
 		}
 		hwloc_bitmap_and(allowed, allowed, user);
+	}
+	if (near) {
+		nearset = hwloc_bitmap_alloc();
+		if (!nearset || hwloc_bitmap_list_sscanf(nearset, near) < 0 ||
+		    hwloc_bitmap_iszero(nearset) || hwloc_bitmap_weight(nearset) < 0) {
+			err = sr__errorf(-EINVAL, "bad list of CPUs near the device '%s' (expected a "
+					 "list like \"0-3,8\")", near);
+			goto out;
+		}
 	}
 	npus = (uint32_t)hwloc_bitmap_weight(allowed);
 	if (npus == 0) {
@@ -239,6 +278,10 @@ static int plan_from_topology(hwloc_topology_t t, bool machine, const char *cpus
 		err = sr__errorf(-EINVAL, "placement failed: %u of %u workers placed", placed, T);
 		goto out;
 	}
+	if (nearset) {
+		hwloc_bitmap_list_snprintf(plan->near, sizeof(plan->near), nearset);
+		plan_near(plan, nearset, tmp);
+	}
 	*out = plan;
 	plan = NULL;
 out:
@@ -246,12 +289,13 @@ out:
 	free(nodes);
 	hwloc_bitmap_free(tmp);
 	hwloc_bitmap_free(user);
+	hwloc_bitmap_free(nearset);
 	hwloc_bitmap_free(allowed);
 	return err;
 }
 
-int sr__plan_compute(const char *topology, const char *cpuset, uint32_t num_threads,
-		     uint32_t bind, struct sr__plan **out)
+int sr__plan_compute(const char *topology, const char *cpuset, const char *near,
+		     uint32_t num_threads, uint32_t bind, struct sr__plan **out)
 {
 	hwloc_topology_t t = NULL;
 	int err;
@@ -260,7 +304,7 @@ int sr__plan_compute(const char *topology, const char *cpuset, uint32_t num_thre
 	err = load_topology(topology, &t);
 	if (err)
 		return err;
-	err = plan_from_topology(t, topology == NULL, cpuset, num_threads, bind, out);
+	err = plan_from_topology(t, topology == NULL, cpuset, near, num_threads, bind, out);
 	hwloc_topology_destroy(t);
 	return err;
 }
@@ -288,6 +332,9 @@ void sr__plan_print(const struct sr__plan *plan, FILE *f)
 			fprintf(f, " package %d", w->pack);
 		fprintf(f, "%s\n", i == 0 ? " (calling thread: not bound by the pool)" : "");
 	}
+	if (plan->near[0])
+		fprintf(f, "device near cpus %s: worker 0 (the collector) on cpus %s\n", plan->near,
+			plan->w[0].cpus[0] ? plan->w[0].cpus : "any");
 	if (plan->warning[0])
 		fprintf(f, "warning: %s\n", plan->warning);
 }
@@ -327,6 +374,25 @@ int sr__bind_self(const struct sr__plan_worker *w)
 #include <hwloc/cudart.h>
 
 #include "device_priv.h" /* declares sr__bind_self_near_cuda */
+
+int sr__cuda_local_cpus(int dev, char *buf, size_t len)
+{
+	hwloc_bitmap_t set;
+	int err = 0;
+
+	pthread_once(&machine_once, machine_load);
+	if (!machine_topo)
+		return -ENOSYS;
+	set = hwloc_bitmap_alloc();
+	if (!set)
+		return -ENOMEM;
+	if (hwloc_cudart_get_device_cpuset(machine_topo, dev, set) < 0 || hwloc_bitmap_iszero(set))
+		err = -ENODEV;
+	else if (buf && len)
+		hwloc_bitmap_list_snprintf(buf, len, set);
+	hwloc_bitmap_free(set);
+	return err;
+}
 
 /* Bind the calling thread (the collector) to the CPUs near CUDA device
  * @dev, from hwloc's CUDA helper (the PCI device's local CPUs); @buf gets

@@ -69,3 +69,8 @@ int sr__bind_self_near_cuda(int dev, char *buf, size_t len)
 {
 	return -ENOSYS;
 }
+
+int sr__cuda_local_cpus(int dev, char *buf, size_t len)
+{
+	return -ENOSYS;
+}

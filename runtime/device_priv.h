@@ -137,6 +137,10 @@ int sr__cuda_pinned_h2d(int index, size_t bytes, int reps, double *gbs);
 /* Bind the calling thread to the CPUs near CUDA device @dev (hwloc's CUDA
  * helper, in affinity.c; -ENOSYS without CUDA); @buf gets the list. */
 int sr__bind_self_near_cuda(int dev, char *buf, size_t len);
+/* The CPUs near CUDA device @dev as a list (hwloc's CUDA helper, in
+ * affinity.c): 0, -ENOSYS (no CUDA in this build, no topology), -ENODEV
+ * (no such GPU, or hwloc does not know where it is). */
+int sr__cuda_local_cpus(int dev, char *buf, size_t len);
 
 /* The pool's cuda device (runtime/device.h) runs @p in its policy op.
  * -ENOSYS for any other device. */

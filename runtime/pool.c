@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_priv.h"
 #include "pool_internal.h"
 
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
@@ -134,9 +135,20 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 			p->spin_iters = (uint32_t)strtoul(s, NULL, 10);
 	}
 
-	err = sr__plan_compute((o->flags & SR_POOL_F_TOPOLOGY) ? o->topology : NULL,
-			       (o->flags & SR_POOL_F_CPUSET) ? o->cpuset : NULL, o->num_threads,
-			       o->bind, &p->plan);
+	{
+		/* The calling thread is the collector: when the batches go to a
+		 * GPU and the pool binds that thread, plan it near the GPU. */
+		char near[256] = "";
+		bool gpu = o->device == SR_DEVICE_CUDA ||
+			   (o->device == SR_DEVICE_AUTO && sr__cuda_available((int)o->device_index));
+
+		if ((o->flags & SR_POOL_F_BIND_CALLER) && !(o->flags & SR_POOL_F_TOPOLOGY) && gpu &&
+		    sr__cuda_local_cpus((int)o->device_index, near, sizeof(near)))
+			near[0] = '\0'; /* hwloc does not know where it is: plan as usual */
+		err = sr__plan_compute((o->flags & SR_POOL_F_TOPOLOGY) ? o->topology : NULL,
+				       (o->flags & SR_POOL_F_CPUSET) ? o->cpuset : NULL,
+				       near[0] ? near : NULL, o->num_threads, o->bind, &p->plan);
+	}
 	if (err)
 		goto fail;
 	if (o->flags & SR_POOL_F_TOPOLOGY) {

@@ -63,6 +63,7 @@ struct sr__plan {
 	uint32_t nnuma;    /* NUMA nodes holding allowed PUs */
 	uint32_t bind;     /* enum sr_bind */
 	char allowed[256]; /* allowed cpuset as a list */
+	char near[256];    /* CPUs near the batch's device as given, or "" */
 	char warning[256]; /* non-fatal remark ("2 threads per core"), or "" */
 	struct sr__plan_worker w[]; /* nthreads */
 };
@@ -75,12 +76,17 @@ struct sr__plan {
  * physical core. Workers are spread over the NUMA nodes in proportion to
  * their allowed cores, then over cores in order; more threads than cores
  * use the second PU of each core (warning), more threads than PUs is
- * -EINVAL. Pure: reads the topology, binds nothing. Returns 0, -EINVAL
- * (bad description, cpuset, thread count), -ENOMEM; *@out is freed with
- * sr__plan_free().
+ * -EINVAL. @near: NULL or a list of the CPUs near the device the batches
+ * go to (a GPU's local CPUs): worker 0 (the calling thread, which is the
+ * collector) is then the planned worker that runs there, the first one in
+ * plan order, by exchanging two entries (the spread is unchanged); with
+ * no planned worker there, plan->warning says so. Ignored with bind none.
+ * Pure: reads the topology, binds nothing. Returns 0, -EINVAL (bad
+ * description, cpuset, near list, thread count), -ENOMEM; *@out is freed
+ * with sr__plan_free().
  */
-int sr__plan_compute(const char *topology, const char *cpuset, uint32_t num_threads,
-		     uint32_t bind, struct sr__plan **out);
+int sr__plan_compute(const char *topology, const char *cpuset, const char *near,
+		     uint32_t num_threads, uint32_t bind, struct sr__plan **out);
 void sr__plan_free(struct sr__plan *plan);
 /* Print the plan as text, one line per worker. */
 void sr__plan_print(const struct sr__plan *plan, FILE *f);

@@ -25,6 +25,10 @@ for n in 0 1 2 3; do
 	grep -q "numa $n" <<<"$out" || fail "topo: no worker on numa $n: $out"
 done
 "$SR" topo --help | grep -q "usage: stepring topo" || fail "topo --help"
+# The collector near a device on NUMA node 1.
+out=$("$SR" topo --synthetic "numa:2 core:4 pu:2" --threads 4 --near 8-15) || fail "topo --near"
+grep -q "^worker 0: cpus 8 core 4 numa 1" <<<"$out" || fail "topo --near: worker 0 not on node 1: $out"
+grep -q "device near cpus 8-15: worker 0 (the collector) on cpus 8" <<<"$out" || fail "topo --near: $out"
 "$SR" rollout --help | grep -q "usage: stepring rollout" || fail "rollout --help"
 "$SR" bench pool --help | grep -q "usage: stepring bench pool" || fail "bench pool --help"
 
@@ -41,6 +45,7 @@ bad rollout --env CartPole-v1 --cpuset 0-999999
 bad rollout --env CartPole-v1 --frob
 bad topo --synthetic "nonsense:4"
 bad topo --bind wrong
+bad topo --near x
 bad topo --threads 99 --synthetic "core:2 pu:1"
 bad bench pool --env CartPole-v1 --envs 8 --mode async --batch 8
 bad bench pool --env NoSuchEnv

@@ -15,7 +15,20 @@
 static struct sr__plan *plan(const char *topo, const char *cpuset, uint32_t T, uint32_t bind)
 {
 	struct sr__plan *p = NULL;
-	int err = sr__plan_compute(topo, cpuset, T, bind, &p);
+	int err = sr__plan_compute(topo, cpuset, NULL, T, bind, &p);
+
+	if (err)
+		fprintf(stderr, "plan: %s\n", sr_last_error());
+	assert_int_equal(err, 0);
+	assert_non_null(p);
+	return p;
+}
+
+static struct sr__plan *plan_near(const char *topo, const char *cpuset, const char *near,
+				  uint32_t T, uint32_t bind)
+{
+	struct sr__plan *p = NULL;
+	int err = sr__plan_compute(topo, cpuset, near, T, bind, &p);
 
 	if (err)
 		fprintf(stderr, "plan: %s\n", sr_last_error());
@@ -129,16 +142,16 @@ static void test_cpuset(void **st)
 	sr__plan_free(p);
 
 	/* more threads than PUs: refused */
-	assert_int_equal(sr__plan_compute("numa:2 core:4 pu:2", "0-3", 5, SR_BIND_CORE, &bad),
+	assert_int_equal(sr__plan_compute("numa:2 core:4 pu:2", "0-3", NULL, 5, SR_BIND_CORE, &bad),
 			 -EINVAL);
 	assert_null(bad);
 	assert_non_null(strstr(sr_last_error(), "5 threads"));
 	/* CPUs that do not exist, junk */
-	assert_int_equal(sr__plan_compute("core:4 pu:1", "2-9", 0, SR_BIND_CORE, &bad), -EINVAL);
+	assert_int_equal(sr__plan_compute("core:4 pu:1", "2-9", NULL, 0, SR_BIND_CORE, &bad), -EINVAL);
 	assert_non_null(strstr(sr_last_error(), "not available"));
-	assert_int_equal(sr__plan_compute("core:4 pu:1", "x", 0, SR_BIND_CORE, &bad), -EINVAL);
-	assert_int_equal(sr__plan_compute("frobnicate:3", NULL, 0, SR_BIND_CORE, &bad), -EINVAL);
-	assert_int_equal(sr__plan_compute("core:4 pu:1", NULL, 0, 9, &bad), -EINVAL);
+	assert_int_equal(sr__plan_compute("core:4 pu:1", "x", NULL, 0, SR_BIND_CORE, &bad), -EINVAL);
+	assert_int_equal(sr__plan_compute("frobnicate:3", NULL, NULL, 0, SR_BIND_CORE, &bad), -EINVAL);
+	assert_int_equal(sr__plan_compute("core:4 pu:1", NULL, NULL, 0, 9, &bad), -EINVAL);
 }
 
 static void test_machine_and_xml(void **st)
@@ -184,6 +197,71 @@ static void test_print(void **st)
 	sr__plan_free(p);
 }
 
+/*
+ * The collector (worker 0, the calling thread) near the batches' device:
+ * a GPU on NUMA node 1 puts worker 0 on node 1 and keeps the spread; no
+ * planned worker near the GPU leaves the plan as it was, with a warning.
+ */
+static void test_near_device(void **st)
+{
+	const char *topo = "numa:2 core:4 pu:2"; /* node 0: PUs 0-7, node 1: 8-15 */
+	struct sr__plan *ref = plan(topo, NULL, 4, SR_BIND_CORE), *p;
+	uint32_t on[2] = {0, 0};
+
+	(void)st;
+	assert_int_equal(ref->w[0].numa, 0);
+	p = plan_near(topo, NULL, "8-15", 4, SR_BIND_CORE);
+	assert_int_equal(p->w[0].numa, 1);
+	assert_true(p->w[0].cpu >= 8 && p->w[0].cpu <= 15);
+	assert_string_equal(p->near, "8-15");
+	assert_string_equal(p->warning, "");
+	/* The same workers, two entries exchanged: the spread is unchanged. */
+	for (uint32_t i = 0; i < 4; i++)
+		on[p->w[i].numa]++;
+	assert_int_equal(on[0], 2);
+	assert_int_equal(on[1], 2);
+	distinct_cpus(p);
+	{
+		uint32_t moved = 0;
+
+		for (uint32_t i = 0; i < 4; i++)
+			moved += p->w[i].cpu != ref->w[i].cpu;
+		assert_int_equal(moved, 2);
+	}
+	sr__plan_free(p);
+
+	/* Already near: nothing moves. */
+	p = plan_near(topo, NULL, "0-3", 4, SR_BIND_CORE);
+	assert_int_equal(p->w[0].cpu, ref->w[0].cpu);
+	assert_string_equal(p->warning, "");
+	sr__plan_free(p);
+
+	/* bind numa: worker 0 gets node 1's PUs. */
+	p = plan_near(topo, NULL, "12", 2, SR_BIND_NUMA);
+	assert_string_equal(p->w[0].cpus, "8-15");
+	assert_string_equal(p->w[1].cpus, "0-7");
+	sr__plan_free(p);
+
+	/* The cpuset keeps the pool off the GPU's node: plan as usual, say so. */
+	p = plan_near(topo, "0-7", "8-15", 2, SR_BIND_CORE);
+	assert_int_equal(p->w[0].numa, 0);
+	assert_non_null(strstr(p->warning, "no worker runs near the device (cpus 8-15)"));
+	sr__plan_free(p);
+
+	/* bind none: nobody is bound, nothing to move. */
+	p = plan_near(topo, NULL, "8-15", 2, SR_BIND_NONE);
+	assert_string_equal(p->w[0].cpus, "");
+	assert_string_equal(p->warning, "");
+	sr__plan_free(p);
+
+	/* A bad list is refused. */
+	p = NULL;
+	assert_int_equal(sr__plan_compute(topo, NULL, "x", 2, SR_BIND_CORE, &p), -EINVAL);
+	assert_null(p);
+	assert_non_null(strstr(sr_last_error(), "near the device"));
+	sr__plan_free(ref);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_cpuset),
 		cmocka_unit_test(test_machine_and_xml),
 		cmocka_unit_test(test_print),
+		cmocka_unit_test(test_near_device),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -264,19 +264,22 @@ static void topo_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stepring topo [--synthetic DESC | --xml FILE] [--threads T] [--cpuset LIST]\n"
-		"                     [--bind core|numa|none]\n"
+		"                     [--bind core|numa|none] [--near LIST]\n"
 		"Print the placement plan of the pool's workers: which CPU (or NUMA node)\n"
 		"each worker is bound to. Worker 0 is the calling thread.\n"
 		"  --synthetic DESC  an hwloc synthetic topology, \"pack:2 numa:2 core:8 pu:2\"\n"
 		"  --xml FILE        an hwloc XML export (lstopo file.xml)\n"
 		"  --threads T       workers (default: one per allowed physical core)\n"
 		"  --cpuset LIST     restrict to these CPUs, \"0-3,8\" (like taskset -c)\n"
-		"  --bind B          core (default), numa or none\n");
+		"  --bind B          core (default), numa or none\n"
+		"  --near LIST       the CPUs near the batches' device (a GPU's local CPUs):\n"
+		"                    worker 0, the collector, goes to one of them (a pool\n"
+		"                    on a GPU asks hwloc for that list itself)\n");
 }
 
 int cmd_topo(int argc, char **argv)
 {
-	const char *v, *topo = NULL, *cpuset = NULL;
+	const char *v, *topo = NULL, *cpuset = NULL, *near = NULL;
 	uint32_t threads = 0, bind = SR_BIND_CORE;
 	struct sr__plan *plan;
 	int err;
@@ -298,11 +301,13 @@ int cmd_topo(int argc, char **argv)
 			cpuset = v;
 		} else if (cli_opt(argc, argv, &i, "--bind", &v)) {
 			bind = parse_bind(v);
+		} else if (cli_opt(argc, argv, &i, "--near", &v)) {
+			near = v;
 		} else {
 			cli_unknown("topo", argv[i]);
 		}
 	}
-	err = sr__plan_compute(topo, cpuset, threads, bind, &plan);
+	err = sr__plan_compute(topo, cpuset, near, threads, bind, &plan);
 	if (err)
 		cli_die("topo: %s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
 	sr__plan_print(plan, stdout);
