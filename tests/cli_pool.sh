@@ -46,6 +46,7 @@ bad rollout --env CartPole-v1 --frob
 bad topo --synthetic "nonsense:4"
 bad topo --bind wrong
 bad topo --near x
+bad topo --near-gpu 0 --near 1
 bad topo --threads 99 --synthetic "core:2 pu:1"
 bad bench pool --env CartPole-v1 --envs 8 --mode async --batch 8
 bad bench pool --env NoSuchEnv

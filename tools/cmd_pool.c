@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "device_priv.h"
 #include "pool_internal.h"
 #include "stepring.h"
 
@@ -264,7 +265,7 @@ static void topo_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stepring topo [--synthetic DESC | --xml FILE] [--threads T] [--cpuset LIST]\n"
-		"                     [--bind core|numa|none] [--near LIST]\n"
+		"                     [--bind core|numa|none] [--near LIST | --near-gpu N]\n"
 		"Print the placement plan of the pool's workers: which CPU (or NUMA node)\n"
 		"each worker is bound to. Worker 0 is the calling thread.\n"
 		"  --synthetic DESC  an hwloc synthetic topology, \"pack:2 numa:2 core:8 pu:2\"\n"
@@ -274,13 +275,16 @@ static void topo_usage(FILE *f)
 		"  --bind B          core (default), numa or none\n"
 		"  --near LIST       the CPUs near the batches' device (a GPU's local CPUs):\n"
 		"                    worker 0, the collector, goes to one of them (a pool\n"
-		"                    on a GPU asks hwloc for that list itself)\n");
+		"                    on a GPU asks hwloc for that list itself)\n"
+		"  --near-gpu N      that list for CUDA device N, from hwloc (this machine)\n");
 }
 
 int cmd_topo(int argc, char **argv)
 {
 	const char *v, *topo = NULL, *cpuset = NULL, *near = NULL;
+	char gpu_cpus[256];
 	uint32_t threads = 0, bind = SR_BIND_CORE;
+	int gpu = -1;
 	struct sr__plan *plan;
 	int err;
 
@@ -303,9 +307,23 @@ int cmd_topo(int argc, char **argv)
 			bind = parse_bind(v);
 		} else if (cli_opt(argc, argv, &i, "--near", &v)) {
 			near = v;
+		} else if (cli_opt(argc, argv, &i, "--near-gpu", &v)) {
+			gpu = (int)cli_int("--near-gpu", v, 0, 1024);
 		} else {
 			cli_unknown("topo", argv[i]);
 		}
+	}
+	if (gpu >= 0) {
+		if (near || topo)
+			cli_die("topo: --near-gpu is for this machine; not with --near, --synthetic "
+				"or --xml");
+		err = sr__cuda_local_cpus(gpu, gpu_cpus, sizeof(gpu_cpus));
+		if (err == -ENOSYS)
+			cli_die("topo: --near-gpu: no CUDA in this build");
+		if (err)
+			cli_die("topo: --near-gpu %d: no such GPU, or hwloc does not know its CPUs",
+				gpu);
+		near = gpu_cpus;
 	}
 	err = sr__plan_compute(topo, cpuset, near, threads, bind, &plan);
 	if (err)

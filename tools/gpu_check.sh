@@ -47,6 +47,9 @@ if [ $rc -eq 77 ]; then
 fi
 [ $rc -eq 0 ] || exit 1
 
+echo "== collector placement (worker 0 near GPU 0, from hwloc)"
+"$B/stepring" topo --near-gpu 0 || echo "gpu_check: hwloc does not place GPU 0 (not fatal)"
+
 # Pull "key":value out of a one-line JSON object.
 jget() { sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p" <<<"$2"; }
 
