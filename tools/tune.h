@@ -71,7 +71,7 @@ void tune_table_row(FILE *f, const struct tune_row *r);
  * `--envs auto`: powers of two from the first one >= @start up to @max;
  * stop early once throughput has failed to beat the best so far by more
  * than 5% for three steps in a row (two stopped CartPole sync at 256 envs, on
- * a plateau before the rise to its best at 1024-2048).
+ * a plateau before the rise to its best at 512-4096).
  */
 struct tune_auto {
 	uint32_t next, max;
