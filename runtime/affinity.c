@@ -375,10 +375,12 @@ int sr__bind_self(const struct sr__plan_worker *w)
 
 #include "device_priv.h" /* declares sr__bind_self_near_cuda */
 
-int sr__cuda_local_cpus(int dev, char *buf, size_t len)
+/* *@out gets the CPUs near CUDA device @dev (free it with
+ * hwloc_bitmap_free). 0, -ENOSYS (no topology), -ENOMEM, -ENODEV (no such
+ * GPU, or hwloc does not know where it is). */
+static int cuda_cpuset(int dev, hwloc_bitmap_t *out)
 {
 	hwloc_bitmap_t set;
-	int err = 0;
 
 	pthread_once(&machine_once, machine_load);
 	if (!machine_topo)
@@ -386,12 +388,25 @@ int sr__cuda_local_cpus(int dev, char *buf, size_t len)
 	set = hwloc_bitmap_alloc();
 	if (!set)
 		return -ENOMEM;
-	if (hwloc_cudart_get_device_cpuset(machine_topo, dev, set) < 0 || hwloc_bitmap_iszero(set))
-		err = -ENODEV;
-	else if (buf && len)
+	if (hwloc_cudart_get_device_cpuset(machine_topo, dev, set) < 0 || hwloc_bitmap_iszero(set)) {
+		hwloc_bitmap_free(set);
+		return -ENODEV;
+	}
+	*out = set;
+	return 0;
+}
+
+int sr__cuda_local_cpus(int dev, char *buf, size_t len)
+{
+	hwloc_bitmap_t set;
+	int err = cuda_cpuset(dev, &set);
+
+	if (err)
+		return err;
+	if (buf && len)
 		hwloc_bitmap_list_snprintf(buf, len, set);
 	hwloc_bitmap_free(set);
-	return err;
+	return 0;
 }
 
 /* Bind the calling thread (the collector) to the CPUs near CUDA device
@@ -401,17 +416,11 @@ int sr__cuda_local_cpus(int dev, char *buf, size_t len)
 int sr__bind_self_near_cuda(int dev, char *buf, size_t len)
 {
 	hwloc_bitmap_t set;
-	int err = 0;
+	int err = cuda_cpuset(dev, &set);
 
-	pthread_once(&machine_once, machine_load);
-	if (!machine_topo)
-		return -ENOSYS;
-	set = hwloc_bitmap_alloc();
-	if (!set)
-		return -ENOMEM;
-	if (hwloc_cudart_get_device_cpuset(machine_topo, dev, set) < 0 || hwloc_bitmap_iszero(set))
-		err = -ENODEV;
-	else if (hwloc_set_cpubind(machine_topo, set, HWLOC_CPUBIND_THREAD) < 0)
+	if (err)
+		return err;
+	if (hwloc_set_cpubind(machine_topo, set, HWLOC_CPUBIND_THREAD) < 0)
 		err = -errno;
 	if (!err && buf && len)
 		hwloc_bitmap_list_snprintf(buf, len, set);

@@ -12,18 +12,6 @@
 #include "stepring.h"
 #include "pool_internal.h"
 
-static struct sr__plan *plan(const char *topo, const char *cpuset, uint32_t T, uint32_t bind)
-{
-	struct sr__plan *p = NULL;
-	int err = sr__plan_compute(topo, cpuset, NULL, T, bind, &p);
-
-	if (err)
-		fprintf(stderr, "plan: %s\n", sr_last_error());
-	assert_int_equal(err, 0);
-	assert_non_null(p);
-	return p;
-}
-
 static struct sr__plan *plan_near(const char *topo, const char *cpuset, const char *near,
 				  uint32_t T, uint32_t bind)
 {
@@ -35,6 +23,11 @@ static struct sr__plan *plan_near(const char *topo, const char *cpuset, const ch
 	assert_int_equal(err, 0);
 	assert_non_null(p);
 	return p;
+}
+
+static struct sr__plan *plan(const char *topo, const char *cpuset, uint32_t T, uint32_t bind)
+{
+	return plan_near(topo, cpuset, NULL, T, bind);
 }
 
 static void distinct_cpus(const struct sr__plan *p)
