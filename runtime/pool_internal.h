@@ -141,7 +141,6 @@ struct sr__worker {
 	uint64_t *ep_len;           /* its length */
 	uint8_t *need;              /* bookkeeping scratch: rows that need the slow path */
 	double *reward_scratch;     /* n_envs: the env writes double rewards */
-	unsigned char *act_scratch; /* n_envs * act_size (async gathers) */
 	uint32_t *run_env;          /* 3 * n_envs: async drain runs (lo, len, seq offset) */
 	uint8_t *mark;              /* n_envs: async drain, envs popped (1 step, 2 reset) */
 	uint32_t *done_loc;         /* n_envs: SAME_STEP envs that finished this slice */

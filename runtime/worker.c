@@ -102,8 +102,7 @@ static int worker_alloc(struct sr__worker *w)
 	size_t o_dtrunc = align64(o_dterm + n);
 	size_t o_need = align64(o_dtrunc + n);
 	size_t o_mark = align64(o_need + n);
-	size_t o_act = align64(o_mark + n);
-	size_t o_eps = align64(o_act + n * p->act_size), o_q, total;
+	size_t o_eps = align64(o_mark + n), o_q, total;
 	unsigned char *m;
 
 	while (qcap < n)
@@ -131,7 +130,6 @@ static int worker_alloc(struct sr__worker *w)
 	w->done_trunc = m + o_dtrunc;
 	w->need = m + o_need;
 	w->mark = m + o_mark;
-	w->act_scratch = m + o_act;
 	w->eps = (double *)(m + o_eps);
 	w->eps_mask = (uint32_t)qcap - 1;
 	w->q = (uint32_t *)(m + o_q);
