@@ -394,6 +394,7 @@ int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch **out)
 int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint32_t n)
 {
 	bool fast = false;
+	uint64_t t0;
 	int err;
 
 	if (!p)
@@ -412,6 +413,7 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 	}
 	if (n == 0)
 		return 0;
+	t0 = sr__now_ns();
 	if (!fast) {
 		/* In range, not in flight, no duplicates. */
 		for (uint32_t i = 0; i < n; i++) {
@@ -471,6 +473,7 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 	p->sent_since_recv = true;
 	p->n_inflight += n;
 	p->call_t0 = sr__now_ns();
+	p->ns_send += p->call_t0 - t0;
 	return 0;
 }
 
@@ -553,6 +556,7 @@ int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
 	}
 	out->ns_collect = p->ns_collect;
 	out->ns_wait += p->ns_wait;
+	out->ns_send = p->ns_send;
 	out->episodes = p->episodes;
 	k = p->episodes < SR__EPWIN ? (uint32_t)p->episodes : SR__EPWIN;
 	for (uint32_t i = 0; i < k; i++) {

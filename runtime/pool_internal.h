@@ -254,7 +254,7 @@ struct sr_pool {
 	double ep_ret[SR__EPWIN], ep_len[SR__EPWIN];
 	uint64_t episodes;
 	uint64_t batches;
-	uint64_t ns_collect, ns_wait;
+	uint64_t ns_collect, ns_wait, ns_send;
 	sr_batch batch;
 	double lat_us[256]; /* recent batch latencies for the stats block */
 	uint32_t lat_n;

@@ -240,6 +240,7 @@ static void test_next_step(void **st)
 		assert_float_equal(ps.mean_length, 2.5, 1e-9);
 		assert_float_equal(ps.mean_return, 3.5, 1e-9);
 		assert_int_equal(ps.steps, 2 * 4);
+		assert_int_equal(ps.ns_send, 0); /* sync: no sr_pool_send */
 	}
 	sr_pool_destroy(p);
 }
@@ -617,6 +618,12 @@ static void fairness_run(uint32_t flags)
 		assert_true(per_worker[w] >= K * B / 3 / 8);
 	for (uint32_t e = 0; e < N; e++)
 		assert_true(count[e] >= K * B / N / 10);
+	{
+		/* The sends are timed (the breakdown's send share). */
+		sr_pool_stats ps;
+		assert_int_equal(sr_pool_stats_get(p, &ps), 0);
+		assert_true(ps.ns_send > 0);
+	}
 	sr_pool_destroy(p);
 }
 

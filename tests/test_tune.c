@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "../tools/bench_pool.h"
 #include "../tools/tune.h"
 
 static void test_classify(void **st)
@@ -212,6 +213,58 @@ static void test_verdict_copy(void **st)
 	assert_int_equal(v.bound, TUNE_BOUND_COPY);
 	assert_true(has(&v, "pinned memory"));
 	assert_true(has(&v, "ring + copy take 50%"));
+	assert_false(has(&v, "send + collect"));
+	assert_false(has(&v, "--mode sync"));
+
+	/* Async: send + collect on the trainer thread; sync measured faster
+	 * is suggested, slower is not. */
+	in.async = 1;
+	in.batch = 512;
+	in.other_mode_sps = 3.6e6;
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_COPY);
+	assert_true(has(&v, "send + collect"));
+	assert_true(has(&v, "sync mode: 3600000 steps/s (1.50x)"));
+	assert_true(has(&v, "--mode sync"));
+	in.other_mode_sps = 1.2e6;
+	tune_diagnose(&in, &v);
+	assert_false(has(&v, "--mode sync"));
+}
+
+/* The wall shares of a benchmark result: copy is collect plus, in async
+ * mode, send; the collect time already leaves out the envs recv steps
+ * inline, so nothing is subtracted from it. */
+static void test_result_shares(void **st)
+{
+	struct bench_pool_result r;
+	struct tune_shares sh;
+
+	(void)st;
+	memset(&r, 0, sizeof(r));
+	r.threads_used = 2;
+	r.batches = 1000;
+	r.seconds = 0.02; /* 20 us a batch */
+	r.ns_env_step = 20000; /* 10 us per worker */
+	r.ns_ring = 4000;      /* 2 us */
+	r.ns_copy = 5000;
+	r.ns_send = 3000;
+	tune_result_shares(&r, true, &sh);
+	assert_true(fabs(sh.env - 0.5) < 1e-9);
+	assert_true(fabs(sh.ring - 0.1) < 1e-9);
+	assert_true(fabs(sh.copy - 0.4) < 1e-9);
+	assert_true(fabs(sh.wait) < 1e-9);
+	tune_result_shares(&r, false, &sh); /* the same figures, the same shares */
+	assert_true(fabs(sh.copy - 0.4) < 1e-9);
+	/* No batches: the benchmark's own shares, send counted with copy. */
+	r.batches = 0;
+	r.share_env = 0.5;
+	r.share_ring = 0.1;
+	r.share_copy = 0.15;
+	r.share_send = 0.05;
+	r.share_wait = 0.2;
+	tune_result_shares(&r, true, &sh);
+	assert_true(fabs(sh.copy - 0.2) < 1e-9);
+	assert_true(fabs(sh.wait - 0.2) < 1e-9);
 }
 
 static void test_verdict_sync(void **st)
@@ -314,6 +367,7 @@ int main(void)
 		cmocka_unit_test(test_verdict_env),
 		cmocka_unit_test(test_verdict_policy),
 		cmocka_unit_test(test_verdict_copy),
+		cmocka_unit_test(test_result_shares),
 		cmocka_unit_test(test_verdict_sync),
 		cmocka_unit_test(test_json_context),
 	};

@@ -66,6 +66,10 @@ struct bench_pool_result {
 	uint32_t rounds;
 	double efficiency_min, efficiency_max;
 	double raw_parallel_steps_per_sec, efficiency_parallel, parallel_scaling;
+	/* Async: the calling thread in sr_pool_send (checking the actions and
+	 * queueing them on the workers), per batch and as a share like the
+	 * others (out of wait, where it was counted before). */
+	double ns_send, share_send;
 };
 
 /* Defaults: CartPole-v1, 1024 envs, threads 0 (one per core), sync, 3 s

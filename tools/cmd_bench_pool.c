@@ -375,7 +375,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	struct raw_acc raw = {0};
 	double *eff = NULL, *effp = NULL, *scal = NULL, *rawp = NULL;
 	uint64_t win_ns = 0, cpu_win = 0, steps = 0, batches = 0, episodes = 0;
-	uint64_t ns_env = 0, ns_ring = 0, ns_copy = 0;
+	uint64_t ns_env = 0, ns_ring = 0, ns_copy = 0, ns_send = 0;
 	uint32_t T, R, n_per;
 	double slice, raw_slice;
 	int err;
@@ -482,6 +482,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		ns_env += s1.ns_env_step - s0.ns_env_step;
 		ns_ring += s1.ns_ring_publish - s0.ns_ring_publish;
 		ns_copy += s1.ns_collect - s0.ns_collect;
+		ns_send += s1.ns_send - s0.ns_send;
 		pool_rate = (double)(s1.steps - s0.steps) / ((double)(t1 - t0) / 1e9);
 
 		err = raw_loop(&spec, n_per, raw_slice, cfg->seed, &raw);
@@ -543,10 +544,12 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		r->share_ring = (double)ns_ring / tot;
 		r->share_copy = (double)ns_copy / tot;
 		r->share_policy = (double)d.pol_ns / tot;
+		r->ns_send = (double)ns_send / nb;
+		r->share_send = (double)ns_send / tot;
 		/* The rest of the window: spinning, sleeping, and the caller's
 		 * own work between calls (choosing actions). */
 		r->share_wait = fmax(0.0, 1.0 - r->share_env - r->share_ring - r->share_copy -
-					     r->share_policy);
+					     r->share_send - r->share_policy);
 		r->ns_wait = r->share_wait * tot / nb;
 		qsort(d.lat, d.nlat, sizeof(float), cmp_float);
 		if (d.nlat) {
@@ -621,9 +624,11 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		r->efficiency_parallel, r->parallel_scaling);
 	fprintf(f, "\"breakdown\":{\"ns_env_step\":%.1f,\"ns_ring\":%.1f,\"ns_copy\":%.1f,"
 		   "\"ns_policy\":%.1f,\"ns_wait\":%.1f,\"share_env\":%.4f,\"share_ring\":%.4f,"
-		   "\"share_copy\":%.4f,\"share_policy\":%.4f,\"share_wait\":%.4f},",
+		   "\"share_copy\":%.4f,\"share_policy\":%.4f,\"share_wait\":%.4f,"
+		   "\"ns_send\":%.1f,\"share_send\":%.4f},",
 		r->ns_env_step, r->ns_ring, r->ns_copy, r->ns_policy, r->ns_wait, r->share_env,
-		r->share_ring, r->share_copy, r->share_policy, r->share_wait);
+		r->share_ring, r->share_copy, r->share_policy, r->share_wait, r->ns_send,
+		r->share_send);
 	fprintf(f, "\"build\":\"%s\",", sr_build_info());
 	cli_json_machine(f);
 	fputc('}', f);
@@ -763,11 +768,11 @@ int bench_pool(int argc, char **argv)
 	       r.steps_per_cpu_sec, r.raw_steps_per_cpu_sec, r.efficiency_cpu);
 	printf("  batch latency p50 %.1f us  p90 %.1f us  p99 %.1f us\n", r.p50_us, r.p90_us,
 	       r.p99_us);
-	printf("  breakdown     env %.1f%%  ring %.1f%%  collect %.1f%%  policy %.1f%%  "
-	       "wait %.1f%%\n", 100 * r.share_env, 100 * r.share_ring, 100 * r.share_copy,
-	       100 * r.share_policy, 100 * r.share_wait);
-	printf("  per batch     env %.0f ns  ring %.0f ns  collect %.0f ns  wait %.0f ns\n",
-	       r.ns_env_step, r.ns_ring, r.ns_copy, r.ns_wait);
+	printf("  breakdown     env %.1f%%  ring %.1f%%  collect %.1f%%  send %.1f%%  "
+	       "policy %.1f%%  wait %.1f%%\n", 100 * r.share_env, 100 * r.share_ring,
+	       100 * r.share_copy, 100 * r.share_send, 100 * r.share_policy, 100 * r.share_wait);
+	printf("  per batch     env %.0f ns  ring %.0f ns  collect %.0f ns  send %.0f ns  "
+	       "wait %.0f ns\n", r.ns_env_step, r.ns_ring, r.ns_copy, r.ns_send, r.ns_wait);
 	printf("  cpu           %.0f%%   rss %llu kB\n", r.cpu_pct, (unsigned long long)r.rss_kb);
 	return 0;
 }

@@ -166,13 +166,15 @@ static int own_loop(const struct bench_pool_cfg *c, struct bench_pool_result *r)
 		r->ns_env_step = (double)(s1.ns_env_step - s0.ns_env_step) / n;
 		r->ns_ring = (double)(s1.ns_ring_publish - s0.ns_ring_publish) / n;
 		r->ns_copy = (double)(s1.ns_collect - s0.ns_collect) / n;
+		r->ns_send = (double)(s1.ns_send - s0.ns_send) / n;
+		r->share_send = r->ns_send * n / tot;
 		r->ns_policy = (double)ns_pol / n;
 		r->share_env = r->ns_env_step * n / tot;
 		r->share_ring = r->ns_ring * n / tot;
 		r->share_copy = r->ns_copy * n / tot;
 		r->share_policy = (double)ns_pol / tot;
 		r->share_wait = fmax(0, 1 - r->share_env - r->share_ring - r->share_copy -
-						 r->share_policy);
+						 r->share_send - r->share_policy);
 		r->ns_wait = r->share_wait * tot / n;
 		qsort(lat, nlat, sizeof(float), cmp_float);
 		if (nlat) {

@@ -285,6 +285,19 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 	case TUNE_BOUND_COPY:
 		why(v, "ring + copy take %d%% of the batch, more than env (%d%%) and policy (%d%%)",
 		    pct(data), pct(s->env), pct(s->policy));
+		if (in->async) {
+			/* Copy includes send here: per-row work on the trainer
+			 * thread that a cheap env cannot hide. */
+			why(v, "in async mode the trainer thread queues every action and collects "
+			       "every row (send + collect), of the order of a cheap env's step");
+			if (in->other_mode_sps > 0)
+				why(v, "the same loop in sync mode: %.0f steps/s (%.2fx)",
+				    in->other_mode_sps, l > 0 ? in->other_mode_sps / l : 0);
+			if (!(in->other_mode_sps > 0) || in->other_mode_sps > l)
+				advise(v, "sync mode (--mode sync): one barrier per batch instead of "
+					  "per-row sends, when the policy is cheap enough not to need "
+					  "the overlap");
+		}
 		advise(v, "a bigger batch: each column is one copy per batch, so fixed per-copy "
 			  "costs are shared by more rows");
 		advise(v, "pinned memory (register the ring with the device) so batches go "
@@ -592,21 +605,21 @@ void tune_progress_end(struct tune_progress *p)
 
 /* Wall-clock shares of a batch (see tune_wall_shares); the benchmark's own
  * shares are of worker time (threads x window), where the trainer's policy
- * time shows up as the other workers' waiting. In async mode the pool's
- * collect time includes worker 0's envs, stepped inline on the trainer
- * thread while it gathers a batch: that part (an average worker's env and
- * ring time) is taken out of copy, where it would be counted twice. */
+ * time shows up as the other workers' waiting. Copy is the trainer
+ * thread's own runtime work: collect, and in async mode send too. The
+ * pool's collect time leaves out worker 0's envs that recv steps inline
+ * (they count as env and ring time) and its waits, so nothing is counted
+ * twice. @async is kept for the callers; the figures say it all. */
 void tune_result_shares(const struct bench_pool_result *r, bool async, struct tune_shares *sh)
 {
 	double wall = r->batches ? r->seconds * 1e9 / (double)r->batches : 0;
-	double t = r->threads_used ? (double)r->threads_used : 1.0;
-	double copy = async ? fmax(0.0, r->ns_copy - (r->ns_env_step + r->ns_ring) / t)
-			    : r->ns_copy;
 
+	(void)async;
 	if (wall > 0)
-		tune_wall_shares(r->ns_env_step, r->ns_ring, copy, r->ns_policy,
-				 r->threads_used, wall, sh);
+		tune_wall_shares(r->ns_env_step, r->ns_ring, r->ns_copy + r->ns_send,
+				 r->ns_policy, r->threads_used, wall, sh);
 	else
-		*sh = (struct tune_shares){r->share_env, r->share_ring, r->share_copy,
-					   r->share_policy, r->share_wait};
+		*sh = (struct tune_shares){r->share_env, r->share_ring,
+					   r->share_copy + r->share_send, r->share_policy,
+					   r->share_wait};
 }

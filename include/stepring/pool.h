@@ -136,8 +136,9 @@ typedef struct sr_pool_stats {
 	/* Time breakdown, nanoseconds summed over workers / the collector. */
 	uint64_t ns_env_step;
 	uint64_t ns_ring_publish;
-	uint64_t ns_collect;
-	uint64_t ns_wait;
+	uint64_t ns_collect;      /* forming batches (recv / step), less the waits */
+	uint64_t ns_wait;         /* workers idle; recv waiting for the workers */
+	uint64_t ns_send;         /* async: in sr_pool_send (checking and queueing actions) */
 } sr_pool_stats;
 
 SR_EXPORT int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out);

@@ -154,6 +154,7 @@ class sr_pool_stats(ctypes.Structure):
         ("ns_ring_publish", c_u64),
         ("ns_collect", c_u64),
         ("ns_wait", c_u64),
+        ("ns_send", c_u64),
     ]
 
 
