@@ -171,6 +171,12 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		T = p->num_envs; /* a worker without envs would only cost a thread */
 	p->num_threads = T;
 	p->first_thread = (o->flags & SR_POOL_F_NO_INLINE) ? 0 : 1;
+	/* Async: a worker thread steps at most this many queued envs per
+	 * reservation. recv returns rows in ring order, so a batch that
+	 * reaches into a drain waits for the whole drain: a worker's share of
+	 * a batch keeps that short; 128 rows at least keep the per-drain
+	 * costs (reserve, publish, wake) small against the steps. */
+	p->drain_max = p->batch_size / T > SR__DRAIN_MIN ? p->batch_size / T : SR__DRAIN_MIN;
 
 	/* Ring. */
 	memset(&ro, 0, sizeof(ro));

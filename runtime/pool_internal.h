@@ -95,15 +95,7 @@ void sr__plan_print(const struct sr__plan *plan, FILE *f);
 int sr__bind_self(const struct sr__plan_worker *w);
 
 #define SR__EPWIN 100 /* episode statistics window */
-
-/* Async collector: per-worker FIFO of published result rows not yet
- * returned (pool thread only; see collector.c). */
-struct sr__ready {
-	uint32_t head;     /* first entry in the worker's FIFO (index into its window) */
-	uint32_t n;        /* entries */
-	uint32_t take;     /* rows this recv takes from it */
-	uint32_t got;      /* ... of which merged into the batch so far */
-};
+#define SR__DRAIN_MIN 128 /* async: a worker thread's drains are not capped below this */
 
 /* Worker commands (sync mode, and async drains). */
 enum sr__cmd {
@@ -233,14 +225,9 @@ struct sr_pool {
 	uint8_t *inflight;        /* env sent and not yet received */
 	uint32_t n_inflight;
 	uint32_t *last_ids;       /* env ids of the last batch (send with NULL) */
+	uint32_t drain_max;       /* async: most envs a worker thread steps per reservation */
 	uint32_t last_n;
 	bool sent_since_recv;     /* a send came after the last recv */
-	uint32_t old0;            /* async: worker 0's rows ready when this recv began */
-	struct sr__ready *ready;  /* num_threads */
-	uint64_t *ready_seq;      /* num_envs: worker w's FIFO is [first_env, +n_envs) */
-	uint8_t *taken;           /* ring_cap: rows returned that the cursor has not passed */
-	uint64_t scan_pos;        /* slots before it are in the FIFOs, taken or skipped */
-	uint32_t quota_rr;        /* which worker gets the remainder of the quotas */
 
 	/* --- final obs side buffer: row = env (written by the owning worker) --- */
 	float *final_env;

@@ -520,7 +520,8 @@ static void run_sync(struct sr__worker *w, uint32_t cmd)
 }
 
 /*
- * Async: pop everything queued for @w, reserve one slot range for it and
+ * Async: pop up to @max of the envs queued for @w (oldest first; worker
+ * threads: p->drain_max), reserve one slot range for them and
  * step it in env order: the popped envs are marked in w->mark (1 step,
  * 2 reset) and walked by index, so runs of consecutive envs become one
  * env call whatever order they were sent in. Pass 1 makes the env calls
@@ -711,7 +712,7 @@ static void *worker_main(void *arg)
 		if (cmd == SR__CMD_STOP)
 			break;
 		if (cmd == SR__CMD_ASYNC) {
-			while (drain_async(w, UINT32_MAX))
+			while (drain_async(w, p->drain_max))
 				;
 		} else {
 			run_sync(w, cmd);
