@@ -118,6 +118,8 @@ struct sr__worker {
 	int32_t cpu;      /* bound CPU (bind core) or -1 */
 	pthread_t thread; /* unused for worker 0 (inline) */
 	bool started;
+	uint32_t *q;      /* async queue entries (see below) */
+	uint32_t q_mask;
 
 	/* Memory owned by the worker, allocated by its own thread after it is
 	 * bound (first touch puts it on the worker's NUMA node). */
@@ -152,9 +154,8 @@ struct sr__worker {
 
 	/* --- async queue: single producer (pool thread), single consumer
 	 * (this worker). Free-running indices; capacity >= n_envs, and an env
-	 * is never queued twice, so it cannot overflow. --- */
-	uint32_t *q;
-	uint32_t q_mask;
+	 * is never queued twice, so it cannot overflow. q and q_mask are
+	 * with the read-mostly fields above. --- */
 	uint32_t q_next; /* pool thread: next entry to write; published as q_head at the kick */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t q_head; /* written by the pool thread */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t q_tail; /* written by the worker */
@@ -220,17 +221,20 @@ struct sr_pool {
 	 * thread futex-waits on it in recv. */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t pub_evt;
 
+	/* --- read by the workers, set at create: a line of their own, not
+	 * pub_evt's (bumped by every drain) nor the pool thread's below
+	 * (written by every call), which used to share it --- */
+	_Alignas(SR_CACHELINE) unsigned char *async_act; /* num_envs * act_size mailbox; see worker.c */
+	uint32_t drain_max;       /* async: most envs a worker thread steps per reservation */
+	/* final obs side buffer: row = env (written by the owning worker) */
+	float *final_env;
+
 	/* --- async state, pool thread only --- */
-	unsigned char *async_act; /* num_envs * act_size mailbox; see worker.c */
-	uint8_t *inflight;        /* env sent and not yet received */
+	_Alignas(SR_CACHELINE) uint8_t *inflight; /* env sent and not yet received */
 	uint32_t n_inflight;
 	uint32_t *last_ids;       /* env ids of the last batch (send with NULL) */
-	uint32_t drain_max;       /* async: most envs a worker thread steps per reservation */
 	uint32_t last_n;
 	bool sent_since_recv;     /* a send came after the last recv */
-
-	/* --- final obs side buffer: row = env (written by the owning worker) --- */
-	float *final_env;
 
 	/* --- collector (pool thread) --- */
 	struct sr__device *dev;
