@@ -551,6 +551,40 @@ static void test_async_send_last(void **st)
 	sr_pool_destroy(p);
 }
 
+/*
+ * Async recv returns the oldest published rows in ring order: each batch
+ * starts where the last one ended, the cursor moves exactly past it, and
+ * (no same-step extras, batches that never straddle the ring's end) every
+ * batch is a view of the ring's own slots.
+ */
+static void test_async_ring_order(void **st)
+{
+	sr_env_spec s = cnt_spec(7, 0);
+	const uint32_t N = 64, B = 16;
+	sr_pool *p = mk(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP);
+	sr_ring *r = sr_pool_ring(p);
+	const uint64_t mask = sr_ring_capacity(r) - 1;
+	const sr_batch *b;
+	int32_t act[16] = {0};
+	uint64_t end;
+
+	(void)st;
+	assert_int_equal(sr_pool_reset(p, NULL), 0);
+	end = sr_ring_cursor(r);
+	for (int it = 0; it < 300; it++) {
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		assert_int_equal(b->n, B);
+		assert_int_equal(sr_ring_cursor(r), end + B);
+		assert_int_equal(b->first_seq, end);
+		assert_ptr_equal(b->obs, sr_ring_obs_col(r) + (end & mask) * 3);
+		assert_ptr_equal(b->env_id, sr_ring_env_id_col(r) + (end & mask));
+		end += B;
+		act[it % B] = it % 3;
+		assert_int_equal(sr_pool_send(p, act, NULL, B), 0);
+	}
+	sr_pool_destroy(p);
+}
+
 static void test_async_ready_no_inline(void **st)
 {
 	mk_flags = SR_POOL_F_NO_INLINE;
@@ -952,6 +986,7 @@ int main(void)
 		cmocka_unit_test(test_async_ready_no_inline),
 		cmocka_unit_test(test_async_send_last),
 		cmocka_unit_test(test_async_fair),
+		cmocka_unit_test(test_async_ring_order),
 		cmocka_unit_test(test_async_matches_sync),
 		cmocka_unit_test(test_stats_shm),
 		cmocka_unit_test(test_many_envs_threads),
