@@ -187,14 +187,14 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 		"\"policy\":%.0f,\"wait\":%.0f},"
 		"\"shares\":{\"env\":%.4f,\"ring\":%.4f,\"copy\":%.4f,\"policy\":%.4f,\"wait\":%.4f},"
 		"\"worker_shares\":{\"env\":%.4f,\"ring\":%.4f,\"copy\":%.4f,\"send\":%.4f,"
-		"\"policy\":%.4f,\"wait\":%.4f},\"batches\":%llu,\"window_s\":%.4f,\"bound\":\"%s\"}}\n",
+		"\"policy\":%.4f,\"wait\":%.4f},"
+		"\"batches\":%llu,\"window_s\":%.4f,\"bound\":\"%s\"}}\n",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
 		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb, r->threads_used, r->ns_env_step,
-		r->ns_ring, r->ns_copy, r->ns_send, r->ns_policy, r->ns_wait, sh->env, sh->ring, sh->copy,
-		sh->policy, sh->wait, r->share_env, r->share_ring, r->share_copy, r->share_send,
-		r->share_policy,
-		r->share_wait, (unsigned long long)r->batches, r->seconds,
-		tune_bound_name(tune_classify(sh)));
+		r->ns_ring, r->ns_copy, r->ns_send, r->ns_policy, r->ns_wait, sh->env, sh->ring,
+		sh->copy, sh->policy, sh->wait, r->share_env, r->share_ring, r->share_copy,
+		r->share_send, r->share_policy, r->share_wait, (unsigned long long)r->batches,
+		r->seconds, tune_bound_name(tune_classify(sh)));
 	fflush(f);
 }
 
