@@ -544,6 +544,31 @@ uint32_t sr_pool_batch_size(const sr_pool *p)
 	return p ? p->batch_size : 0;
 }
 
+int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_stats *out)
+{
+	const struct sr__worker *w;
+
+	if (!p || !out)
+		return sr__errorf(-EINVAL, "sr_pool_worker_stats_get: NULL argument");
+	if (worker >= p->num_threads)
+		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker, p->num_threads);
+	w = &p->workers[worker];
+	memset(out, 0, sizeof(*out));
+	/* Relaxed: counters written by the worker alone (see worker.c). */
+	out->steps = atomic_load_explicit(&w->steps, memory_order_relaxed);
+	out->ns_env_step = atomic_load_explicit(&w->ns_env, memory_order_relaxed);
+	out->ns_ring_publish = atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
+	out->ns_idle = atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
+	out->first_env = w->first_env;
+	out->num_envs = w->n_envs;
+	/* sr_pool_worker_cpu's answer, without setting the last error. */
+	out->cpu = (worker == 0 && p->first_thread && !p->caller_bound) || w->cpu < 0 ||
+				   !p->plan->w[worker].cpus[0]
+			   ? -ENOENT
+			   : w->cpu;
+	return 0;
+}
+
 int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
 {
 	uint32_t k;

@@ -34,7 +34,7 @@ assert not missing, "missing keys: %s" % missing
 $sr bench env --env CartPole-v1 --seconds 0.1 --json |
 	check "bench env" "env n_instances steps_per_sec ns_per_step"
 $sr bench pool --env CartPole-v1 --envs 64 --threads 1 --seconds 0.2 --warmup 0.05 --cooldown 0.05 --json |
-	check "bench pool sync" "steps_per_sec raw_steps_per_sec efficiency p50_us p90_us p99_us breakdown.share_env breakdown.share_wait"
+	check "bench pool sync" "steps_per_sec raw_steps_per_sec efficiency p50_us p90_us p99_us breakdown.share_env breakdown.share_wait workers"
 $sr bench pool --env CartPole-v1 --envs 64 --threads 1 --batch 32 --seconds 0.2 --warmup 0.05 --cooldown 0.05 --json |
 	check "bench pool async" "steps_per_sec efficiency p99_us breakdown breakdown.ns_send breakdown.share_send"
 $sr bench ring --seconds 0.02 --repeat 1 --capacity 4096 --json |

@@ -926,6 +926,60 @@ static void test_bind_caller(void **st)
 	assert_int_equal(sched_setaffinity(0, sizeof(before), &before), 0);
 }
 
+/* sr_pool_worker_stats_get: each worker's slice and counters, which add
+ * up to the pool's. */
+static void test_worker_stats(void **st)
+{
+	sr_env_spec s = cnt_spec(1000000, 0);
+	const uint32_t N = 10, K = 50;
+	sr_pool_opts o;
+	sr_pool *p;
+	const sr_batch *b;
+	sr_pool_stats all;
+	sr_pool_worker_stats ws;
+	int32_t act[10] = {0};
+	uint64_t steps = 0, env = 0, ring = 0;
+	uint32_t next = 0;
+
+	(void)st;
+	sr_pool_opts_init(&o);
+	o.spec = &s;
+	o.num_envs = N;
+	o.num_threads = 3;
+	o.bind = SR_BIND_NONE;
+	o.flags = SR_POOL_F_TOPOLOGY;
+	o.topology = "core:4 pu:1";
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	for (uint32_t k = 0; k < K; k++)
+		assert_int_equal(sr_pool_step(p, act, &b), 0);
+	assert_int_equal(sr_pool_stats_get(p, &all), 0);
+	for (uint32_t w = 0; w < 3; w++) {
+		assert_int_equal(sr_pool_worker_stats_get(p, w, &ws), 0);
+		/* Contiguous slices covering every env, sizes 4, 3, 3. */
+		assert_int_equal(ws.first_env, next);
+		assert_int_equal(ws.num_envs, w == 0 ? 4 : 3);
+		next += ws.num_envs;
+		/* Sync: every worker steps its whole slice each batch (and the
+		 * reset counts). */
+		assert_int_equal(ws.steps, (uint64_t)ws.num_envs * (K + 1));
+		assert_true(ws.ns_env_step > 0);
+		assert_int_equal(ws.cpu, -ENOENT); /* bind none */
+		steps += ws.steps;
+		env += ws.ns_env_step;
+		ring += ws.ns_ring_publish;
+	}
+	assert_int_equal(next, N);
+	assert_int_equal(steps, all.steps);
+	assert_int_equal(env, all.ns_env_step);
+	assert_int_equal(ring, all.ns_ring_publish);
+	assert_int_equal(sr_pool_worker_stats_get(p, 3, &ws), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "worker 3"));
+	assert_int_equal(sr_pool_worker_stats_get(p, 0, NULL), -EINVAL);
+	assert_int_equal(sr_pool_worker_stats_get(NULL, 0, &ws), -EINVAL);
+	sr_pool_destroy(p);
+}
+
 /* sr_pool_worker_cpu: where each worker runs, and when it is not one CPU. */
 static void test_worker_cpu(void **st)
 {
@@ -992,6 +1046,7 @@ int main(void)
 		cmocka_unit_test(test_many_envs_threads),
 		cmocka_unit_test(test_bind_caller),
 		cmocka_unit_test(test_worker_cpu),
+		cmocka_unit_test(test_worker_stats),
 		cmocka_unit_test(test_final_obs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,6 +32,8 @@ struct bench_pool_cfg {
 	int no_inline;        /* SR_POOL_F_NO_INLINE: worker 0 is a thread too */
 };
 
+#define BENCH_MAX_WORKERS 64
+
 struct bench_pool_result {
 	double steps_per_sec;     /* env steps per second in the active window */
 	double raw_steps_per_sec; /* single-thread raw loop, same env, envs/threads instances */
@@ -70,6 +72,16 @@ struct bench_pool_result {
 	 * queueing them on the workers), per batch and as a share like the
 	 * others (out of wait, where it was counted before). */
 	double ns_send, share_send;
+	/* Per worker (the first BENCH_MAX_WORKERS), over the active window:
+	 * in sync mode every batch waits for the slowest. */
+	uint32_t nworkers;
+	struct bench_worker_result {
+		int32_t cpu;              /* >= 0, or -ENOENT (not bound to one CPU) */
+		uint32_t envs;
+		double ns_env_per_step;   /* env step / reset time per env step */
+		double ns_ring_per_step;  /* ring work per env step */
+		double busy_share;        /* (env + ring time) / active window */
+	} workers[BENCH_MAX_WORKERS];
 };
 
 /* Defaults: CartPole-v1, 1024 envs, threads 0 (one per core), sync, 3 s

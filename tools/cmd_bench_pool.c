@@ -376,6 +376,9 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	double *eff = NULL, *effp = NULL, *scal = NULL, *rawp = NULL;
 	uint64_t win_ns = 0, cpu_win = 0, steps = 0, batches = 0, episodes = 0;
 	uint64_t ns_env = 0, ns_ring = 0, ns_copy = 0, ns_send = 0;
+	/* per worker: steps, env and ring ns over the rounds */
+	uint64_t wacc[BENCH_MAX_WORKERS][3] = {{0}};
+	sr_pool_worker_stats w0[BENCH_MAX_WORKERS], w1;
 	uint32_t T, R, n_per;
 	double slice, raw_slice;
 	int err;
@@ -466,6 +469,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		double pool_rate, r1, rt;
 
 		sr_pool_stats_get(p, &s0);
+		for (uint32_t w = 0; w < T && w < BENCH_MAX_WORKERS; w++)
+			sr_pool_worker_stats_get(p, w, &w0[w]);
 		t0 = cli_now_ns();
 		c0 = cpu_ns();
 		err = drive_for(&d, slice, true);
@@ -475,6 +480,12 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		t1 = cli_now_ns();
 		c1 = cpu_ns();
 		sr_pool_stats_get(p, &s1);
+		for (uint32_t w = 0; w < T && w < BENCH_MAX_WORKERS; w++) {
+			sr_pool_worker_stats_get(p, w, &w1);
+			wacc[w][0] += w1.steps - w0[w].steps;
+			wacc[w][1] += w1.ns_env_step - w0[w].ns_env_step;
+			wacc[w][2] += w1.ns_ring_publish - w0[w].ns_ring_publish;
+		}
 		win_ns += t1 - t0;
 		cpu_win += c1 - c0;
 		steps += s1.steps - s0.steps;
@@ -546,6 +557,21 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		r->share_policy = (double)d.pol_ns / tot;
 		r->ns_send = (double)ns_send / nb;
 		r->share_send = (double)ns_send / tot;
+		r->nworkers = T < BENCH_MAX_WORKERS ? T : BENCH_MAX_WORKERS;
+		for (uint32_t w = 0; w < r->nworkers; w++) {
+			struct bench_worker_result *br = &r->workers[w];
+			double st = wacc[w][0] ? (double)wacc[w][0] : 1.0;
+
+			sr_pool_worker_stats_get(p, w, &w1);
+			br->cpu = w1.cpu;
+			br->envs = w1.num_envs;
+			br->ns_env_per_step = (double)wacc[w][1] / st;
+			br->ns_ring_per_step = (double)wacc[w][2] / st;
+			/* Not the idle counter: a wait is accounted when it ends,
+			 * so the sleep through a raw-loop phase would land in the
+			 * next pool slice. */
+			br->busy_share = fmin(1.0, (double)(wacc[w][1] + wacc[w][2]) / win);
+		}
 		/* The rest of the window: spinning, sleeping, and the caller's
 		 * own work between calls (choosing actions). */
 		r->share_wait = fmax(0.0, 1.0 - r->share_env - r->share_ring - r->share_copy -
@@ -629,6 +655,14 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		r->ns_env_step, r->ns_ring, r->ns_copy, r->ns_policy, r->ns_wait, r->share_env,
 		r->share_ring, r->share_copy, r->share_policy, r->share_wait, r->ns_send,
 		r->share_send);
+	fputs("\"workers\":[", f);
+	for (uint32_t w = 0; w < r->nworkers; w++)
+		fprintf(f, "%s{\"worker\":%u,\"cpu\":%d,\"envs\":%u,\"ns_env_per_step\":%.2f,"
+			   "\"ns_ring_per_step\":%.2f,\"busy_share\":%.4f}",
+			w ? "," : "", w, r->workers[w].cpu, r->workers[w].envs,
+			r->workers[w].ns_env_per_step, r->workers[w].ns_ring_per_step,
+			r->workers[w].busy_share);
+	fputs("],", f);
 	fprintf(f, "\"build\":\"%s\",", sr_build_info());
 	cli_json_machine(f);
 	fputc('}', f);
@@ -773,6 +807,15 @@ int bench_pool(int argc, char **argv)
 	       100 * r.share_copy, 100 * r.share_send, 100 * r.share_policy, 100 * r.share_wait);
 	printf("  per batch     env %.0f ns  ring %.0f ns  collect %.0f ns  send %.0f ns  "
 	       "wait %.0f ns\n", r.ns_env_step, r.ns_ring, r.ns_copy, r.ns_send, r.ns_wait);
+	for (uint32_t w = 0; w < r.nworkers; w++) {
+		char cpu[16] = "-";
+
+		if (r.workers[w].cpu >= 0)
+			snprintf(cpu, sizeof(cpu), "%d", r.workers[w].cpu);
+		printf("  worker %-3u    cpu %s  %u envs  env %.1f ns/step  ring %.1f ns/step  "
+		       "busy %.0f%%\n", w, cpu, r.workers[w].envs, r.workers[w].ns_env_per_step,
+		       r.workers[w].ns_ring_per_step, 100 * r.workers[w].busy_share);
+	}
 	printf("  cpu           %.0f%%   rss %llu kB\n", r.cpu_pct, (unsigned long long)r.rss_kb);
 	return 0;
 }

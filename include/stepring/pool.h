@@ -143,6 +143,26 @@ typedef struct sr_pool_stats {
 
 SR_EXPORT int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out);
 
+/* One worker's share of the statistics: in sync mode every batch waits for
+ * the slowest worker, so a worker whose steps cost more per env (another
+ * process on its CPU, a slower core) shows here first. */
+typedef struct sr_pool_worker_stats {
+	uint64_t steps;           /* env steps this worker made (resets included) */
+	uint64_t ns_env_step;     /* inside the env's step / reset */
+	uint64_t ns_ring_publish; /* reservation, bookkeeping, publishing */
+	uint64_t ns_idle;         /* waiting for work (worker 0 inline: not stepping) */
+	uint32_t first_env;       /* its envs: [first_env, first_env + num_envs) */
+	uint32_t num_envs;
+	int32_t cpu;              /* as sr_pool_worker_cpu: >= 0, or -ENOENT */
+	uint32_t reserved;
+} sr_pool_worker_stats;
+
+/** Statistics of worker @worker (0 .. sr_pool_num_threads - 1); -EINVAL
+ * for a worker that does not exist. Counters are read without stopping the
+ * worker (each is exact, the set is not a snapshot). */
+SR_EXPORT int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker,
+				       sr_pool_worker_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -158,6 +158,19 @@ class sr_pool_stats(ctypes.Structure):
     ]
 
 
+class sr_pool_worker_stats(ctypes.Structure):
+    _fields_ = [
+        ("steps", c_u64),
+        ("ns_env_step", c_u64),
+        ("ns_ring_publish", c_u64),
+        ("ns_idle", c_u64),
+        ("first_env", c_u32),
+        ("num_envs", c_u32),
+        ("cpu", ctypes.c_int32),
+        ("reserved", c_u32),
+    ]
+
+
 # --- loading ---------------------------------------------------------------
 
 def _candidates():
@@ -221,6 +234,8 @@ _OPTIONAL = {
     "sr_pool_worker_cpu": (ctypes.c_int, [c_vp, c_u32]),
     "sr_pool_batch_size": (c_u32, [c_vp]),
     "sr_pool_stats_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_pool_stats)]),
+    "sr_pool_worker_stats_get": (ctypes.c_int, [c_vp, c_u32,
+                                                ctypes.POINTER(sr_pool_worker_stats)]),
     "sr_ring_base": (c_vp, [c_vp, ctypes.POINTER(ctypes.c_size_t)]),
     "sr_ring_capacity": (c_u64, [c_vp]),
     "sr_ring_obs_dim": (c_u32, [c_vp]),

@@ -711,6 +711,19 @@ class VectorEnv:
         check(lib.sr_pool_stats_get(self._live(), ctypes.byref(s)))
         return {k: getattr(s, k) for k, _ in s._fields_}
 
+    def worker_stats(self):
+        """sr_pool_worker_stats_get for every worker, as dicts (cpu None
+        where the worker is not bound to one CPU)."""
+        out = []
+        for w in range(self.num_threads):
+            s = _lib.sr_pool_worker_stats()
+            check(lib.sr_pool_worker_stats_get(self._live(), w, ctypes.byref(s)))
+            d = {k: getattr(s, k) for k, _ in s._fields_ if k != "reserved"}
+            if d["cpu"] < 0:
+                d["cpu"] = None
+            out.append(d)
+        return out
+
     def ring_memory(self):
         """(address, length) of the ring's shared-memory segment."""
         n = ctypes.c_size_t()

@@ -15,6 +15,7 @@ STRUCTS = {
     "sr_pool_opts": _lib.sr_pool_opts,
     "sr_batch": _lib.sr_batch,
     "sr_pool_stats": _lib.sr_pool_stats,
+    "sr_pool_worker_stats": _lib.sr_pool_worker_stats,
     "sr_replay_opts": _lib.sr_replay_opts,
     "sr_replay_batch": _lib.sr_replay_batch,
     "sr_replay_seq_batch": _lib.sr_replay_seq_batch,

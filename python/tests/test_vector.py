@@ -331,6 +331,11 @@ def test_stats_count_steps(cartpole):
     s = cartpole.stats()
     assert s["steps"] >= 80
     assert s["episodes"] >= 1  # action 0 forever ends episodes in ~10 steps
+    ws = cartpole.worker_stats()
+    assert len(ws) == cartpole.num_threads
+    assert sum(w["steps"] for w in ws) == s["steps"]
+    assert sum(w["num_envs"] for w in ws) == 8
+    assert [w["first_env"] for w in ws] == sorted(w["first_env"] for w in ws)
 
 
 def test_dlpack_output_through_the_device_api():
