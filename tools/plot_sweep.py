@@ -110,15 +110,20 @@ def main(argv=None):
     fig = plt.figure(figsize=(6.0 * max(1, len(area)), 9.0))
     gs = fig.add_gridspec(2, max(1, len(area)), height_ratios=[1.1, 1.0])
     ax = fig.add_subplot(gs[0, :])
-    for k, (key, pts) in enumerate(sorted(series.items())):
+    bests = []  # (num_envs, steps/s) of each series' best point
+    for key, pts in sorted(series.items()):
         xs = [p["config"]["num_envs"] for p in pts]
         ys = [p["result"]["steps_per_sec"] for p in pts]
-        ax.plot(xs, ys, marker="o", label=key)
+        line, = ax.plot(xs, ys, marker="o", label=key)
         best = max(range(len(ys)), key=lambda i: ys[i])
-        # Alternate above/below so labels of lines that peak at the same
-        # num_envs do not overlap.
-        ax.annotate(f"{ys[best]:,.0f}", (xs[best], ys[best]), textcoords="offset points",
-                    xytext=(-4, 7 if k % 2 == 0 else -13), ha="right", fontsize=8)
+        bests.append((xs[best], ys[best], line.get_color()))
+    for x, y, color in bests:
+        # In the line's colour; when several lines peak at the same
+        # num_envs, the highest one's label goes above its point and the
+        # others' below theirs, so no label sits nearer another line.
+        top = all(y >= y2 for x2, y2, _ in bests if x2 == x)
+        ax.annotate(f"{y:,.0f}", (x, y), textcoords="offset points", color=color,
+                    xytext=(-4, 7 if top else -13), ha="right", fontsize=8)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     lo, hi = ax.get_ylim()
