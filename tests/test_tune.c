@@ -231,6 +231,49 @@ static void test_verdict_copy(void **st)
 	assert_false(has(&v, "--mode sync"));
 }
 
+/* A sync loop whose workers step at different speeds names the slow one;
+ * async (no lockstep) and a small spread do not. */
+static void test_verdict_slow_worker(void **st)
+{
+	struct tune_diag_in in = {
+		.envs = 1024, .threads = 2, .batch = 1024, .cores = 2,
+		.env_only_sps = 3e7, .loop_sps = 3e7,
+		.loop = {.env = 0.8, .ring = 0.1, .copy = 0.01, .policy = 0, .wait = 0.09},
+		.worker_fast_ns = 45.0, .worker_slow_ns = 56.0, .worker_fast = 0,
+		.worker_slow = 1, .worker_slow_cpu = 1,
+	};
+	struct tune_verdict v;
+
+	(void)st;
+	tune_diagnose(&in, &v);
+	assert_true(has(&v, "worker 1 (cpu 1) takes 56.0 ns a step (env + ring) against 45.0 on "
+			    "worker 0"));
+	assert_true(has(&v, "look for other work on worker 1's CPU"));
+	in.worker_slow_cpu = -2; /* not bound to one CPU */
+	tune_diagnose(&in, &v);
+	assert_true(has(&v, "worker 1 takes 56.0 ns"));
+	in.worker_slow_ns = 50.0; /* 11% apart: not called out */
+	tune_diagnose(&in, &v);
+	assert_false(has(&v, "ns a step (env + ring)"));
+	in.worker_slow_ns = 56.0;
+	in.async = 1;
+	in.batch = 512;
+	tune_diagnose(&in, &v);
+	assert_false(has(&v, "ns a step (env + ring)"));
+	in.async = 0;
+	in.worker_fast_ns = 0; /* not measured */
+	tune_diagnose(&in, &v);
+	assert_false(has(&v, "ns a step (env + ring)"));
+	/* Policy-bound: the workers' pace is not what to change. */
+	in.worker_fast_ns = 45.0;
+	in.loop = (struct tune_shares){.env = 0.02, .ring = 0.01, .copy = 0, .policy = 0.95,
+				       .wait = 0.02};
+	in.policy_only_sps = 1e6;
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_POLICY);
+	assert_false(has(&v, "ns a step (env + ring)"));
+}
+
 /* The wall shares of a benchmark result: copy is collect plus, in async
  * mode, send; the collect time already leaves out the envs recv steps
  * inline, so nothing is subtracted from it. */
@@ -368,6 +411,7 @@ int main(void)
 		cmocka_unit_test(test_verdict_policy),
 		cmocka_unit_test(test_verdict_copy),
 		cmocka_unit_test(test_result_shares),
+		cmocka_unit_test(test_verdict_slow_worker),
 		cmocka_unit_test(test_verdict_sync),
 		cmocka_unit_test(test_json_context),
 	};

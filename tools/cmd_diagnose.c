@@ -430,6 +430,23 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 		in.median_batch_us = loop.p50_us + loop.ns_policy / 1e3;
 		in.mean_batch_us = loop.seconds * 1e6 / (double)loop.batches;
 	}
+	/* Workers of the envs-only run (no policy to blur them). */
+	for (uint32_t w = 0; w < env_only.nworkers; w++) {
+		const struct bench_worker_result *br = &env_only.workers[w];
+		double ns = br->ns_env_per_step + br->ns_ring_per_step;
+
+		if (!(ns > 0))
+			continue;
+		if (!(in.worker_fast_ns > 0) || ns < in.worker_fast_ns) {
+			in.worker_fast_ns = ns;
+			in.worker_fast = w;
+		}
+		if (ns > in.worker_slow_ns) {
+			in.worker_slow_ns = ns;
+			in.worker_slow = w;
+			in.worker_slow_cpu = br->cpu;
+		}
+	}
 	tune_diagnose(&in, &v);
 	tune_print_verdict(stdout, &v);
 	fflush(stdout);

@@ -339,6 +339,22 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 			       in->cores);
 		break;
 	}
+	/* Where stepping or waiting for it is the bound, a slow worker is
+	 * the sync loop's pace. */
+	if ((v->bound == TUNE_BOUND_ENV || v->bound == TUNE_BOUND_SYNC) && !in->async &&
+	    in->threads > 1 && in->worker_fast_ns > 0 &&
+	    in->worker_slow_ns >= TUNE_WORKER_SPREAD * in->worker_fast_ns) {
+		char cpu[32] = "";
+
+		if (in->worker_slow_cpu >= 0)
+			snprintf(cpu, sizeof(cpu), " (cpu %d)", in->worker_slow_cpu);
+		why(v, "worker %u%s takes %.1f ns a step (env + ring) against %.1f on worker %u: "
+		       "every sync batch waits for the slowest",
+		    in->worker_slow, cpu, in->worker_slow_ns, in->worker_fast_ns, in->worker_fast);
+		advise(v, "look for other work on worker %u's CPU, or leave it out (--cpuset): "
+			  "its envs hold up every batch",
+		       in->worker_slow);
+	}
 }
 
 void tune_print_verdict(FILE *f, const struct tune_verdict *v)

@@ -105,7 +105,17 @@ struct tune_diag_in {
 	uint32_t cpus;          /* CPUs this process may use */
 	double median_batch_us; /* the loop's median batch (pool call + policy) */
 	double mean_batch_us;   /* the loop's mean batch: window / batches */
+	/* Added: the fastest and slowest worker of the envs-only run, env + ring
+	 * ns per env step (<= 0: not measured), with their index and CPU (< 0:
+	 * not bound to one). A sync batch waits for the slowest. */
+	double worker_fast_ns, worker_slow_ns;
+	uint32_t worker_fast, worker_slow;
+	int32_t worker_slow_cpu;
 };
+
+/* Workers further apart than this (slowest / fastest, per env step) are
+ * called out in a sync verdict. */
+#define TUNE_WORKER_SPREAD 1.15
 
 #define TUNE_MAX_LINES 10
 #define TUNE_LINE 256
