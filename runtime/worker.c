@@ -281,27 +281,26 @@ static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t
 
 	memcpy(p->c_act + s * p->act_size, acts, (size_t)n * p->act_size);
 	memset(c_flags, 0, n);
-	for (uint32_t i = 0; i < n; i++)
-		c_env[i] = env0 + i;
-	for (uint32_t i = 0; i < n; i++)
-		c_rew[i] = (float)rew[i];
-	for (uint32_t i = 0; i < n; i++)
-		c_trunc[i] = elapsed[i] >= trunc_at;
 	for (uint32_t i = 0; i < n; i++) {
-		uint8_t t = c_term[i] != 0;
+		float r = (float)rew[i];
 
+		c_env[i] = env0 + i;
+		c_rew[i] = r;
+		ep_ret[i] += r;
+		ep_len[i]++;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t t = c_term[i] != 0, tr = elapsed[i] >= trunc_at;
+
+		c_trunc[i] = tr;
 		c_term[i] = t;
-		need[i] = done[i] | t | c_trunc[i];
+		need[i] = done[i] | t | tr;
 		any |= need[i];
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		c_prev[i] = prev_seq[i];
 		prev_seq[i] = seq + i;
 		elapsed[i]++;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		ep_ret[i] += c_rew[i];
-		ep_len[i]++;
 	}
 	if (SR_LIKELY(!any))
 		return nd;
