@@ -592,37 +592,45 @@ static void test_async_ready_no_inline(void **st)
 	mk_flags = 0;
 }
 
-/*
- * Async fairness: sending back exactly the envs of each batch (the usual
- * loop), every env keeps coming back. Three workers (a described
- * topology, so it runs on any machine), worker 0 on this thread. Before,
- * the batch composition repeated from round to round and a worker could
- * give no row at all, its envs never returned. Now each worker gives its
- * share when its rows are ready (a late one is made up by the others), so
- * with threads that keep up every env returns about every N / B batches;
- * the bounds leave room for a descheduled thread (sanitizers, a busy
- * machine).
- */
-static void fairness_run(uint32_t flags)
+/* Three workers, whatever the machine: a described topology (4 cores),
+ * unbound. @batch 0: sync. */
+static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags)
 {
-	sr_env_spec s = cnt_spec(1000000, 0);
-	const uint32_t N = 48, B = 12, K = 600;
 	sr_pool_opts o;
 	sr_pool *p;
-	const sr_batch *b;
-	uint32_t count[48] = {0}, per_worker[3] = {0}, ids[48];
-	int32_t act[48];
 
 	sr_pool_opts_init(&o);
-	o.spec = &s;
-	o.num_envs = N;
+	o.spec = s;
+	o.num_envs = envs;
 	o.num_threads = 3;
-	o.batch_size = B;
+	o.batch_size = batch;
 	o.bind = SR_BIND_NONE;
 	o.flags = SR_POOL_F_TOPOLOGY | flags;
 	o.topology = "core:4 pu:1";
 	assert_int_equal(sr_pool_create(&o, &p), 0);
 	assert_int_equal(sr_pool_num_threads(p), 3);
+	return p;
+}
+
+/*
+ * Async fairness: sending back exactly the envs of each batch (the usual
+ * loop), every env keeps coming back. Three workers, worker 0 on this
+ * thread. Before, a recv that stepped worker 0 only while the batch could
+ * not be formed, and took the first rows published, starved worker 0's
+ * envs. Now recv returns rows in ring order (nothing published is passed
+ * over) and worker 0 steps at least half its share every recv, so with
+ * threads that keep up every env returns about every N / B batches; the
+ * bounds leave room for a descheduled thread (sanitizers, a busy machine).
+ */
+static void fairness_run(uint32_t flags)
+{
+	sr_env_spec s = cnt_spec(1000000, 0);
+	const uint32_t N = 48, B = 12, K = 600;
+	sr_pool *p = mk3(&s, N, B, flags);
+	const sr_batch *b;
+	uint32_t count[48] = {0}, per_worker[3] = {0}, ids[48];
+	int32_t act[48];
+
 	assert_int_equal(sr_pool_reset(p, NULL), 0);
 	for (uint32_t it = 1; it <= K; it++) {
 		assert_int_equal(sr_pool_recv(p, &b), 0);
@@ -644,10 +652,10 @@ static void fairness_run(uint32_t flags)
 	/* K * B / N = 150 turns each on average; a worker's share 2400. The
 	 * bug this guards against gave a worker no row at all. The bounds
 	 * are loose because a worker thread that the kernel deschedules (4
-	 * threads on 2 CPUs, next to other tests under ctest -j) has its
-	 * share made up by the others, by design: a third of the share
-	 * failed 2 runs in 15 with two copies of this test at once, before
-	 * and after the async changes alike. */
+	 * threads on 2 CPUs, next to other tests under ctest -j) publishes
+	 * nothing meanwhile and the batches fill with the others' rows: a
+	 * third of the share failed 2 runs in 15 with two copies of this test
+	 * at once. */
 	for (uint32_t w = 0; w < 3; w++)
 		assert_true(per_worker[w] >= K * B / 3 / 8);
 	for (uint32_t e = 0; e < N; e++)
@@ -661,26 +669,16 @@ static void fairness_run(uint32_t flags)
 	sr_pool_destroy(p);
 }
 
-/* Fewer batch rows than workers: the quotas rotate; nobody is left out. */
+/* Fewer batch rows than workers: nobody is left out. */
 static void small_batch_run(void)
 {
 	sr_env_spec s = cnt_spec(1000000, 0);
 	const uint32_t N = 12, B = 2, K = 600;
-	sr_pool_opts o;
-	sr_pool *p;
+	sr_pool *p = mk3(&s, N, B, 0);
 	const sr_batch *b;
 	uint32_t count[12] = {0}, ids[2];
 	int32_t act[2] = {1, 1};
 
-	sr_pool_opts_init(&o);
-	o.spec = &s;
-	o.num_envs = N;
-	o.num_threads = 3;
-	o.batch_size = B;
-	o.bind = SR_BIND_NONE;
-	o.flags = SR_POOL_F_TOPOLOGY;
-	o.topology = "core:4 pu:1";
-	assert_int_equal(sr_pool_create(&o, &p), 0);
 	assert_int_equal(sr_pool_reset(p, NULL), 0);
 	for (uint32_t it = 0; it < K; it++) {
 		assert_int_equal(sr_pool_recv(p, &b), 0);
@@ -932,8 +930,7 @@ static void test_worker_stats(void **st)
 {
 	sr_env_spec s = cnt_spec(1000000, 0);
 	const uint32_t N = 10, K = 50;
-	sr_pool_opts o;
-	sr_pool *p;
+	sr_pool *p = mk3(&s, N, 0, 0);
 	const sr_batch *b;
 	sr_pool_stats all;
 	sr_pool_worker_stats ws;
@@ -942,14 +939,6 @@ static void test_worker_stats(void **st)
 	uint32_t next = 0;
 
 	(void)st;
-	sr_pool_opts_init(&o);
-	o.spec = &s;
-	o.num_envs = N;
-	o.num_threads = 3;
-	o.bind = SR_BIND_NONE;
-	o.flags = SR_POOL_F_TOPOLOGY;
-	o.topology = "core:4 pu:1";
-	assert_int_equal(sr_pool_create(&o, &p), 0);
 	assert_int_equal(sr_pool_reset(p, &b), 0);
 	for (uint32_t k = 0; k < K; k++)
 		assert_int_equal(sr_pool_step(p, act, &b), 0);

@@ -274,9 +274,9 @@ static void test_verdict_slow_worker(void **st)
 	assert_false(has(&v, "ns a step (env + ring)"));
 }
 
-/* The wall shares of a benchmark result: copy is collect plus, in async
- * mode, send; the collect time already leaves out the envs recv steps
- * inline, so nothing is subtracted from it. */
+/* The wall shares of a benchmark result: copy is collect plus send; the
+ * collect time already leaves out the envs recv steps inline, so nothing
+ * is subtracted from it. */
 static void test_result_shares(void **st)
 {
 	struct bench_pool_result r;
@@ -291,12 +291,12 @@ static void test_result_shares(void **st)
 	r.ns_ring = 4000;      /* 2 us */
 	r.ns_copy = 5000;
 	r.ns_send = 3000;
-	tune_result_shares(&r, true, &sh);
+	tune_result_shares(&r, &sh);
 	assert_true(fabs(sh.env - 0.5) < 1e-9);
 	assert_true(fabs(sh.ring - 0.1) < 1e-9);
 	assert_true(fabs(sh.copy - 0.4) < 1e-9);
 	assert_true(fabs(sh.wait) < 1e-9);
-	tune_result_shares(&r, false, &sh); /* the same figures, the same shares */
+	tune_result_shares(&r, &sh); /* again: the result is not changed by the call */
 	assert_true(fabs(sh.copy - 0.4) < 1e-9);
 	/* No batches: the benchmark's own shares, send counted with copy. */
 	r.batches = 0;
@@ -305,7 +305,7 @@ static void test_result_shares(void **st)
 	r.share_copy = 0.15;
 	r.share_send = 0.05;
 	r.share_wait = 0.2;
-	tune_result_shares(&r, true, &sh);
+	tune_result_shares(&r, &sh);
 	assert_true(fabs(sh.copy - 0.2) < 1e-9);
 	assert_true(fabs(sh.wait - 0.2) < 1e-9);
 }

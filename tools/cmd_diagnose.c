@@ -348,11 +348,11 @@ out:
 	return rate;
 }
 
-static void print_row(const char *name, const struct bench_pool_result *r, bool async)
+static void print_row(const char *name, const struct bench_pool_result *r)
 {
 	struct tune_shares sh;
 
-	tune_result_shares(r, async, &sh);
+	tune_result_shares(r, &sh);
 
 	char eff[16] = "    -"; /* own_loop() runs no raw loop: no efficiency */
 
@@ -394,7 +394,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	       d->async ? "async" : "sync", d->policy, where, d->seconds);
 	printf("%-24s %12s %9s %9s %5s %4s %4s %4s %6s %4s %6s\n", "run", "steps/s", "p50_us",
 	       "p99_us", "eff", "env", "ring", "copy", "policy", "wait", "bound");
-	print_row("envs only (no policy)", &env_only, d->async);
+	print_row("envs only (no policy)", &env_only);
 	snprintf(name, sizeof(name), "policy only (%u rows)", batch);
 	if (policy_sps > 0)
 		printf("%-24s %12.0f   rows/s, %.1f us per forward on %s%s%s\n", name, policy_sps,
@@ -402,10 +402,10 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	else
 		printf("%-24s %12s   (%s)\n", name, "-", note[0] ? note : "not measured");
 	snprintf(name, sizeof(name), "closed loop (%s)", d->async ? "async" : "sync");
-	print_row(name, &loop, d->async);
+	print_row(name, &loop);
 	if (have_other) {
 		snprintf(name, sizeof(name), "closed loop (%s)", d->async ? "sync" : "async");
-		print_row(name, &other, !d->async);
+		print_row(name, &other);
 	}
 	if (own)
 		printf("(closed loops measured by diagnose itself, policy on the host: this "
@@ -422,7 +422,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	in.env_only_sps = env_only.steps_per_sec;
 	in.policy_only_sps = policy_sps;
 	in.loop_sps = loop.steps_per_sec;
-	tune_result_shares(&loop, d->async, &in.loop);
+	tune_result_shares(&loop, &in.loop);
 	in.other_mode_sps = have_other ? other.steps_per_sec : 0;
 	in.loadavg = tune_loadavg();
 	in.cpus = cpus;

@@ -253,7 +253,7 @@ static double run_one(struct sweep *s, struct tune_progress *pg, uint32_t envs, 
 	row.p90_us = r.p90_us;
 	row.p99_us = r.p99_us;
 	row.efficiency = r.efficiency;
-	tune_result_shares(&r, async, &row.sh);
+	tune_result_shares(&r, &row.sh);
 	tune_table_row(stdout, &row);
 	fflush(stdout);
 	if (s->out)

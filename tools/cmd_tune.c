@@ -625,12 +625,11 @@ void tune_progress_end(struct tune_progress *p)
  * thread's own runtime work: collect, and in async mode send too. The
  * pool's collect time leaves out worker 0's envs that recv steps inline
  * (they count as env and ring time) and its waits, so nothing is counted
- * twice. @async is kept for the callers; the figures say it all. */
-void tune_result_shares(const struct bench_pool_result *r, bool async, struct tune_shares *sh)
+ * twice; sync and async need no different treatment. */
+void tune_result_shares(const struct bench_pool_result *r, struct tune_shares *sh)
 {
 	double wall = r->batches ? r->seconds * 1e9 / (double)r->batches : 0;
 
-	(void)async;
 	if (wall > 0)
 		tune_wall_shares(r->ns_env_step, r->ns_ring, r->ns_copy + r->ns_send,
 				 r->ns_policy, r->threads_used, wall, sh);

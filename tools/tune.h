@@ -177,8 +177,8 @@ void tune_progress_step(struct tune_progress *p, const char *what);
 void tune_progress_end(struct tune_progress *p);
 
 struct bench_pool_result;
-/* Wall-clock shares of one batch from a pool benchmark result (async: the
- * trainer thread's inline env work is taken out of copy). */
-void tune_result_shares(const struct bench_pool_result *r, bool async, struct tune_shares *sh);
+/* Wall-clock shares of one batch from a pool benchmark result; copy is
+ * the trainer thread's collect and (async) send time. */
+void tune_result_shares(const struct bench_pool_result *r, struct tune_shares *sh);
 
 #endif
