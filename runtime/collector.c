@@ -156,6 +156,104 @@ static inline void cpu_relax(void)
  * that would start closer than that to being overwritten is copied.
  */
 
+/*
+ * Batch groups. When batch_size divides num_envs into G >= 2 groups (and
+ * is at least the thread count), each worker's slice is G runs of m_w
+ * envs, and group g is run g of every worker: batch rows [off_w, off_w +
+ * m_w) are worker w's local envs [g * m_w, (g + 1) * m_w). A trainer that
+ * sends back the batch it got (env ids NULL, or the same ids in the same
+ * order) sends a whole group, and then the pool works like a sync step
+ * per group, with up to G of them in flight:
+ *
+ *  - send reserves batch_size contiguous slots, copies the actions into
+ *    the group's command, and publishes it to the workers (one release
+ *    store, one kick each): no per-env queue entries or mailbox;
+ *  - each worker thread runs the commands in order, its m_w envs of the
+ *    group into its part of the slots (the env calls and bookkeeping of a
+ *    sync slice), publishes them, and stores how many it has done;
+ *  - recv takes the oldest group in flight: worker 0 (this thread) steps
+ *    its share of it, then waits until every worker thread has done it,
+ *    and the batch is a view of the group's slots: no row is looked at.
+ *
+ * With G groups in flight the threads always have the next group queued,
+ * so a slice that runs late on one CPU delays one recv, not every thread
+ * (a sync step waits for the slowest slice every batch). The batch is the
+ * oldest group, which in this loop is also the first one ready (every
+ * worker runs the commands in order); every env comes back once per G
+ * batches.
+ *
+ * Everything in flight is groups while p->grp_on: from an async reset,
+ * or from a group send with nothing in flight. A send of anything else
+ * leaves group mode: its envs go to the per-env queues, and the groups
+ * still in flight come back through the per-env recv above, as rows
+ * (worker 0 runs its shares of them in sr__async_inline first).
+ *
+ * The ring: group k's slots are claimed at its send, after those of the
+ * groups sent before it; a worker reserves same-step extras while it runs
+ * a group, so after that group's slots. Hence every slot between the
+ * cursor and the oldest group in flight is an extra or a pad already
+ * published, and recv consumes through the end of the group. Room is the
+ * per-env argument above: one result slot and one extra per env.
+ */
+static int collect_group(sr_pool *p, const sr_batch **out)
+{
+	const uint64_t k = p->grp_recvd;
+	const struct sr__grp_cmd *c = &p->grp_cmd[k % p->grp_n];
+	const uint32_t need = p->batch_size, g = c->g;
+	const uint64_t mask = p->ring_cap - 1, end = c->seq + need;
+	uint64_t t1, t2;
+	struct sr__batch_req req = {.first_seq = c->seq, .n = need};
+	int err;
+
+	sr__grp_inline(p, k);
+	t1 = sr__now_ns();
+	sr__grp_wait(p, k);
+	t2 = sr__now_ns();
+	p->ns_wait += t2 - t1;
+	/* A view that might not last until the next call (see Room; not
+	 * expected): the rows are copied. */
+	if (sr_ring_head(p->ring) - c->seq >= p->ring_cap - 2ull * p->num_envs) {
+		for (uint32_t i = 0; i < need; i++)
+			p->gather[i] = c->seq + i;
+		req.seqs = p->gather;
+	}
+	if (p->keep_final) {
+		for (uint32_t i = 0; i < need; i++) {
+			uint64_t s = (c->seq + i) & mask;
+			if (p->c_term[s] | p->c_trunc[s])
+				memcpy(p->final_stage + (size_t)i * p->obs_dim,
+				       p->final_env + (size_t)p->c_env[s] * p->obs_dim,
+				       p->obs_dim * sizeof(float));
+		}
+		req.final_obs = p->final_stage;
+	}
+	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
+	if (err)
+		return err;
+	sr__collect_episodes(p);
+	sr__grp_mark(p, g, 0);
+	p->grp_last = (int32_t)g;
+	/* last_ids: for a send that names the envs, or leaves group mode. */
+	for (uint32_t i = 0; i < p->num_threads; i++) {
+		const struct sr__worker *w = &p->workers[i];
+		const uint32_t e0 = w->first_env + g * w->grp_m;
+
+		for (uint32_t j = 0; j < w->grp_m; j++)
+			p->last_ids[w->grp_off + j] = e0 + j;
+	}
+	p->last_n = need;
+	p->sent_since_recv = false;
+	p->n_inflight -= need;
+	p->grp_recvd = k + 1;
+	/* R2: the slots before end are read (extras and pads before the
+	 * group: published, see above); the view stays valid (Room). */
+	sr_ring_consume(p->ring, (uint32_t)(end - sr_ring_cursor(p->ring)));
+	p->batches++;
+	p->ns_collect += sr__now_ns() - t2;
+	*out = &p->batch;
+	return 0;
+}
+
 /* The rows of [c, pos) that are results, in p->gather. */
 static void gather_results(sr_pool *p, uint64_t c, uint64_t pos)
 {
@@ -189,6 +287,8 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 	if (p->n_inflight < need)
 		return sr__errorf(-EINVAL, "recv needs %u envs in flight (batch_size) but only %u "
 				  "were sent and not yet received", need, p->n_inflight);
+	if (p->grp_on)
+		return collect_group(p, out);
 	ti = sr__now_ns();
 	sr__async_inline(p, min0 ? min0 : 1);
 	tin += sr__now_ns() - ti;
@@ -305,4 +405,9 @@ void sr__collect_drain(sr_pool *p)
 	}
 	sr__collect_episodes(p);
 	p->last_n = 0;
+	p->grp_last = -1;
+	/* Every command is done (its rows came back), worker 0's share too
+	 * (sr__async_inline runs them). */
+	p->grp_recvd = p->grp_issued;
+	p->grp_on = false;
 }

@@ -216,6 +216,26 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		goto fail;
 	}
 	memset(p->workers, 0, sizeof(*p->workers) * T);
+	/* Async batch groups (collector.c) when the batches tile the envs:
+	 * each worker has the same number of envs in every group, so its
+	 * slice is a multiple of the group count. */
+	if (p->async && p->num_envs % p->batch_size == 0 && p->batch_size >= T) {
+		p->grp_n = p->num_envs / p->batch_size;
+		p->grp_cmd = calloc(p->grp_n, sizeof(*p->grp_cmd));
+		if (!p->grp_cmd) {
+			err = sr__errorf(-ENOMEM, "out of memory for %u batch groups", p->grp_n);
+			goto fail;
+		}
+		for (uint32_t g = 0; g < p->grp_n; g++) {
+			p->grp_cmd[g].acts = malloc((size_t)p->batch_size * p->act_size);
+			if (!p->grp_cmd[g].acts) {
+				err = sr__errorf(-ENOMEM, "out of memory for %u batch groups",
+						 p->grp_n);
+				goto fail;
+			}
+		}
+	}
+	p->grp_last = -1;
 	base = p->num_envs / T;
 	extra = p->num_envs % T;
 	env = 0;
@@ -225,6 +245,12 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		w->index = i;
 		w->first_env = env;
 		w->n_envs = base + (i < extra);
+		if (p->grp_n) {
+			/* batch_size / T rows of each group, the first ones one more. */
+			w->grp_m = p->batch_size / T + (i < p->batch_size % T);
+			w->grp_off = i * (p->batch_size / T) + (i < p->batch_size % T ? i : p->batch_size % T);
+			w->n_envs = w->grp_m * p->grp_n;
+		}
 		w->cpu = p->plan->w[i].cpu;
 		for (uint32_t k = 0; k < w->n_envs; k++)
 			p->env_worker[env + k] = i;
@@ -268,6 +294,10 @@ void sr_pool_destroy(sr_pool *p)
 	free(p->last_ids);
 	free(p->async_act);
 	free(p->final_env);
+	if (p->grp_cmd)
+		for (uint32_t g = 0; g < p->grp_n; g++)
+			free(p->grp_cmd[g].acts);
+	free(p->grp_cmd);
 	free(p);
 }
 
@@ -348,6 +378,68 @@ static int sync_cmd(sr_pool *p, uint32_t cmd, const void *actions, const uint8_t
 	return err;
 }
 
+/* Batch groups: mark group @g's envs in flight (1) or not (0). */
+void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v)
+{
+	for (uint32_t i = 0; i < p->num_threads; i++) {
+		const struct sr__worker *w = &p->workers[i];
+
+		memset(p->inflight + w->first_env + g * w->grp_m, v, w->grp_m);
+	}
+}
+
+/* The group whose envs @ids are, in batch row order, or -1. */
+static int32_t grp_match(const sr_pool *p, const uint32_t *ids, uint32_t n)
+{
+	const struct sr__worker *w0 = &p->workers[0];
+	uint32_t g;
+
+	if (!p->grp_n || n != p->batch_size || ids[0] < w0->first_env)
+		return -1;
+	g = (ids[0] - w0->first_env) / w0->grp_m;
+	if (g >= p->grp_n)
+		return -1;
+	for (uint32_t i = 0; i < p->num_threads; i++) {
+		const struct sr__worker *w = &p->workers[i];
+		uint32_t e0 = w->first_env + g * w->grp_m, bad = 0;
+
+		for (uint32_t j = 0; j < w->grp_m; j++)
+			bad |= ids[w->grp_off + j] ^ (e0 + j);
+		if (bad)
+			return -1;
+	}
+	return (int32_t)g;
+}
+
+/*
+ * Batch groups: queue group @g's command (a step with @actions, or with
+ * @actions NULL a reset) into batch_size contiguous slots. The caller
+ * checked that the pool may be in group mode and that the group is not
+ * in flight.
+ */
+static int grp_send(sr_pool *p, uint32_t g, const void *actions)
+{
+	struct sr__grp_cmd *c = &p->grp_cmd[p->grp_issued % p->grp_n];
+	uint64_t seq;
+	int err;
+
+	/* Room: at most num_envs result slots (the groups in flight), as
+	 * many same-step extras and a pad are between the cursor and the
+	 * head, so this (the only consumer's) reservation never waits. */
+	err = sr_ring_reserve(p->ring, p->batch_size, SR_RESERVE_CONTIG, &seq);
+	if (err)
+		return err;
+	c->g = g;
+	c->reset = !actions;
+	c->seq = seq;
+	if (actions)
+		memcpy(c->acts, actions, (size_t)p->batch_size * p->act_size);
+	sr__grp_mark(p, g, 1);
+	p->n_inflight += p->batch_size;
+	sr__grp_publish(p);
+	return 0;
+}
+
 int sr_pool_reset(sr_pool *p, const sr_batch **out)
 {
 	if (!p)
@@ -356,6 +448,18 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 		/* Drop whatever is in flight, then queue a reset of every env;
 		 * recv returns them. */
 		sr__collect_drain(p);
+		if (p->grp_n) {
+			int err = 0;
+
+			/* By group, in order: recv returns group 0 first. */
+			p->grp_on = true;
+			p->grp_recvd = p->grp_issued;
+			for (uint32_t g = 0; g < p->grp_n && !err; g++)
+				err = grp_send(p, g, NULL);
+			if (out)
+				*out = NULL;
+			return err;
+		}
 		for (uint32_t e = 0; e < p->num_envs; e++) {
 			p->inflight[e] = 1;
 			sr__async_enqueue(p, e | SR__Q_RESET);
@@ -420,6 +524,29 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 	if (n == 0)
 		return 0;
 	t0 = sr__now_ns();
+	/* Batch groups: the envs of a whole group, and nothing in flight
+	 * that is not a group (group mode, or nothing in flight at all). */
+	if (p->grp_n && (p->grp_on || !p->n_inflight)) {
+		int32_t g = fast && p->grp_last >= 0 ? p->grp_last : grp_match(p, env_ids, n);
+
+		if (g >= 0 && !p->inflight[env_ids[0]]) {
+			err = check_actions(p, actions, env_ids, n);
+			if (err)
+				return err;
+			if (!p->grp_on) {
+				p->grp_on = true;
+				p->grp_recvd = p->grp_issued;
+			}
+			err = grp_send(p, (uint32_t)g, actions);
+			if (err)
+				return err;
+			p->grp_last = -1;
+			p->sent_since_recv = true;
+			p->call_t0 = sr__now_ns();
+			p->ns_send += p->call_t0 - t0;
+			return 0;
+		}
+	}
 	if (!fast) {
 		/* In range, not in flight, no duplicates. */
 		for (uint32_t i = 0; i < n; i++) {
@@ -444,6 +571,9 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 	err = check_actions(p, actions, env_ids, n);
 	if (err)
 		return err;
+	/* Per-env entries from here on: recv goes by rows, and takes the
+	 * groups still in flight as rows too. */
+	p->grp_on = false;
 	/* Publish to the workers in chunks, so that they start stepping
 	 * while the rest is queued. */
 	for (uint32_t i0 = 0; i0 < n; i0 += SR__SEND_CHUNK) {

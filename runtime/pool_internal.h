@@ -109,6 +109,19 @@ enum sr__cmd {
 /* Entries of an async queue: env index, plus this bit for "reset it". */
 #define SR__Q_RESET 0x80000000u
 
+/*
+ * Async batch groups (collector.c, "Batch groups"): command k of the
+ * pool thread, in p->grp_cmd[k % p->grp_n]. Written before the release
+ * store of p->grp_sent = k + 1; the slot is rewritten for command k + G
+ * only after every worker has finished command k (its batch was received).
+ */
+struct sr__grp_cmd {
+	uint32_t g;          /* group: every worker's local envs [g * m, (g + 1) * m) */
+	uint32_t reset;      /* 1: reset those envs (async reset), 0: step them */
+	uint64_t seq;        /* first slot of the group's batch_size contiguous slots */
+	unsigned char *acts; /* batch_size * act_size, in batch row order */
+};
+
 struct sr__worker {
 	/* --- read-mostly, set at create --- */
 	struct sr_pool *pool;
@@ -120,6 +133,8 @@ struct sr__worker {
 	bool started;
 	uint32_t *q;      /* async queue entries (see below) */
 	uint32_t q_mask;
+	uint32_t grp_m;   /* batch groups: envs of this worker in each group (0: no groups) */
+	uint32_t grp_off; /* ... and the batch row of the first of them */
 
 	/* Memory owned by the worker, allocated by its own thread after it is
 	 * bound (first touch puts it on the worker's NUMA node). */
@@ -159,6 +174,12 @@ struct sr__worker {
 	uint32_t q_next; /* pool thread: next entry to write; published as q_head at the kick */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t q_head; /* written by the pool thread */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t q_tail; /* written by the worker */
+
+	/* --- batch groups: commands this worker has finished. grp_next is
+	 * its own (the pool thread's for inline worker 0); grp_done is stored
+	 * (release) after the group's rows are published, for recv. --- */
+	uint64_t grp_next;
+	_Alignas(SR_CACHELINE) _Atomic uint64_t grp_done;
 
 	/* --- wake-up word: the pool thread bumps it (release) after setting
 	 * a command; the worker futex-waits on it. --- */
@@ -226,8 +247,14 @@ struct sr_pool {
 	 * (written by every call), which used to share it --- */
 	_Alignas(SR_CACHELINE) unsigned char *async_act; /* num_envs * act_size mailbox; see worker.c */
 	uint32_t drain_max;       /* async: most envs a worker thread steps per reservation */
+	struct sr__grp_cmd *grp_cmd; /* batch groups: grp_n commands, or NULL */
+	uint32_t grp_n;           /* groups: num_envs / batch_size, or 0 (not possible) */
 	/* final obs side buffer: row = env (written by the owning worker) */
 	float *final_env;
+
+	/* Batch groups: commands published to the workers (release, by the
+	 * pool thread; acquire, by the workers). */
+	_Alignas(SR_CACHELINE) _Atomic uint64_t grp_sent;
 
 	/* --- async state, pool thread only --- */
 	_Alignas(SR_CACHELINE) uint8_t *inflight; /* env sent and not yet received */
@@ -235,6 +262,10 @@ struct sr_pool {
 	uint32_t *last_ids;       /* env ids of the last batch (send with NULL) */
 	uint32_t last_n;
 	bool sent_since_recv;     /* a send came after the last recv */
+	bool grp_on;              /* everything in flight is batch groups (recv by group) */
+	int32_t grp_last;         /* group of the last batch, or -1 */
+	uint64_t grp_issued;      /* commands written (grp_sent's value) */
+	uint64_t grp_recvd;       /* commands whose batch recv returned (grp_on) */
 
 	/* --- collector (pool thread) --- */
 	struct sr__device *dev;
@@ -278,6 +309,15 @@ void sr__async_kick(sr_pool *p);
 /* Async: step up to @max of the envs queued for worker 0, on the calling
  * thread; returns how many. */
 uint32_t sr__async_inline(sr_pool *p, uint32_t max);
+/* Batch groups: publish command p->grp_issued (written by the caller) and
+ * kick the worker threads; run worker 0's share of commands up to @k
+ * (inline); wait until every worker thread has finished command @k.
+ * Pool thread only. */
+void sr__grp_publish(sr_pool *p);
+void sr__grp_inline(sr_pool *p, uint64_t k);
+void sr__grp_wait(sr_pool *p, uint64_t k);
+/* pool.c: mark group @g's envs in flight (1) or not (0). */
+void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v);
 void sr__futex_wait(_Atomic uint32_t *addr, uint32_t val);
 void sr__futex_wake(_Atomic uint32_t *addr);
 uint64_t sr__now_ns(void);

@@ -518,6 +518,78 @@ static void run_sync(struct sr__worker *w, uint32_t cmd)
 	add_relaxed(&w->ns_ring, (t2 - t0) - ns_env);
 }
 
+/* E0: tell a recv that waits for rows or groups (pub_evt); seq_cst pairs
+ * with main_sleeping (Dekker). */
+static void notify_recv(sr_pool *p)
+{
+	atomic_fetch_add_explicit(&p->pub_evt, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&p->main_sleeping, memory_order_seq_cst))
+		sr__futex_wake(&p->pub_evt);
+}
+
+/*
+ * Async batch group command @k (collector.c, "Batch groups"): this
+ * worker's envs of the group, local [g * m, (g + 1) * m), stepped (or
+ * reset) into the group's slots from seq + grp_off as one slice, with the
+ * same env calls and bookkeeping as a sync step.
+ */
+static void run_group(struct sr__worker *w, uint64_t k)
+{
+	sr_pool *p = w->pool;
+	const struct sr__grp_cmd *c = &p->grp_cmd[k % p->grp_n];
+	const uint32_t n = w->grp_m, lo = c->g * n;
+	const uint64_t seq = c->seq + w->grp_off;
+	uint64_t t0 = sr__now_ns(), t1, ns_env = 0;
+
+	if (n) {
+		/* R3: the pool thread claimed the group's slots on the ring's
+		 * head before publishing the command, and the acquire that
+		 * read grp_sent (or program order, inline) ordered it before
+		 * us; this fence orders it before the column writes, as in
+		 * run_sync. */
+		atomic_thread_fence(memory_order_release);
+		if (c->reset) {
+			reset_range(w, lo, n, seq, NULL, &ns_env);
+		} else {
+			const unsigned char *acts = c->acts + (size_t)w->grp_off * p->act_size;
+			uint64_t te = sr__now_ns();
+			uint32_t nd;
+
+			env_calls(w, lo, n, seq & (p->ring_cap - 1), acts);
+			ns_env = sr__now_ns() - te;
+			nd = bookkeep(w, lo, n, seq, acts, 0);
+			same_step_fixup(w, nd);
+		}
+		/* R1: publish (release) pairs with the collector's acquire. */
+		sr_ring_publish(p->ring, seq, n);
+	}
+	w->grp_next = k + 1;
+	/* GD0: release pairs with the acquire in sr__grp_wait (GD1): the
+	 * rows (and same-step extras) are published, and the command's
+	 * record is read for the last time. */
+	atomic_store_explicit(&w->grp_done, k + 1, memory_order_release);
+	if (w->index >= p->first_thread) /* inline worker 0: recv is this thread */
+		notify_recv(p);
+	t1 = sr__now_ns();
+	add_relaxed(&w->steps, n);
+	add_relaxed(&w->ns_env, ns_env);
+	add_relaxed(&w->ns_ring, (t1 - t0) - ns_env);
+}
+
+/* A worker thread: run the group commands published so far; returns how
+ * many. */
+static uint32_t drain_groups(struct sr__worker *w)
+{
+	/* GS1: acquire pairs with the release in sr__grp_publish (GS0): the
+	 * commands' records, their actions and the slots' claim. */
+	uint64_t sent = atomic_load_explicit(&w->pool->grp_sent, memory_order_acquire);
+	uint32_t n = 0;
+
+	for (; w->grp_next < sent; n++)
+		run_group(w, w->grp_next);
+	return n;
+}
+
 /*
  * Async: pop up to @max of the envs queued for @w (oldest first; worker
  * threads: p->drain_max), reserve one slot range for them and
@@ -601,10 +673,7 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 	same_step_fixup(w, nd);
 	/* R1: publish (release) pairs with the collector's acquire. */
 	sr_ring_publish(p->ring, seq0, k);
-	/* E0: tell a waiting recv; seq_cst pairs with main_sleeping (Dekker). */
-	atomic_fetch_add_explicit(&p->pub_evt, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&p->main_sleeping, memory_order_seq_cst))
-		sr__futex_wake(&p->pub_evt);
+	notify_recv(p);
 	t1 = sr__now_ns();
 	add_relaxed(&w->steps, k);
 	add_relaxed(&w->ns_env, ns_env);
@@ -711,7 +780,9 @@ static void *worker_main(void *arg)
 		if (cmd == SR__CMD_STOP)
 			break;
 		if (cmd == SR__CMD_ASYNC) {
-			while (drain_async(w, p->drain_max))
+			/* Groups first: per-env entries are queued only after
+			 * the pool left group mode, behind its groups. */
+			while (drain_groups(w) + drain_async(w, p->drain_max))
 				;
 		} else {
 			run_sync(w, cmd);
@@ -848,12 +919,75 @@ void sr__async_kick(sr_pool *p)
 
 uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 {
-	uint32_t n;
+	struct sr__worker *w0 = &p->workers[0];
+	uint32_t n = 0;
 
 	if (!p->first_thread)
 		return 0;
-	n = drain_async(&p->workers[0], max);
+	/* Group commands still in flight after the pool left group mode:
+	 * worker 0's shares first (the per-env recv waits on their slots). */
+	for (; w0->grp_next < p->grp_issued; n += w0->grp_m ? w0->grp_m : 1)
+		run_group(w0, w0->grp_next);
+	if (!n)
+		n = drain_async(w0, max);
 	inline_account(&p->workers[0]);
 	publish_shm(&p->workers[0]);
 	return n;
+}
+
+void sr__grp_publish(sr_pool *p)
+{
+	p->grp_issued++;
+	/* GS0: release pairs with GS1 in drain_groups: the command record,
+	 * its actions and the slots' claim before the count. */
+	atomic_store_explicit(&p->grp_sent, p->grp_issued, memory_order_release);
+	for (uint32_t i = p->first_thread; i < p->num_threads; i++)
+		if (p->workers[i].grp_m)
+			kick(&p->workers[i]);
+}
+
+void sr__grp_inline(sr_pool *p, uint64_t k)
+{
+	struct sr__worker *w0 = &p->workers[0];
+
+	if (!p->first_thread)
+		return;
+	while (w0->grp_next <= k)
+		run_group(w0, w0->grp_next);
+	inline_account(w0);
+	publish_shm(w0);
+}
+
+/* GD1: every worker thread that has envs in the groups has finished
+ * command @k (its rows are published: acquire pairs with GD0). */
+static bool grp_done(sr_pool *p, uint64_t k)
+{
+	for (uint32_t i = p->first_thread; i < p->num_threads; i++) {
+		const struct sr__worker *w = &p->workers[i];
+
+		if (w->grp_m && atomic_load_explicit(&w->grp_done, memory_order_acquire) <= k)
+			return false;
+	}
+	return true;
+}
+
+void sr__grp_wait(sr_pool *p, uint64_t k)
+{
+	uint32_t spins = 0;
+
+	while (!grp_done(p, k)) {
+		uint32_t v;
+
+		if (++spins < p->spin_iters) {
+			cpu_relax();
+			continue;
+		}
+		/* E1: the Dekker handshake with notify_recv (E0), as recv's
+		 * wait for a row. */
+		atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
+		v = atomic_load_explicit(&p->pub_evt, memory_order_seq_cst);
+		if (!grp_done(p, k))
+			sr__futex_wait(&p->pub_evt, v);
+		atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
+	}
 }

@@ -585,6 +585,182 @@ static void test_async_ring_order(void **st)
 	sr_pool_destroy(p);
 }
 
+/*
+ * Async batch groups (batch_size divides num_envs): the env ids of group
+ * @g in batch row order, from the workers' slices (each worker has
+ * num_envs / G envs, its g-th run of batch_size / T of them in group g).
+ */
+static void group_ids(sr_pool *p, uint32_t G, uint32_t g, uint32_t *ids)
+{
+	uint32_t row = 0;
+
+	for (uint32_t w = 0; w < sr_pool_num_threads(p); w++) {
+		sr_pool_worker_stats ws;
+		uint32_t m;
+
+		assert_int_equal(sr_pool_worker_stats_get(p, w, &ws), 0);
+		assert_int_equal(ws.num_envs % G, 0);
+		m = ws.num_envs / G;
+		for (uint32_t j = 0; j < m; j++)
+			ids[row++] = ws.first_env + g * m + j;
+	}
+	assert_int_equal(row, sr_pool_batch_size(p));
+}
+
+/* Check batch @b: the rows are group @g (a view of the ring's own slots,
+ * the cursor just past them), each env's counter at its expected @sum,
+ * which then takes the action sent next (in @act). */
+static void check_group(sr_pool *p, const sr_batch *b, uint32_t G, uint32_t g, double *sum,
+			int32_t *act, int it)
+{
+	sr_ring *r = sr_pool_ring(p);
+	const uint64_t mask = sr_ring_capacity(r) - 1;
+	uint32_t ids[64];
+
+	group_ids(p, G, g, ids);
+	assert_int_equal(b->n, sr_pool_batch_size(p));
+	assert_ptr_equal(b->obs, sr_ring_obs_col(r) + (b->first_seq & mask) * 3);
+	assert_int_equal(sr_ring_cursor(r), b->first_seq + b->n);
+	for (uint32_t i = 0; i < b->n; i++) {
+		uint32_t e = b->env_id[i];
+
+		assert_int_equal(e, ids[i]);
+		assert_float_equal(b->obs[i * 3 + 2], (float)e, 0);
+		assert_float_equal(b->obs[i * 3 + 1], (float)sum[e], 0);
+		act[i] = (int32_t)((e + (uint32_t)it) % 3);
+		sum[e] += act[i];
+	}
+}
+
+/*
+ * Sending back each batch (env ids NULL or the same ids), batch k is
+ * group k % G. Sending part of a batch leaves group mode: the groups in
+ * flight come back as rows, nothing lost or repeated. Whole groups sent
+ * with nothing in flight are group mode again, received in send order.
+ */
+static void groups_run(uint32_t flags)
+{
+	sr_env_spec s = cnt_spec(1000000, 0);
+	const uint32_t N = 64, B = 16, G = 4;
+	sr_pool *p;
+	const sr_batch *b;
+	double sum[64] = {0};
+	uint32_t ids[64], sent[64], got[64] = {0};
+	int32_t act[64];
+	sr_rng rng;
+
+	mk_flags = flags;
+	p = mk(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP);
+	mk_flags = 0;
+	assert_int_equal(sr_pool_reset(p, NULL), 0);
+	for (int it = 0; it < 200; it++) {
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		check_group(p, b, G, (uint32_t)it % G, sum, act, it);
+		memcpy(ids, b->env_id, B * sizeof(*ids));
+		assert_int_equal(sr_pool_send(p, act, it % 2 ? NULL : ids, B), 0);
+	}
+	/* Leave: half of a batch. Then rows, each env once per send. */
+	assert_int_equal(sr_pool_recv(p, &b), 0);
+	check_group(p, b, G, 200 % G, sum, act, 200);
+	memcpy(ids, b->env_id, B * sizeof(*ids));
+	assert_int_equal(sr_pool_send(p, act, ids, B / 2), 0);
+	for (uint32_t e = 0; e < N; e++)
+		sent[e] = 1;
+	for (uint32_t i = B / 2; i < B; i++) {
+		sum[ids[i]] -= act[i]; /* not sent */
+		sent[ids[i]] = 0;
+	}
+	sr_rng_seed(&rng, 3, 0);
+	for (int it = 0; it < 100; it++) {
+		uint32_t k = 0;
+
+		/* Keep at least a batch in flight: send what is not. */
+		for (uint32_t e = 0; e < N; e++)
+			if (got[e] == sent[e] && !(sr_rng_next(&rng) & 3))
+				ids[k++] = e;
+		for (uint32_t i = 0; i < k; i++) {
+			act[i] = (int32_t)(sr_rng_next(&rng) % 3);
+			sum[ids[i]] += act[i];
+			sent[ids[i]]++;
+		}
+		if (k)
+			assert_int_equal(sr_pool_send(p, act, ids, k), 0);
+		{
+			uint32_t inflight = 0;
+			for (uint32_t e = 0; e < N; e++)
+				inflight += sent[e] - got[e];
+			if (inflight < B)
+				continue;
+		}
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		assert_int_equal(b->n, B);
+		for (uint32_t i = 0; i < B; i++) {
+			uint32_t e = b->env_id[i];
+
+			assert_int_equal(++got[e], sent[e]);
+			assert_float_equal(b->obs[i * 3 + 1], (float)sum[e], 0);
+		}
+	}
+	/* Receive everything, then send whole groups by ids: group mode. */
+	for (;;) {
+		uint32_t inflight = 0;
+		for (uint32_t e = 0; e < N; e++)
+			inflight += sent[e] - got[e];
+		if (inflight < B)
+			break;
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		for (uint32_t i = 0; i < B; i++)
+			assert_int_equal(++got[b->env_id[i]], sent[b->env_id[i]]);
+	}
+	{
+		/* Less than a batch in flight: make it one with envs that
+		 * are not, and receive it, so that nothing is in flight. */
+		uint32_t k = 0, inflight = 0;
+		for (uint32_t e = 0; e < N; e++)
+			inflight += sent[e] - got[e];
+		if (inflight) {
+			for (uint32_t e = 0; e < N && k + inflight < B; e++)
+				if (got[e] == sent[e])
+					ids[k++] = e;
+			for (uint32_t i = 0; i < k; i++) {
+				act[i] = 0;
+				sent[ids[i]]++;
+			}
+			assert_int_equal(sr_pool_send(p, act, ids, k), 0);
+			assert_int_equal(sr_pool_recv(p, &b), 0);
+			for (uint32_t i = 0; i < B; i++)
+				assert_int_equal(++got[b->env_id[i]], sent[b->env_id[i]]);
+		}
+	}
+	{
+		static const uint32_t order[4] = {1, 3, 0, 2};
+
+		for (uint32_t k = 0; k < G; k++) {
+			group_ids(p, G, order[k], ids);
+			for (uint32_t i = 0; i < B; i++)
+				act[i] = 1;
+			assert_int_equal(sr_pool_send(p, act, ids, B), 0);
+			for (uint32_t i = 0; i < B; i++)
+				sum[ids[i]] += 1;
+		}
+		for (int it = 0; it < 40; it++) {
+			uint32_t g = order[it % 4];
+
+			assert_int_equal(sr_pool_recv(p, &b), 0);
+			check_group(p, b, G, g, sum, act, it);
+			assert_int_equal(sr_pool_send(p, act, NULL, B), 0);
+		}
+	}
+	sr_pool_destroy(p);
+}
+
+static void test_async_groups(void **st)
+{
+	(void)st;
+	groups_run(0);
+	groups_run(SR_POOL_F_NO_INLINE);
+}
+
 static void test_async_ready_no_inline(void **st)
 {
 	mk_flags = SR_POOL_F_NO_INLINE;
@@ -837,17 +1013,16 @@ static void test_many_envs_threads(void **st)
 }
 
 /* Async + SAME_STEP: done rows show the reset obs, final_obs rows the
- * final obs (gathered in batch order); NEXT_STEP + SR_POOL_F_FINAL_OBS in
- * sync: final_obs row = the obs of the finishing step. */
-static void test_final_obs(void **st)
+ * final obs (gathered in batch order). @N envs, batch @B: with B dividing
+ * N, batch groups (the same-step extras land between the groups' slots). */
+static void final_obs_async(uint32_t N, uint32_t B)
 {
 	sr_env_spec s = cnt_spec(4, 0);
-	const uint32_t N = 9, B = 4;
 	sr_pool *p = mk(&s, N, thr(2), B, SR_AUTORESET_SAME_STEP);
 	const sr_batch *b;
-	int32_t act[9];
-	uint32_t ids[9], seen_done = 0;
-	double sum[9] = {0};
+	int32_t act[16];
+	uint32_t ids[16], seen_done = 0;
+	double sum[16] = {0};
 
 	assert_int_equal(sr_pool_reset(p, NULL), 0);
 	for (int it = 0; it < 200; it++) {
@@ -873,7 +1048,19 @@ static void test_final_obs(void **st)
 	}
 	assert_true(seen_done > 10);
 	sr_pool_destroy(p);
+}
 
+/* final_obs_async, then NEXT_STEP + SR_POOL_F_FINAL_OBS in sync:
+ * final_obs row = the obs of the finishing step. */
+static void test_final_obs(void **st)
+{
+	sr_env_spec s = cnt_spec(4, 0);
+	sr_pool *p;
+	const sr_batch *b;
+
+	(void)st;
+	final_obs_async(9, 4);
+	final_obs_async(16, 8);
 	{
 		sr_pool_opts o;
 		int32_t a2[2] = {2, 2};
@@ -1030,6 +1217,7 @@ int main(void)
 		cmocka_unit_test(test_async_send_last),
 		cmocka_unit_test(test_async_fair),
 		cmocka_unit_test(test_async_ring_order),
+		cmocka_unit_test(test_async_groups),
 		cmocka_unit_test(test_async_matches_sync),
 		cmocka_unit_test(test_stats_shm),
 		cmocka_unit_test(test_many_envs_threads),

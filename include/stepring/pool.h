@@ -10,7 +10,15 @@
  * Async mode (batch_size < num_envs): sr_pool_send(actions, env_ids, n)
  * hands actions to the envs' workers and returns at once; sr_pool_recv()
  * returns the first batch_size envs whose step finished, env_id says which.
- * An env is never returned twice without a send in between.
+ * An env is never returned twice without a send in between. When
+ * batch_size divides num_envs (and is at least num_threads), the envs form
+ * num_envs / batch_size fixed groups of batch_size (each worker's slice is
+ * cut into as many runs, one per group), an async reset queues them group
+ * by group, and a send of a whole group (the last batch: env_ids NULL or
+ * the same ids) is stepped like a sync slice per worker with no per-env
+ * queueing: recv then returns the oldest group, the batch is a view of its
+ * slots, and every env comes back once per num_envs / batch_size batches.
+ * Any other send falls back to per-env queues, with the same contract.
  *
  * Batches are views valid until the next call on the pool. The pool is
  * driven from one thread (not thread safe across calls); its workers and
