@@ -236,10 +236,12 @@ static int collect_group(sr_pool *p, const sr_batch **out)
 	/* last_ids: for a send that names the envs, or leaves group mode. */
 	for (uint32_t i = 0; i < p->num_threads; i++) {
 		const struct sr__worker *w = &p->workers[i];
-		const uint32_t e0 = w->first_env + g * w->grp_m;
+		/* Locals: the stores may alias the worker's fields. */
+		const uint32_t e0 = w->first_env + g * w->grp_m, m = w->grp_m;
+		uint32_t *restrict ids = p->last_ids + w->grp_off;
 
-		for (uint32_t j = 0; j < w->grp_m; j++)
-			p->last_ids[w->grp_off + j] = e0 + j;
+		for (uint32_t j = 0; j < m; j++)
+			ids[j] = e0 + j;
 	}
 	p->last_n = need;
 	p->sent_since_recv = false;
