@@ -226,9 +226,17 @@ static void test_verdict_copy(void **st)
 	assert_true(has(&v, "send + collect"));
 	assert_true(has(&v, "sync mode: 3600000 steps/s (1.50x)"));
 	assert_true(has(&v, "--mode sync"));
+	assert_true(has(&v, "each batch"));
+	assert_false(has(&v, "batch groups"));
 	in.other_mode_sps = 1.2e6;
 	tune_diagnose(&in, &v);
 	assert_false(has(&v, "--mode sync"));
+	/* A batch that does not divide the envs: per-env work, and the
+	 * advice to make it divide them. */
+	in.batch = 500;
+	tune_diagnose(&in, &v);
+	assert_true(has(&v, "every row"));
+	assert_true(has(&v, "batch groups"));
 }
 
 /* A sync loop whose workers step at different speeds names the slow one;

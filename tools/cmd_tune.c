@@ -286,10 +286,19 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 		why(v, "ring + copy take %d%% of the batch, more than env (%d%%) and policy (%d%%)",
 		    pct(data), pct(s->env), pct(s->policy));
 		if (in->async) {
-			/* Copy includes send here: per-row work on the trainer
-			 * thread that a cheap env cannot hide. */
-			why(v, "in async mode the trainer thread queues every action and collects "
-			       "every row (send + collect), of the order of a cheap env's step");
+			/* Copy includes send here: the trainer thread's own work,
+			 * per batch with batch groups, per row without. */
+			if (in->batch && in->envs % in->batch == 0 && in->batch >= in->threads) {
+				why(v, "in async mode the trainer thread sends and collects each batch "
+				       "(send + collect): with small batches its fixed costs weigh");
+			} else {
+				why(v, "in async mode the trainer thread queues every action and "
+				       "collects every row (send + collect), of the order of a cheap "
+				       "env's step");
+				advise(v, "a batch size that divides the env count and is at least the "
+					  "thread count: the envs then form batch groups, each sent and "
+					  "received whole, with no per-env work");
+			}
 			if (in->other_mode_sps > 0)
 				why(v, "the same loop in sync mode: %.0f steps/s (%.2fx)",
 				    in->other_mode_sps, l > 0 ? in->other_mode_sps / l : 0);
