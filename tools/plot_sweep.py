@@ -160,9 +160,12 @@ def main(argv=None):
         axb.set_title(f"time breakdown: {key}", fontsize=10)
         axb.grid(True, alpha=0.3)
         if i == len(area) - 1:
-            axb.legend(loc="upper right", fontsize=8, framealpha=0.9)  # over wait
+            # Below the panels: inside one it covered the bound labels
+            # of the largest num_envs.
+            handles, labels = axb.get_legend_handles_labels()
+            fig.legend(handles, labels, loc="lower center", ncol=len(SHARES), fontsize=8)
 
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.035, 1, 1))
     fig.savefig(out, dpi=110)
     print(out)
     return 0
