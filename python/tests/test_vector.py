@@ -222,6 +222,35 @@ def test_async_env_id_bookkeeping():
         assert counts.min() >= 3, counts
 
 
+def test_async_batch_groups():
+    """batch_size divides num_envs: reset() then step() cycle through the
+    fixed groups in order (each a run of every worker's envs), every batch a
+    view of the ring; sending other envs still works (per-env queues)."""
+    n, b = 16, 4
+    with stepring.make_vec("CartPole-v1", n, mode="async", batch_size=b, num_threads=2,
+                           seed=3, bind="none") as e:
+        base, length = e.ring_memory()
+        ws = e.worker_stats()
+        m = [w["num_envs"] // (n // b) for w in ws]
+        groups = [np.concatenate([w["first_env"] + g * mw + np.arange(mw)
+                                  for w, mw in zip(ws, m)]) for g in range(n // b)]
+        obs, info = e.reset()
+        for k in range(3 * (n // b)):
+            assert info["env_id"].tolist() == groups[k % (n // b)].tolist()
+            p = obs.__array_interface__["data"][0]
+            assert base <= p and p + obs.nbytes <= base + length
+            obs, _, _, _, info = e.step(np.zeros(b, np.int32))
+        # part of a batch: per-env queues from here, each env once per send
+        last = info["env_id"].copy()
+        e.send(np.ones(2, np.int32), env_id=last[:2])
+        e.send(np.ones(2, np.int32), env_id=last[2:])
+        seen = []
+        for _ in range(n // b):
+            _, r, _, _, info = e.recv()
+            seen += info["env_id"].tolist()
+        assert sorted(seen) == list(range(n))
+
+
 def test_async_send_recv_explicit_ids():
     with stepring.make_vec("CartPole-v1", 4, mode="async", batch_size=2, seed=5) as e:
         obs, info = e.reset()
