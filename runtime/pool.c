@@ -202,7 +202,8 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	p->c_env = sr_ring_env_id_col(p->ring);
 	p->c_prev = sr_ring_prev_col(p->ring);
 
-	/* Slices: contiguous, sizes differ by at most one. */
+	/* Slices: contiguous, sizes differ by at most one (with batch groups,
+	 * below: multiples of the group count, differing by at most that). */
 	p->workers = aligned_alloc(SR_CACHELINE, sizeof(*p->workers) * T);
 	p->env_worker = calloc(p->num_envs, sizeof(*p->env_worker));
 	p->inflight = calloc(p->num_envs, 1);
