@@ -670,6 +670,11 @@ int sr_pool_worker_cpu(const sr_pool *p, uint32_t worker)
 	return p->workers[worker].cpu;
 }
 
+uint32_t sr_pool_batch_groups(const sr_pool *p)
+{
+	return p ? p->grp_n : 0;
+}
+
 uint32_t sr_pool_batch_size(const sr_pool *p)
 {
 	return p ? p->batch_size : 0;

@@ -36,7 +36,7 @@ $sr bench env --env CartPole-v1 --seconds 0.1 --json |
 $sr bench pool --env CartPole-v1 --envs 64 --threads 1 --seconds 0.2 --warmup 0.05 --cooldown 0.05 --json |
 	check "bench pool sync" "steps_per_sec raw_steps_per_sec efficiency p50_us p90_us p99_us breakdown.share_env breakdown.share_wait workers"
 $sr bench pool --env CartPole-v1 --envs 64 --threads 1 --batch 32 --seconds 0.2 --warmup 0.05 --cooldown 0.05 --json |
-	check "bench pool async" "steps_per_sec efficiency p99_us breakdown breakdown.ns_send breakdown.share_send"
+	check "bench pool async" "steps_per_sec efficiency p99_us breakdown breakdown.ns_send breakdown.share_send batch_groups"
 $sr bench ring --seconds 0.02 --repeat 1 --capacity 4096 --json |
 	check "bench ring" "what producers bulk ns_per_transition"
 $sr bench replay --seconds 0.02 --repeat 1 --obs-dims 4 --capacity 4096 --json |

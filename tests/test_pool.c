@@ -585,6 +585,8 @@ static void test_async_ring_order(void **st)
 	sr_pool_destroy(p);
 }
 
+static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags);
+
 /*
  * Async batch groups (batch_size divides num_envs): the env ids of group
  * @g in batch row order, from the workers' slices (each worker has
@@ -756,9 +758,30 @@ static void groups_run(uint32_t flags)
 
 static void test_async_groups(void **st)
 {
+	sr_env_spec s = cnt_spec(3, 0);
+	sr_pool *p;
+
 	(void)st;
 	groups_run(0);
 	groups_run(SR_POOL_F_NO_INLINE);
+	/* Which pools have groups: the batch tiles the envs, and has a row
+	 * for every thread. */
+	p = mk(&s, 64, thr(2), 16, SR_AUTORESET_NEXT_STEP);
+	assert_int_equal(sr_pool_batch_groups(p), 4);
+	sr_pool_destroy(p);
+	p = mk(&s, 64, thr(2), 24, SR_AUTORESET_NEXT_STEP); /* 64 % 24 != 0 */
+	assert_int_equal(sr_pool_batch_groups(p), 0);
+	sr_pool_destroy(p);
+	p = mk(&s, 64, thr(2), 0, SR_AUTORESET_NEXT_STEP); /* sync */
+	assert_int_equal(sr_pool_batch_groups(p), 0);
+	sr_pool_destroy(p);
+	p = mk3(&s, 12, 2, 0); /* 2 rows, 3 threads */
+	assert_int_equal(sr_pool_batch_groups(p), 0);
+	sr_pool_destroy(p);
+	p = mk3(&s, 12, 3, 0); /* 3 threads, 4 envs each: 4 groups */
+	assert_int_equal(sr_pool_batch_groups(p), 4);
+	sr_pool_destroy(p);
+	assert_int_equal(sr_pool_batch_groups(NULL), 0);
 }
 
 static void test_async_ready_no_inline(void **st)

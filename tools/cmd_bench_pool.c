@@ -429,6 +429,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	r->threads_used = T;
 	n_per = (cfg->envs + T - 1) / T;
 	d.rows = sr_pool_batch_size(p);
+	r->batch_groups = sr_pool_batch_groups(p);
 	d.asz = sr_env_action_size(&spec);
 	d.acts = make_actions(&spec, d.rows, cfg->seed);
 	d.lat = malloc(MAX_LAT * sizeof(float));
@@ -640,14 +641,14 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		   "\"raw_steps_per_cpu_sec\":%.1f,\"efficiency_cpu\":%.4f,"
 		   "\"rounds\":%u,\"efficiency_min\":%.4f,\"efficiency_max\":%.4f,"
 		   "\"raw_parallel_steps_per_sec\":%.1f,\"efficiency_parallel\":%.4f,"
-		   "\"parallel_scaling\":%.4f,",
+		   "\"parallel_scaling\":%.4f,\"batch_groups\":%u,",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
 		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb,
 		(unsigned long long)r->batches, (unsigned long long)r->episodes,
 		r->p50_steps_per_sec, r->raw_p50_steps_per_sec, r->efficiency_p50,
 		r->steps_per_cpu_sec, r->raw_steps_per_cpu_sec, r->efficiency_cpu, r->rounds,
 		r->efficiency_min, r->efficiency_max, r->raw_parallel_steps_per_sec,
-		r->efficiency_parallel, r->parallel_scaling);
+		r->efficiency_parallel, r->parallel_scaling, r->batch_groups);
 	fprintf(f, "\"breakdown\":{\"ns_env_step\":%.1f,\"ns_ring\":%.1f,\"ns_copy\":%.1f,"
 		   "\"ns_policy\":%.1f,\"ns_wait\":%.1f,\"share_env\":%.4f,\"share_ring\":%.4f,"
 		   "\"share_copy\":%.4f,\"share_policy\":%.4f,\"share_wait\":%.4f,"
@@ -786,6 +787,12 @@ int bench_pool(int argc, char **argv)
 	}
 	printf("pool %s: %u envs, %u threads, %s, batch %u, %.2f s\n", spec.id, c.envs,
 	       r.threads_used, c.async ? "async" : "sync", c.batch, r.seconds);
+	if (c.async && r.batch_groups)
+		printf("  async sends   by batch group (%u groups of %u envs; the loop sends back "
+		       "each batch)\n", r.batch_groups, c.batch);
+	else if (c.async)
+		printf("  async sends   per env (batch %u does not divide %u envs, or is below the "
+		       "thread count: no batch groups)\n", c.batch, c.envs);
 	printf("  steps/s       %.0f\n", r.steps_per_sec);
 	printf("  raw steps/s   %.0f  (one thread, %u envs)\n", r.raw_steps_per_sec,
 	       (c.envs + r.threads_used - 1) / r.threads_used);

@@ -131,6 +131,11 @@ SR_EXPORT sr_ring *sr_pool_ring(const sr_pool *p);
 SR_EXPORT uint32_t sr_pool_num_envs(const sr_pool *p);
 SR_EXPORT uint32_t sr_pool_num_threads(const sr_pool *p);
 SR_EXPORT uint32_t sr_pool_batch_size(const sr_pool *p);
+/** Async: how many batch groups the envs form (num_envs / batch_size when
+ * batch_size divides num_envs and is at least num_threads: sends of a
+ * whole batch then go by group, see the contract above); 0 for a sync pool,
+ * a batch that does not tile the envs, or NULL. */
+SR_EXPORT uint32_t sr_pool_batch_groups(const sr_pool *p);
 /** The CPU worker @worker is bound to (worker 0 is the calling thread
  * unless SR_POOL_F_NO_INLINE): >= 0, -ENOENT when it is not bound to one
  * CPU (bind numa or none), -EINVAL for a worker that does not exist. */

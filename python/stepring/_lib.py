@@ -233,6 +233,7 @@ _OPTIONAL = {
     "sr_pool_num_threads": (c_u32, [c_vp]),
     "sr_pool_worker_cpu": (ctypes.c_int, [c_vp, c_u32]),
     "sr_pool_batch_size": (c_u32, [c_vp]),
+    "sr_pool_batch_groups": (c_u32, [c_vp]),
     "sr_pool_stats_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_pool_stats)]),
     "sr_pool_worker_stats_get": (ctypes.c_int, [c_vp, c_u32,
                                                 ctypes.POINTER(sr_pool_worker_stats)]),

@@ -431,6 +431,13 @@ class VectorEnv:
     def num_threads(self):
         return int(lib.sr_pool_num_threads(self._live()))
 
+    @property
+    def batch_groups(self):
+        """Async: how many fixed batch groups the envs form (step() then
+        cycles through them), 0 when batch_size does not tile num_envs (or
+        is below the thread count) and in sync mode."""
+        return int(lib.sr_pool_batch_groups(self._live()))
+
     def worker_cpus(self):
         """The CPU each worker thread is bound to, None where it is not bound
         to one (bind numa or none; worker 0 is this thread, which the pool

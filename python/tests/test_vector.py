@@ -229,6 +229,7 @@ def test_async_batch_groups():
     n, b = 16, 4
     with stepring.make_vec("CartPole-v1", n, mode="async", batch_size=b, num_threads=2,
                            seed=3, bind="none") as e:
+        assert e.batch_groups == n // b
         base, length = e.ring_memory()
         ws = e.worker_stats()
         m = [w["num_envs"] // (n // b) for w in ws]
@@ -249,6 +250,10 @@ def test_async_batch_groups():
             _, r, _, _, info = e.recv()
             seen += info["env_id"].tolist()
         assert sorted(seen) == list(range(n))
+    with stepring.make_vec("CartPole-v1", 10, mode="async", batch_size=4) as e:
+        assert e.batch_groups == 0  # 4 does not divide 10: per-env queues
+    with stepring.make_vec("CartPole-v1", 8) as e:
+        assert e.batch_groups == 0  # sync
 
 
 def test_async_send_recv_explicit_ids():
