@@ -1037,15 +1037,23 @@ static void test_many_envs_threads(void **st)
 
 /* Async + SAME_STEP: done rows show the reset obs, final_obs rows the
  * final obs (gathered in batch order). @N envs, batch @B: with B dividing
- * N, batch groups (the same-step extras land between the groups' slots). */
-static void final_obs_async(uint32_t N, uint32_t B)
+ * N, batch groups (the same-step extras land between the groups' slots).
+ * At iteration @split (< 0: never) only half of the batch is sent, the
+ * rest with the next one: the pool leaves group mode with a group and
+ * its extras still in flight, and goes on by rows. */
+static void final_obs_async(uint32_t N, uint32_t B, int split)
 {
 	sr_env_spec s = cnt_spec(4, 0);
 	sr_pool *p = mk(&s, N, thr(2), B, SR_AUTORESET_SAME_STEP);
 	const sr_batch *b;
-	int32_t act[16];
-	uint32_t ids[16], seen_done = 0;
+	int32_t act[32];
+	uint32_t ids[32], seen_done = 0, held = 0, held_ids[16];
+	int32_t held_act[16];
+	uint32_t sent[16], got[16] = {0};
 	double sum[16] = {0};
+
+	for (uint32_t e = 0; e < N; e++)
+		sent[e] = 1; /* the reset */
 
 	assert_int_equal(sr_pool_reset(p, NULL), 0);
 	for (int it = 0; it < 200; it++) {
@@ -1064,10 +1072,30 @@ static void final_obs_async(uint32_t N, uint32_t B)
 			} else {
 				sum[e] = b->obs[i * 3 + 1];
 			}
+			assert_int_equal(++got[e], sent[e]);
 			ids[i] = e;
 			act[i] = (int32_t)((e + it) % 3);
 		}
-		assert_int_equal(sr_pool_send(p, act, ids, b->n), 0);
+		{
+			uint32_t n = b->n, k = held;
+
+			/* the rows held back last time go with this batch */
+			for (uint32_t j = 0; j < k; j++) {
+				ids[n + j] = held_ids[j];
+				act[n + j] = held_act[j];
+			}
+			n += k;
+			held = 0;
+			if (it == split) {
+				held = b->n / 2;
+				n -= held;
+				memcpy(held_ids, ids + n, held * sizeof(*ids));
+				memcpy(held_act, act + n, held * sizeof(*act));
+			}
+			for (uint32_t j = 0; j < n; j++)
+				sent[ids[j]]++;
+			assert_int_equal(sr_pool_send(p, act, ids, n), 0);
+		}
 	}
 	assert_true(seen_done > 10);
 	sr_pool_destroy(p);
@@ -1082,8 +1110,9 @@ static void test_final_obs(void **st)
 	const sr_batch *b;
 
 	(void)st;
-	final_obs_async(9, 4);
-	final_obs_async(16, 8);
+	final_obs_async(9, 4, -1);
+	final_obs_async(16, 8, -1);
+	final_obs_async(16, 8, 50);
 	{
 		sr_pool_opts o;
 		int32_t a2[2] = {2, 2};
