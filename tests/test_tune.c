@@ -180,6 +180,7 @@ static void test_verdict_policy(void **st)
 	assert_true(has(&v, "bigger batch"));
 	assert_true(has(&v, "async mode"));
 	assert_true(has(&v, "GPU"));
+	assert_false(has(&v, "NO_INLINE")); /* sync: nothing to step meanwhile */
 	f = open_memstream(&buf, &len);
 	tune_print_verdict(f, &v);
 	fclose(f);
@@ -197,6 +198,13 @@ static void test_verdict_policy(void **st)
 	assert_false(has(&v, "async mode:"));
 	assert_false(has(&v, "device cuda"));
 	assert_true(has(&v, "not measured"));
+	/* Async with two threads: the trainer thread steps its envs after
+	 * the policy; one thread fewer without inline stepping is advised. */
+	assert_true(has(&v, "--threads 1"));
+	assert_true(has(&v, "NO_INLINE"));
+	in.threads = 1;
+	tune_diagnose(&in, &v);
+	assert_false(has(&v, "NO_INLINE"));
 }
 
 static void test_verdict_copy(void **st)

@@ -325,6 +325,14 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 		if (!in->async)
 			advise(v, "async mode: envs step while the policy runs, so the loop "
 				  "approaches min(env, policy) instead of their harmonic sum");
+		else if (in->threads > 1)
+			/* Worker 0's envs are stepped by the trainer thread, after
+			 * its policy: with no-inline the other threads step them
+			 * while it runs. */
+			advise(v, "the trainer thread steps no envs (SR_POOL_F_NO_INLINE, bench "
+				  "pool --no-inline) with one thread fewer (--threads %u): the "
+				  "envs then step while the policy runs",
+			       in->threads - 1);
 		if (!in->cuda)
 			advise(v, "run the policy on a GPU (device cuda) when one is present");
 		advise(v, "a smaller model, or fewer policy calls per env step (frame skip)");
