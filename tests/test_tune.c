@@ -205,6 +205,11 @@ static void test_verdict_policy(void **st)
 	in.threads = 1;
 	tune_diagnose(&in, &v);
 	assert_false(has(&v, "NO_INLINE"));
+	in.threads = 2; /* env 1% of the batch: nothing to gain */
+	in.loop = (struct tune_shares){.env = 0.01, .ring = 0.0, .copy = 0.0, .policy = 0.99};
+	tune_diagnose(&in, &v);
+	assert_int_equal(v.bound, TUNE_BOUND_POLICY);
+	assert_false(has(&v, "NO_INLINE"));
 }
 
 static void test_verdict_copy(void **st)

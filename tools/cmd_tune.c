@@ -325,10 +325,11 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 		if (!in->async)
 			advise(v, "async mode: envs step while the policy runs, so the loop "
 				  "approaches min(env, policy) instead of their harmonic sum");
-		else if (in->threads > 1)
+		else if (in->threads > 1 && s->env >= 0.05)
 			/* Worker 0's envs are stepped by the trainer thread, after
 			 * its policy: with no-inline the other threads step them
-			 * while it runs. */
+			 * while it runs (worth it when stepping shows in the
+			 * batch at all). */
 			advise(v, "the trainer thread steps no envs (SR_POOL_F_NO_INLINE, bench "
 				  "pool --no-inline) with one thread fewer (--threads %u): the "
 				  "envs then step while the policy runs",
