@@ -373,6 +373,7 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 		}
 	}
 	p->last_n = need;
+	p->grp_last = -1; /* rows, not a group: send(NULL) must not take it for one */
 	p->sent_since_recv = false;
 	p->n_inflight -= need;
 	/* R2: the slots before pos are read; the view stays valid (Room). */

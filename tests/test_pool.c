@@ -784,6 +784,114 @@ static void test_async_groups(void **st)
 	assert_int_equal(sr_pool_batch_groups(NULL), 0);
 }
 
+/*
+ * Random sequences of async calls on a pool with batch groups: recv, sends
+ * of the last batch (NULL or its ids), of a random set of the envs not in
+ * flight in a random order, of a whole group by its ids, and async resets,
+ * so that the pool goes in and out of group mode in every way. Each env
+ * comes back exactly once per send, with its counter at the sum of the
+ * actions sent to it since its last reset; recv with less than a batch in
+ * flight is refused.
+ */
+static void mixed_run(uint32_t flags, uint64_t seed)
+{
+	sr_env_spec s = cnt_spec(1000000, 0);
+	enum { N = 24, B = 8, G = 3 };
+	sr_pool *p;
+	const sr_batch *b;
+	double sum[N] = {0};
+	uint32_t sent[N], got[N] = {0}, ids[N], last[B], nlast = 0, inflight = N;
+	int32_t act[N];
+	sr_rng rng;
+
+	mk_flags = flags;
+	p = mk(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP);
+	mk_flags = 0;
+	assert_int_equal(sr_pool_batch_groups(p), G);
+	sr_rng_seed(&rng, seed, 0);
+	assert_int_equal(sr_pool_reset(p, NULL), 0);
+	for (uint32_t e = 0; e < N; e++)
+		sent[e] = 1;
+	for (int it = 0; it < 3000; it++) {
+		uint32_t op = (uint32_t)(sr_rng_next(&rng) % 100), n = 0;
+		bool free_last = nlast > 0;
+
+		for (uint32_t i = 0; i < nlast; i++)
+			free_last &= sent[last[i]] == got[last[i]];
+		if (op < 45) { /* recv */
+			if (inflight < B) {
+				assert_int_equal(sr_pool_recv(p, &b), -EINVAL);
+				continue;
+			}
+			assert_int_equal(sr_pool_recv(p, &b), 0);
+			assert_int_equal(b->n, B);
+			for (uint32_t i = 0; i < B; i++) {
+				uint32_t e = b->env_id[i];
+
+				assert_true(e < N);
+				assert_int_equal(++got[e], sent[e]);
+				assert_float_equal(b->obs[i * 3 + 1], (float)sum[e], 0);
+				last[i] = e;
+			}
+			nlast = B;
+			inflight -= B;
+			continue;
+		}
+		if (op < 98 && op >= 45 + 30 && free_last) { /* the last batch again */
+			memcpy(ids, last, sizeof(last));
+			n = B;
+		} else if (op < 98 && op >= 45 + 15) { /* a whole group by its ids */
+			uint32_t g = (uint32_t)(sr_rng_next(&rng) % G);
+			bool ok = true;
+
+			group_ids(p, G, g, ids);
+			for (uint32_t i = 0; i < B; i++)
+				ok &= sent[ids[i]] == got[ids[i]];
+			n = ok ? B : 0;
+		} else if (op < 98) { /* envs not in flight, random order */
+			for (uint32_t e = 0; e < N; e++)
+				if (sent[e] == got[e] && (sr_rng_next(&rng) & 1))
+					ids[n++] = e;
+			for (uint32_t i = n; i > 1; i--) {
+				uint32_t j = (uint32_t)(sr_rng_next(&rng) % i), t = ids[i - 1];
+				ids[i - 1] = ids[j];
+				ids[j] = t;
+			}
+		} else { /* async reset: what is in flight is dropped */
+			assert_int_equal(sr_pool_reset(p, NULL), 0);
+			for (uint32_t e = 0; e < N; e++) {
+				sent[e] = got[e] + 1;
+				sum[e] = 0;
+			}
+			inflight = N;
+			nlast = 0;
+			continue;
+		}
+		if (!n)
+			continue;
+		for (uint32_t i = 0; i < n; i++) {
+			act[i] = (int32_t)(sr_rng_next(&rng) % 3);
+			sum[ids[i]] += act[i];
+			sent[ids[i]]++;
+		}
+		/* The last batch by NULL half the time. */
+		if (n == B && !memcmp(ids, last, sizeof(last)) && (sr_rng_next(&rng) & 1))
+			assert_int_equal(sr_pool_send(p, act, NULL, B), 0);
+		else
+			assert_int_equal(sr_pool_send(p, act, ids, n), 0);
+		inflight += n;
+	}
+	sr_pool_destroy(p);
+}
+
+static void test_async_mixed(void **st)
+{
+	(void)st;
+	mixed_run(0, 1);
+	mixed_run(0, 2);
+	mixed_run(SR_POOL_F_NO_INLINE, 3);
+}
+
 static void test_async_ready_no_inline(void **st)
 {
 	mk_flags = SR_POOL_F_NO_INLINE;
@@ -1270,6 +1378,7 @@ int main(void)
 		cmocka_unit_test(test_async_fair),
 		cmocka_unit_test(test_async_ring_order),
 		cmocka_unit_test(test_async_groups),
+		cmocka_unit_test(test_async_mixed),
 		cmocka_unit_test(test_async_matches_sync),
 		cmocka_unit_test(test_stats_shm),
 		cmocka_unit_test(test_many_envs_threads),
