@@ -791,11 +791,13 @@ static void test_async_groups(void **st)
  * so that the pool goes in and out of group mode in every way. Each env
  * comes back exactly once per send, with its counter at the sum of the
  * actions sent to it since its last reset; recv with less than a batch in
- * flight is refused.
+ * flight is refused. With @same_step, episodes end when the sum reaches 5
+ * (same-step extras in the ring): the row then has the reset obs and
+ * final_obs the sum.
  */
-static void mixed_run(uint32_t flags, uint64_t seed)
+static void mixed_run(uint32_t flags, uint64_t seed, bool same_step)
 {
-	sr_env_spec s = cnt_spec(1000000, 0);
+	sr_env_spec s = cnt_spec(same_step ? 5 : 1000000, 0);
 	enum { N = 24, B = 8, G = 3 };
 	sr_pool *p;
 	const sr_batch *b;
@@ -805,7 +807,7 @@ static void mixed_run(uint32_t flags, uint64_t seed)
 	sr_rng rng;
 
 	mk_flags = flags;
-	p = mk(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP);
+	p = mk(&s, N, thr(2), B, same_step ? SR_AUTORESET_SAME_STEP : SR_AUTORESET_NEXT_STEP);
 	mk_flags = 0;
 	assert_int_equal(sr_pool_batch_groups(p), G);
 	sr_rng_seed(&rng, seed, 0);
@@ -830,6 +832,12 @@ static void mixed_run(uint32_t flags, uint64_t seed)
 
 				assert_true(e < N);
 				assert_int_equal(++got[e], sent[e]);
+				assert_int_equal(b->terminated[i], same_step && sum[e] >= 5);
+				if (b->terminated[i]) {
+					assert_float_equal(b->final_obs[i * 3 + 1], (float)sum[e], 0);
+					assert_float_equal(b->final_obs[i * 3 + 2], (float)e, 0);
+					sum[e] = 0;
+				}
 				assert_float_equal(b->obs[i * 3 + 1], (float)sum[e], 0);
 				last[i] = e;
 			}
@@ -887,9 +895,10 @@ static void mixed_run(uint32_t flags, uint64_t seed)
 static void test_async_mixed(void **st)
 {
 	(void)st;
-	mixed_run(0, 1);
-	mixed_run(0, 2);
-	mixed_run(SR_POOL_F_NO_INLINE, 3);
+	mixed_run(0, 1, false);
+	mixed_run(0, 2, true);
+	mixed_run(SR_POOL_F_NO_INLINE, 3, false);
+	mixed_run(SR_POOL_F_NO_INLINE, 4, true);
 }
 
 static void test_async_ready_no_inline(void **st)
