@@ -29,7 +29,7 @@
 
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
 		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER | \
-		       SR_POOL_F_NO_INLINE)
+		       SR_POOL_F_NO_INLINE | SR_POOL_F_NO_BATCH_GROUPS)
 
 void sr_pool_opts_init(sr_pool_opts *o)
 {
@@ -220,7 +220,8 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	/* Async batch groups (collector.c) when the batches tile the envs:
 	 * each worker has the same number of envs in every group, so its
 	 * slice is a multiple of the group count. */
-	if (p->async && p->num_envs % p->batch_size == 0 && p->batch_size >= T) {
+	if (p->async && p->num_envs % p->batch_size == 0 && p->batch_size >= T &&
+	    !(o->flags & SR_POOL_F_NO_BATCH_GROUPS)) {
 		p->grp_n = p->num_envs / p->batch_size;
 		p->grp_cmd = calloc(p->grp_n, sizeof(*p->grp_cmd));
 		if (!p->grp_cmd) {

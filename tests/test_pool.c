@@ -781,6 +781,9 @@ static void test_async_groups(void **st)
 	p = mk3(&s, 12, 3, 0); /* 3 threads, 4 envs each: 4 groups */
 	assert_int_equal(sr_pool_batch_groups(p), 4);
 	sr_pool_destroy(p);
+	p = mk3(&s, 12, 3, SR_POOL_F_NO_BATCH_GROUPS); /* asked not to */
+	assert_int_equal(sr_pool_batch_groups(p), 0);
+	sr_pool_destroy(p);
 	assert_int_equal(sr_pool_batch_groups(NULL), 0);
 }
 
@@ -1015,6 +1018,17 @@ static void test_async_fair(void **st)
 	fairness_run(0);
 	fairness_run(SR_POOL_F_NO_INLINE);
 	small_batch_run();
+}
+
+/* The fairness and ring-order tests divide their envs into batch groups;
+ * the same with per-env queues only. */
+static void test_async_no_groups(void **st)
+{
+	mk_flags = SR_POOL_F_NO_BATCH_GROUPS;
+	test_async_ring_order(st);
+	test_async_send_last(st);
+	mk_flags = 0;
+	fairness_run(SR_POOL_F_NO_BATCH_GROUPS);
 }
 
 /* Async: each env's trajectory depends only on its own actions, so it
@@ -1388,6 +1402,7 @@ int main(void)
 		cmocka_unit_test(test_async_ring_order),
 		cmocka_unit_test(test_async_groups),
 		cmocka_unit_test(test_async_mixed),
+		cmocka_unit_test(test_async_no_groups),
 		cmocka_unit_test(test_async_matches_sync),
 		cmocka_unit_test(test_stats_shm),
 		cmocka_unit_test(test_many_envs_threads),

@@ -30,6 +30,7 @@ struct bench_pool_cfg {
 	const char *cpuset;   /* NULL or "0-3,8" */
 	/* added */
 	int no_inline;        /* SR_POOL_F_NO_INLINE: worker 0 is a thread too */
+	int no_groups;        /* SR_POOL_F_NO_BATCH_GROUPS: async per-env queues only */
 };
 
 #define BENCH_MAX_WORKERS 64

@@ -407,7 +407,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	o.device = (uint32_t)(cfg->policy && strcmp(cfg->policy, "none") ? SR_DEVICE_HOST
 									  : cfg->device);
 	/* The calling thread steps worker 0's envs: bind it like a worker. */
-	o.flags = SR_POOL_F_SEED | (cfg->no_inline ? SR_POOL_F_NO_INLINE : SR_POOL_F_BIND_CALLER);
+	o.flags = SR_POOL_F_SEED | (cfg->no_inline ? SR_POOL_F_NO_INLINE : SR_POOL_F_BIND_CALLER) |
+		  (cfg->no_groups ? SR_POOL_F_NO_BATCH_GROUPS : 0);
 	o.seed = cfg->seed;
 	if (cfg->cpuset) {
 		o.flags |= SR_POOL_F_CPUSET;
@@ -625,14 +626,14 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		   "\"threads_used\":%u,\"batch\":%u,\"mode\":\"%s\",\"policy\":\"%s\","
 		   "\"device\":\"%s\",\"bind\":\"%s\",\"cpuset\":\"%s\",\"seed\":%llu,"
 		   "\"seconds\":%.3f,\"warmup\":%.3f,\"cooldown\":%.3f,\"checkpoint_every\":%g,"
-		   "\"no_inline\":%s,",
+		   "\"no_inline\":%s,\"no_groups\":%s,",
 		json_str(c->env), c->envs, c->threads, r->threads_used,
 		c->async ? (c->batch ? c->batch : c->envs / 2) : c->envs,
 		c->async ? "async" : "sync", json_str(c->policy ? c->policy : "none"),
 		dev[c->device >= 0 && c->device <= 2 ? c->device : 0],
 		bind[c->bind >= 0 && c->bind <= 2 ? c->bind : 0], json_str(c->cpuset),
 		(unsigned long long)c->seed, r->seconds, c->warmup, c->cooldown, c->checkpoint_every,
-		c->no_inline ? "true" : "false");
+		c->no_inline ? "true" : "false", c->no_groups ? "true" : "false");
 	fprintf(f, "\"steps_per_sec\":%.1f,\"raw_steps_per_sec\":%.1f,\"efficiency\":%.4f,"
 		   "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"cpu_pct\":%.1f,"
 		   "\"rss_kb\":%llu,\"batches\":%llu,\"episodes\":%llu,"
@@ -689,6 +690,7 @@ static void usage(FILE *f)
 		"  --mode M       sync (default) or async\n"
 		"  --seconds S    active window (default 3); --warmup/--cooldown (default 0.5)\n"
 		"  --no-inline    worker 0 is a thread too (the calling thread only drives)\n"
+		"  --no-groups    async: per-env queues only, no batch groups\n"
 		"  --json         one JSON object\n");
 }
 
@@ -753,6 +755,8 @@ int bench_pool(int argc, char **argv)
 			c.checkpoint_backend = v;
 		} else if (cli_opt(argc, argv, &i, "--no-inline", NULL)) {
 			c.no_inline = 1;
+		} else if (cli_opt(argc, argv, &i, "--no-groups", NULL)) {
+			c.no_groups = 1;
 		} else if (cli_opt(argc, argv, &i, "--json", NULL)) {
 			json = true;
 		} else {
@@ -790,6 +794,8 @@ int bench_pool(int argc, char **argv)
 	if (c.async && r.batch_groups)
 		printf("  async sends   by batch group (%u groups of %u envs; the loop sends back "
 		       "each batch)\n", r.batch_groups, c.batch);
+	else if (c.async && c.no_groups)
+		printf("  async sends   per env (--no-groups)\n");
 	else if (c.async)
 		printf("  async sends   per env (batch %u does not divide %u envs, or is below the "
 		       "thread count: no batch groups)\n", c.batch, c.envs);

@@ -65,6 +65,11 @@ enum {
 	SR_POOL_F_NO_INLINE = 1u << 6, /* worker 0 is a thread too: the calling thread only
 					* sends, collects and waits (one more thread than CPUs
 					* planned; it spins, then sleeps, while it waits) */
+	SR_POOL_F_NO_BATCH_GROUPS = 1u << 7, /* async: per-env queues only, never batch
+					      * groups: recv returns whichever envs are
+					      * ready first, for envs whose step time
+					      * varies a lot (a group waits for its
+					      * slowest env) */
 };
 
 typedef struct sr_pool_opts {

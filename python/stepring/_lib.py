@@ -106,6 +106,7 @@ SR_POOL_F_CPUSET = 1 << 1
 SR_POOL_F_RING_NAME = 1 << 2
 SR_POOL_F_FINAL_OBS = 1 << 3
 SR_POOL_F_TOPOLOGY = 1 << 4
+SR_POOL_F_NO_BATCH_GROUPS = 1 << 7
 
 
 class sr_pool_opts(ctypes.Structure):

@@ -169,7 +169,7 @@ class VectorEnv:
 
     def __init__(self, env_id, num_envs, *, mode="sync", batch_size=None, num_threads=None,
                  seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
-                 output="numpy", bind="core", cpuset=None, ring_name=None):
+                 output="numpy", bind="core", cpuset=None, ring_name=None, batch_groups=True):
         self._handle = None
         self._p = None
         self.closed = True
@@ -214,6 +214,7 @@ class VectorEnv:
         self._bind = _BIND[bind]
         self._cpuset = cpuset
         self._ring_name = ring_name
+        self._batch_groups = bool(batch_groups)
         self._seed = seed
         self._async = mode == "async"
         self._same_step = autoreset_mode == "same_step"
@@ -261,6 +262,8 @@ class VectorEnv:
             self._ring_name_b = str(self._ring_name).encode()
             o.flags |= _lib.SR_POOL_F_RING_NAME
             o.ring_name = self._ring_name_b
+        if not self._batch_groups:
+            o.flags |= _lib.SR_POOL_F_NO_BATCH_GROUPS
         o.ring_capacity = self._replay_capacity
         # The pool's batches stay on the host (views of the ring); with
         # output 'dlpack' an sr_device lands them where asked (below).
@@ -787,7 +790,8 @@ def make_vec(env_id, num_envs, *, mode="sync", batch_size=None, num_threads=None
     (Gymnasium default), 'same_step' (final obs in info['final_obs']) or
     'disabled'. device: 'cpu' or 'cuda'. replay_capacity: ring slots (a
     power of two). Extra keywords: output='numpy'|'torch', bind, cpuset,
-    ring_name.
+    ring_name, batch_groups (False: async per-env queues only, see
+    VectorEnv.batch_groups).
     Raises LookupError (UnknownEnvError) for an unknown env, ValueError for
     bad options, RuntimeError for other failures, with the C message.
     """

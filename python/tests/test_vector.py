@@ -252,6 +252,13 @@ def test_async_batch_groups():
         assert sorted(seen) == list(range(n))
     with stepring.make_vec("CartPole-v1", 10, mode="async", batch_size=4) as e:
         assert e.batch_groups == 0  # 4 does not divide 10: per-env queues
+    with stepring.make_vec("CartPole-v1", 8, mode="async", batch_size=4,
+                           batch_groups=False) as e:
+        assert e.batch_groups == 0  # asked not to
+        _, info = e.reset()
+        seen = info["env_id"].tolist()
+        _, _, _, _, info = e.recv()
+        assert sorted(seen + info["env_id"].tolist()) == list(range(8))
     with stepring.make_vec("CartPole-v1", 8) as e:
         assert e.batch_groups == 0  # sync
 
