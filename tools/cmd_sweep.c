@@ -182,7 +182,7 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 	fprintf(f,
 		",\"result\":{\"steps_per_sec\":%.1f,\"raw_steps_per_sec\":%.1f,"
 		"\"efficiency\":%.4f,\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,"
-		"\"cpu_pct\":%.1f,\"rss_kb\":%llu,\"threads_used\":%u,"
+		"\"cpu_pct\":%.1f,\"rss_kb\":%llu,\"threads_used\":%u,\"batch_groups\":%u,"
 		"\"ns_per_batch\":{\"env\":%.0f,\"ring\":%.0f,\"copy\":%.0f,\"send\":%.0f,"
 		"\"policy\":%.0f,\"wait\":%.0f},"
 		"\"shares\":{\"env\":%.4f,\"ring\":%.4f,\"copy\":%.4f,\"policy\":%.4f,\"wait\":%.4f},"
@@ -190,7 +190,8 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 		"\"policy\":%.4f,\"wait\":%.4f},"
 		"\"batches\":%llu,\"window_s\":%.4f,\"bound\":\"%s\"}}\n",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
-		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb, r->threads_used, r->ns_env_step,
+		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb, r->threads_used,
+		r->batch_groups, r->ns_env_step,
 		r->ns_ring, r->ns_copy, r->ns_send, r->ns_policy, r->ns_wait, sh->env, sh->ring,
 		sh->copy, sh->policy, sh->wait, r->share_env, r->share_ring, r->share_copy,
 		r->share_send, r->share_policy, r->share_wait, (unsigned long long)r->batches,
