@@ -156,6 +156,28 @@ static inline void cpu_relax(void)
  * that would start closer than that to being overwritten is copied.
  */
 
+/* Async: the final obs of the batch's done rows (from the per-env side
+ * buffer the workers fill), in batch row order, for req->final_obs. */
+static void stage_final(sr_pool *p, struct sr__batch_req *req)
+{
+	const uint64_t mask = p->ring_cap - 1;
+
+	for (uint32_t i = 0; i < req->n; i++) {
+		uint64_t s = (req->seqs ? req->seqs[i] : req->first_seq + i) & mask;
+		if (p->c_term[s] | p->c_trunc[s])
+			memcpy(p->final_stage + (size_t)i * p->obs_dim,
+			       p->final_env + (size_t)p->c_env[s] * p->obs_dim,
+			       p->obs_dim * sizeof(float));
+	}
+	req->final_obs = p->final_stage;
+}
+
+/* sr__wait_recv's predicate: slot @pos is published (R1 acquire). */
+static bool slot_ready(sr_pool *p, uint64_t pos)
+{
+	return sr__slot_begin(p->ring, pos);
+}
+
 /*
  * Batch groups. When batch_size divides num_envs into G >= 2 groups (and
  * is at least the thread count), each worker's slice is G runs of m_w
@@ -200,14 +222,14 @@ static int collect_group(sr_pool *p, const sr_batch **out)
 	const uint64_t k = p->grp_recvd;
 	const struct sr__grp_cmd *c = &p->grp_cmd[k % p->grp_n];
 	const uint32_t need = p->batch_size, g = c->g;
-	const uint64_t mask = p->ring_cap - 1, end = c->seq + need;
+	const uint64_t end = c->seq + need;
 	uint64_t t1, t2;
 	struct sr__batch_req req = {.first_seq = c->seq, .n = need};
 	int err;
 
 	sr__grp_inline(p, k);
 	t1 = sr__now_ns();
-	sr__grp_wait(p, k);
+	sr__wait_recv(p, sr__grp_done, k);
 	t2 = sr__now_ns();
 	p->ns_wait += t2 - t1;
 	/* A view that might not last until the next call (see Room; not
@@ -217,16 +239,8 @@ static int collect_group(sr_pool *p, const sr_batch **out)
 			p->gather[i] = c->seq + i;
 		req.seqs = p->gather;
 	}
-	if (p->keep_final) {
-		for (uint32_t i = 0; i < need; i++) {
-			uint64_t s = (c->seq + i) & mask;
-			if (p->c_term[s] | p->c_trunc[s])
-				memcpy(p->final_stage + (size_t)i * p->obs_dim,
-				       p->final_env + (size_t)p->c_env[s] * p->obs_dim,
-				       p->obs_dim * sizeof(float));
-		}
-		req.final_obs = p->final_stage;
-	}
+	if (p->keep_final)
+		stage_final(p, &req);
 	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
 	if (err)
 		return err;
@@ -296,7 +310,6 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 	tin += sr__now_ns() - ti;
 	for (;;) {
 		uint64_t t1;
-		uint32_t spins = 0;
 
 		/* R1: sr__slot_begin's acquire pairs with the workers' publish:
 		 * the slot's columns are visible. The slots from the cursor on
@@ -318,19 +331,7 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 		tin += sr__now_ns() - ti;
 		/* Nothing left to step here: wait for slot pos (E0/E1). */
 		t1 = sr__now_ns();
-		while (!sr__slot_begin(ring, pos)) {
-			uint32_t v;
-
-			if (++spins < p->spin_iters) {
-				cpu_relax();
-				continue;
-			}
-			atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
-			v = atomic_load_explicit(&p->pub_evt, memory_order_seq_cst);
-			if (!sr__slot_begin(ring, pos))
-				sr__futex_wait(&p->pub_evt, v);
-			atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
-		}
+		sr__wait_recv(p, slot_ready, pos);
 		tw += sr__now_ns() - t1;
 	}
 	p->ns_wait += tw;
@@ -345,16 +346,8 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 		gather_results(p, c, pos);
 		req.seqs = p->gather;
 	}
-	if (p->keep_final) {
-		for (uint32_t i = 0; i < need; i++) {
-			uint64_t s = (req.seqs ? req.seqs[i] : c + i) & mask;
-			if (p->c_term[s] | p->c_trunc[s])
-				memcpy(p->final_stage + (size_t)i * p->obs_dim,
-				       p->final_env + (size_t)p->c_env[s] * p->obs_dim,
-				       p->obs_dim * sizeof(float));
-		}
-		req.final_obs = p->final_stage;
-	}
+	if (p->keep_final)
+		stage_final(p, &req);
 	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
 	if (err)
 		return err;

@@ -396,9 +396,10 @@ static int32_t grp_match(const sr_pool *p, const uint32_t *ids, uint32_t n)
 	const struct sr__worker *w0 = &p->workers[0];
 	uint32_t g;
 
-	if (!p->grp_n || n != p->batch_size || ids[0] < w0->first_env)
+	/* Worker 0's envs start at 0: a group's first row is env g * m_0. */
+	if (!p->grp_n || n != p->batch_size)
 		return -1;
-	g = (ids[0] - w0->first_env) / w0->grp_m;
+	g = ids[0] / w0->grp_m;
 	if (g >= p->grp_n)
 		return -1;
 	for (uint32_t i = 0; i < p->num_threads; i++) {
@@ -453,9 +454,9 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 		if (p->grp_n) {
 			int err = 0;
 
-			/* By group, in order: recv returns group 0 first. */
+			/* By group, in order: recv returns group 0 first (the
+			 * drain left no command in flight). */
 			p->grp_on = true;
-			p->grp_recvd = p->grp_issued;
 			for (uint32_t g = 0; g < p->grp_n && !err; g++)
 				err = grp_send(p, g, NULL);
 			if (out)

@@ -133,7 +133,8 @@ struct sr__worker {
 	bool started;
 	uint32_t *q;      /* async queue entries (see below) */
 	uint32_t q_mask;
-	uint32_t grp_m;   /* batch groups: envs of this worker in each group (0: no groups) */
+	uint32_t grp_m;   /* batch groups: envs of this worker in each group, >= 1
+			   * (batch_size >= threads); 0: no groups */
 	uint32_t grp_off; /* ... and the batch row of the first of them */
 
 	/* Memory owned by the worker, allocated by its own thread after it is
@@ -311,11 +312,14 @@ void sr__async_kick(sr_pool *p);
 uint32_t sr__async_inline(sr_pool *p, uint32_t max);
 /* Batch groups: publish command p->grp_issued (written by the caller) and
  * kick the worker threads; run worker 0's share of commands up to @k
- * (inline); wait until every worker thread has finished command @k.
- * Pool thread only. */
+ * (inline); whether every worker thread has finished command @k (a
+ * predicate for sr__wait_recv). Pool thread only. */
 void sr__grp_publish(sr_pool *p);
 void sr__grp_inline(sr_pool *p, uint64_t k);
-void sr__grp_wait(sr_pool *p, uint64_t k);
+bool sr__grp_done(sr_pool *p, uint64_t k);
+/* recv: spin, then sleep on pub_evt (E1), until @ready(p, @arg); the
+ * workers' notify after each publish (E0) wakes it. Pool thread only. */
+void sr__wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t arg);
 /* pool.c: mark group @g's envs in flight (1) or not (0). */
 void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v);
 void sr__futex_wait(_Atomic uint32_t *addr, uint32_t val);

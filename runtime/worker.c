@@ -541,30 +541,26 @@ static void run_group(struct sr__worker *w, uint64_t k)
 	const uint64_t seq = c->seq + w->grp_off;
 	uint64_t t0 = sr__now_ns(), t1, ns_env = 0;
 
-	if (n) {
-		/* R3: the pool thread claimed the group's slots on the ring's
-		 * head before publishing the command, and the acquire that
-		 * read grp_sent (or program order, inline) ordered it before
-		 * us; this fence orders it before the column writes, as in
-		 * run_sync. */
-		atomic_thread_fence(memory_order_release);
-		if (c->reset) {
-			reset_range(w, lo, n, seq, NULL, &ns_env);
-		} else {
-			const unsigned char *acts = c->acts + (size_t)w->grp_off * p->act_size;
-			uint64_t te = sr__now_ns();
-			uint32_t nd;
+	/* R3: the pool thread claimed the group's slots on the ring's head
+	 * before publishing the command, and the acquire that read grp_sent
+	 * (or program order, inline) ordered it before us; this fence orders
+	 * it before the column writes, as in run_sync. */
+	atomic_thread_fence(memory_order_release);
+	if (c->reset) {
+		reset_range(w, lo, n, seq, NULL, &ns_env);
+	} else {
+		const unsigned char *acts = c->acts + (size_t)w->grp_off * p->act_size;
+		uint32_t nd;
 
-			env_calls(w, lo, n, seq & (p->ring_cap - 1), acts);
-			ns_env = sr__now_ns() - te;
-			nd = bookkeep(w, lo, n, seq, acts, 0);
-			same_step_fixup(w, nd);
-		}
-		/* R1: publish (release) pairs with the collector's acquire. */
-		sr_ring_publish(p->ring, seq, n);
+		env_calls(w, lo, n, seq & (p->ring_cap - 1), acts);
+		ns_env = sr__now_ns() - t0;
+		nd = bookkeep(w, lo, n, seq, acts, 0);
+		same_step_fixup(w, nd);
 	}
+	/* R1: publish (release) pairs with the collector's acquire. */
+	sr_ring_publish(p->ring, seq, n);
 	w->grp_next = k + 1;
-	/* GD0: release pairs with the acquire in sr__grp_wait (GD1): the
+	/* GD0: release pairs with the acquire in sr__grp_done (GD1): the
 	 * rows (and same-step extras) are published, and the command's
 	 * record is read for the last time. */
 	atomic_store_explicit(&w->grp_done, k + 1, memory_order_release);
@@ -926,7 +922,7 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 		return 0;
 	/* Group commands still in flight after the pool left group mode:
 	 * worker 0's shares first (the per-env recv waits on their slots). */
-	for (; w0->grp_next < p->grp_issued; n += w0->grp_m ? w0->grp_m : 1)
+	for (; w0->grp_next < p->grp_issued; n += w0->grp_m)
 		run_group(w0, w0->grp_next);
 	if (!n)
 		n = drain_async(w0, max);
@@ -942,8 +938,7 @@ void sr__grp_publish(sr_pool *p)
 	 * its actions and the slots' claim before the count. */
 	atomic_store_explicit(&p->grp_sent, p->grp_issued, memory_order_release);
 	for (uint32_t i = p->first_thread; i < p->num_threads; i++)
-		if (p->workers[i].grp_m)
-			kick(&p->workers[i]);
+		kick(&p->workers[i]);
 }
 
 void sr__grp_inline(sr_pool *p, uint64_t k)
@@ -958,35 +953,33 @@ void sr__grp_inline(sr_pool *p, uint64_t k)
 	publish_shm(w0);
 }
 
-/* GD1: every worker thread that has envs in the groups has finished
- * command @k (its rows are published: acquire pairs with GD0). */
-static bool grp_done(sr_pool *p, uint64_t k)
+/* GD1: every worker thread has finished command @k (its rows are
+ * published: acquire pairs with GD0). */
+bool sr__grp_done(sr_pool *p, uint64_t k)
 {
-	for (uint32_t i = p->first_thread; i < p->num_threads; i++) {
-		const struct sr__worker *w = &p->workers[i];
-
-		if (w->grp_m && atomic_load_explicit(&w->grp_done, memory_order_acquire) <= k)
+	for (uint32_t i = p->first_thread; i < p->num_threads; i++)
+		if (atomic_load_explicit(&p->workers[i].grp_done, memory_order_acquire) <= k)
 			return false;
-	}
 	return true;
 }
 
-void sr__grp_wait(sr_pool *p, uint64_t k)
+void sr__wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t arg)
 {
 	uint32_t spins = 0;
 
-	while (!grp_done(p, k)) {
+	while (!ready(p, arg)) {
 		uint32_t v;
 
 		if (++spins < p->spin_iters) {
 			cpu_relax();
 			continue;
 		}
-		/* E1: the Dekker handshake with notify_recv (E0), as recv's
-		 * wait for a row. */
+		/* E1: announce the sleep, then re-check: pairs with
+		 * notify_recv (E0), seq_cst on both sides (Dekker), and
+		 * futex_wait re-checks pub_evt in the kernel. */
 		atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
 		v = atomic_load_explicit(&p->pub_evt, memory_order_seq_cst);
-		if (!grp_done(p, k))
+		if (!ready(p, arg))
 			sr__futex_wait(&p->pub_evt, v);
 		atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
 	}

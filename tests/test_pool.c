@@ -634,6 +634,16 @@ static void check_group(sr_pool *p, const sr_batch *b, uint32_t G, uint32_t g, d
 	}
 }
 
+/* Sends not yet answered by a recv, over @n envs. */
+static uint32_t outstanding(const uint32_t *sent, const uint32_t *got, uint32_t n)
+{
+	uint32_t k = 0;
+
+	for (uint32_t e = 0; e < n; e++)
+		k += sent[e] - got[e];
+	return k;
+}
+
 /*
  * Sending back each batch (env ids NULL or the same ids), batch k is
  * group k % G. Sending part of a batch leaves group mode: the groups in
@@ -687,13 +697,8 @@ static void groups_run(uint32_t flags)
 		}
 		if (k)
 			assert_int_equal(sr_pool_send(p, act, ids, k), 0);
-		{
-			uint32_t inflight = 0;
-			for (uint32_t e = 0; e < N; e++)
-				inflight += sent[e] - got[e];
-			if (inflight < B)
-				continue;
-		}
+		if (outstanding(sent, got, N) < B)
+			continue;
 		assert_int_equal(sr_pool_recv(p, &b), 0);
 		assert_int_equal(b->n, B);
 		for (uint32_t i = 0; i < B; i++) {
@@ -704,12 +709,7 @@ static void groups_run(uint32_t flags)
 		}
 	}
 	/* Receive everything, then send whole groups by ids: group mode. */
-	for (;;) {
-		uint32_t inflight = 0;
-		for (uint32_t e = 0; e < N; e++)
-			inflight += sent[e] - got[e];
-		if (inflight < B)
-			break;
+	while (outstanding(sent, got, N) >= B) {
 		assert_int_equal(sr_pool_recv(p, &b), 0);
 		for (uint32_t i = 0; i < B; i++)
 			assert_int_equal(++got[b->env_id[i]], sent[b->env_id[i]]);
@@ -717,9 +717,8 @@ static void groups_run(uint32_t flags)
 	{
 		/* Less than a batch in flight: make it one with envs that
 		 * are not, and receive it, so that nothing is in flight. */
-		uint32_t k = 0, inflight = 0;
-		for (uint32_t e = 0; e < N; e++)
-			inflight += sent[e] - got[e];
+		uint32_t k = 0, inflight = outstanding(sent, got, N);
+
 		if (inflight) {
 			for (uint32_t e = 0; e < N && k + inflight < B; e++)
 				if (got[e] == sent[e])
