@@ -56,4 +56,14 @@ for k in steps_per_sec raw_steps_per_sec efficiency p50_us p90_us p99_us breakdo
 	grep -q "\"$k\":" <<<"$j" || fail "bench pool json lacks $k"
 done
 python3 -c 'import json,sys; json.loads(sys.argv[1])' "$j" 2>/dev/null || [ ! -x /usr/bin/python3 ] || fail "bench pool json does not parse"
+# Two threads (bind none: any machine): the lockstep raw loops, a barrier
+# after each one's share of a batch, end and give a rate (sync and async).
+num() { sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" <<<"$2"; }
+for m in "--mode sync" "--mode async --batch 32"; do
+	j=$("$SR" bench pool --env CartPole-v1 --envs 64 --threads 2 --bind none $m --seconds 0.2 --warmup 0 --cooldown 0 --json) || fail "bench pool 2 threads $m"
+	awk -v r="$(num raw_lockstep_steps_per_sec "$j")" -v s="$(num lockstep_scaling "$j")" \
+	    -v e="$(num efficiency_lockstep "$j")" \
+	    'BEGIN { exit !(r > 0 && s > 0 && s < 2 && e > 0) }' ||
+		fail "bench pool $m: lockstep figures: $j"
+done
 echo ok

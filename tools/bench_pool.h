@@ -31,6 +31,8 @@ struct bench_pool_cfg {
 	/* added */
 	int no_inline;        /* SR_POOL_F_NO_INLINE: worker 0 is a thread too */
 	int no_groups;        /* SR_POOL_F_NO_BATCH_GROUPS: async per-env queues only */
+	int lockstep;         /* with T > 1, also T raw loops in lockstep (a round is
+			       * then longer by one raw slice) */
 };
 
 #define BENCH_MAX_WORKERS 64
@@ -85,6 +87,15 @@ struct bench_pool_result {
 		double ns_ring_per_step;  /* ring work per env step */
 		double busy_share;        /* (env + ring time) / active window */
 	} workers[BENCH_MAX_WORKERS];
+	/* With cfg.lockstep and T > 1: T raw loops on the workers' CPUs, each
+	 * stepping its share of a batch (rows / T envs) and then waiting at a
+	 * barrier for the others, as a sync pool (or a batch group) does. The
+	 * ceiling of any design in which an env stays with its worker and a
+	 * batch needs every worker's share: the slowest CPU sets the pace.
+	 * lockstep_scaling = raw_lockstep / (T x raw); efficiency_lockstep =
+	 * steps/s / raw_lockstep (the pool's own overhead). Medians over the
+	 * rounds; 0 when not measured. */
+	double raw_lockstep_steps_per_sec, lockstep_scaling, efficiency_lockstep;
 };
 
 /* Defaults: CartPole-v1, 1024 envs, threads 0 (one per core), sync, 3 s

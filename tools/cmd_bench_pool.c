@@ -107,11 +107,48 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * T raw loops in lockstep: each steps its share of a batch, then waits at a
+ * barrier for the others, as a sync pool's workers (and a batch group's)
+ * do. Thread 0 keeps the time: it sets stop before it arrives at the
+ * barrier, so every thread sees stop after that barrier and leaves there.
+ */
+static inline void bench_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+struct lockstep {
+	_Atomic uint32_t arrived;
+	_Atomic uint32_t gen;
+	_Atomic int stop;
+	uint32_t T;
+	uint32_t chunk; /* envs per thread and batch */
+};
+
+static bool lockstep_wait(struct lockstep *ls)
+{
+	uint32_t g = atomic_load(&ls->gen);
+
+	if (atomic_fetch_add(&ls->arrived, 1) == ls->T - 1) {
+		atomic_store(&ls->arrived, 0);
+		atomic_store(&ls->gen, g + 1);
+	} else {
+		while (atomic_load(&ls->gen) == g)
+			bench_cpu_relax();
+	}
+	return !atomic_load(&ls->stop);
+}
+
 /* The raw loop: one thread, n instances, step all then reset the ended,
  * for @seconds; adds steps, wall and CPU time (and batch times) to @acc.
+ * With @ls (lockstep, thread @idx): step ls->chunk instances at a time,
+ * cycling over the n, and wait at the barrier after each chunk.
  * Returns 0 or -ENOMEM. */
-static int raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
-		    struct raw_acc *acc)
+static int raw_loop_ls(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
+		       struct raw_acc *acc, struct lockstep *ls, uint32_t idx)
 {
 	size_t ss = s->state_size, asz = sr_env_action_size(s);
 	char *st = aligned_alloc(64, ((size_t)n * ss + 63) & ~(size_t)63);
@@ -123,8 +160,14 @@ static int raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t s
 	uint64_t c0, t0, t, tb, steps = 0, it = 0;
 	int err = -ENOMEM;
 
-	if (!st || !obs || !rew || !term || !el || !acts)
+	if (!st || !obs || !rew || !term || !el || !acts) {
+		if (ls) {
+			/* Arrive once with stop set: the others leave there. */
+			atomic_store(&ls->stop, 1);
+			lockstep_wait(ls);
+		}
 		goto out;
+	}
 	s->seed(s, st, n, seed, 0);
 	/* One untimed batch first: one-time costs (the spin env calibrates
 	 * on its first step, 5-12 ms) and cold caches stay out of the rate,
@@ -135,6 +178,33 @@ static int raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t s
 	c0 = thread_cpu_ns();
 	t0 = cli_now_ns();
 	tb = t0;
+	if (ls) {
+		uint32_t m = ls->chunk < n ? ls->chunk : n, off = 0;
+
+		for (;;) {
+			uint32_t k = n - off < m ? n - off : m;
+
+			s->step(s, st + (size_t)off * ss, k,
+				acts + ((it++ % ACT_BATCHES) * n + off) * asz,
+				obs + (size_t)off * s->obs_dim, rew + off, term + off);
+			for (uint32_t i = off; i < off + k; i++) {
+				el[i]++;
+				if (term[i] || (s->max_episode_steps && el[i] >= s->max_episode_steps)) {
+					s->reset(s, st + i * ss, 1, obs + (size_t)i * s->obs_dim);
+					el[i] = 0;
+				}
+			}
+			steps += k;
+			off = off + k < n ? off + k : 0;
+			t = cli_now_ns();
+			if (idx == 0 && (double)(t - t0) >= seconds * 1e9)
+				atomic_store(&ls->stop, 1);
+			if (!lockstep_wait(ls))
+				break;
+		}
+		t = cli_now_ns();
+		goto done;
+	}
 	do {
 		for (int k = 0; k < 8; k++, it++) {
 			uint64_t te;
@@ -154,6 +224,7 @@ static int raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t s
 		}
 		t = tb;
 	} while ((double)(t - t0) < seconds * 1e9);
+done:
 	acc->steps += steps;
 	acc->ns += t - t0;
 	acc->cpu_ns += thread_cpu_ns() - c0;
@@ -166,6 +237,12 @@ out:
 	free(el);
 	free(acts);
 	return err;
+}
+
+static int raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
+		    struct raw_acc *acc)
+{
+	return raw_loop_ls(s, n, seconds, seed, acc, NULL, 0);
 }
 
 /*
@@ -181,6 +258,8 @@ struct raw_par {
 	uint64_t seed;
 	int cpu;
 	_Atomic int *go; /* 0 wait, 1 run, -1 give up */
+	struct lockstep *ls; /* or NULL: free running */
+	uint32_t idx;
 	struct raw_acc acc;
 	int err;
 };
@@ -199,14 +278,17 @@ static void *raw_par_main(void *arg)
 	while (!atomic_load(rp->go))
 		sched_yield();
 	if (atomic_load(rp->go) > 0)
-		rp->err = raw_loop(rp->spec, rp->n, rp->seconds, rp->seed, &rp->acc);
+		rp->err = raw_loop_ls(rp->spec, rp->n, rp->seconds, rp->seed, &rp->acc, rp->ls,
+				      rp->idx);
 	return NULL;
 }
 
-/* Returns the summed steps/s of T concurrent raw loops, or < 0 (-errno). */
+/* Returns the summed steps/s of T concurrent raw loops (in lockstep, with
+ * a barrier after every @chunk envs each, when @chunk > 0), or < 0 (-errno). */
 static double raw_parallel(sr_pool *p, const sr_env_spec *s, uint32_t T, uint32_t n,
-			   double seconds, uint64_t seed)
+			   double seconds, uint64_t seed, uint32_t chunk)
 {
+	struct lockstep ls = {.T = T, .chunk = chunk};
 	struct raw_par *rp = calloc(T, sizeof(*rp));
 	pthread_t *th = calloc(T, sizeof(*th));
 	_Atomic int go = 0;
@@ -222,7 +304,7 @@ static double raw_parallel(sr_pool *p, const sr_env_spec *s, uint32_t T, uint32_
 	for (uint32_t k = 0; k < T; k++) {
 		rp[k] = (struct raw_par){.spec = s, .n = n, .seconds = seconds,
 					 .seed = seed + k, .cpu = sr_pool_worker_cpu(p, k),
-					 .go = &go};
+					 .go = &go, .ls = chunk ? &ls : NULL, .idx = k};
 	}
 	/* Worker 0's share runs here, on the calling thread (bound already). */
 	for (uint32_t k = 1; k < T; k++) {
@@ -232,7 +314,7 @@ static double raw_parallel(sr_pool *p, const sr_env_spec *s, uint32_t T, uint32_
 	}
 	if (started == T - 1) {
 		atomic_store(&go, 1);
-		rp[0].err = raw_loop(s, n, seconds, seed, &rp[0].acc);
+		rp[0].err = raw_loop_ls(s, n, seconds, seed, &rp[0].acc, rp[0].ls, 0);
 	} else {
 		err = -EAGAIN;
 		atomic_store(&go, -1);
@@ -373,7 +455,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	sr_pool_stats s0, s1;
 	struct drive d = {.cfg = cfg};
 	struct raw_acc raw = {0};
-	double *eff = NULL, *effp = NULL, *scal = NULL, *rawp = NULL;
+	double *eff = NULL, *effp = NULL, *scal = NULL, *rawp = NULL, *lsr = NULL, *lss = NULL,
+	       *lse = NULL;
 	uint64_t win_ns = 0, cpu_win = 0, steps = 0, batches = 0, episodes = 0;
 	uint64_t ns_env = 0, ns_ring = 0, ns_copy = 0, ns_send = 0;
 	/* per worker: steps, env and ring ns over the rounds */
@@ -441,7 +524,11 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	effp = calloc(R, sizeof(double));
 	scal = calloc(R, sizeof(double));
 	rawp = calloc(R, sizeof(double));
-	if (!d.acts || !d.lat || !raw.lat || !eff || !effp || !scal || !rawp) {
+	lsr = calloc(R, sizeof(double));
+	lss = calloc(R, sizeof(double));
+	lse = calloc(R, sizeof(double));
+	if (!d.acts || !d.lat || !raw.lat || !eff || !effp || !scal || !rawp || !lsr || !lss ||
+	    !lse) {
 		err = fail(r, -ENOMEM, "%s", "out of memory");
 		goto out;
 	}
@@ -502,7 +589,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		if (err)
 			goto fail_pool;
 		r1 = (double)(raw.steps - rs) / ((double)(raw.ns - rn) / 1e9);
-		rt = T > 1 ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed) : r1;
+		rt = T > 1 ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, 0) : r1;
 		if (rt < 0) {
 			err = (int)rt;
 			fail(r, err, "%s", "cannot start the parallel raw loop's threads");
@@ -512,6 +599,19 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		eff[k] = pool_rate / (T * r1);
 		effp[k] = pool_rate / rt;
 		scal[k] = rt / (T * r1);
+		if (T > 1 && cfg->lockstep) {
+			uint32_t chunk = d.rows / T ? d.rows / T : 1;
+			double rl = raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, chunk);
+
+			if (rl < 0) {
+				err = (int)rl;
+				fail(r, err, "%s", "cannot start the lockstep raw loop's threads");
+				goto out;
+			}
+			lsr[k] = rl;
+			lss[k] = rl / (T * r1);
+			lse[k] = pool_rate / rl;
+		}
 	}
 	if (d.ckpt_started && sr_pool_checkpoint_wait)
 		sr_pool_checkpoint_wait(p, NULL);
@@ -543,6 +643,11 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		r->efficiency = median(eff, R);
 		r->efficiency_parallel = median(effp, R);
 		r->parallel_scaling = median(scal, R);
+		if (T > 1 && cfg->lockstep) {
+			r->raw_lockstep_steps_per_sec = median(lsr, R);
+			r->lockstep_scaling = median(lss, R);
+			r->efficiency_lockstep = median(lse, R);
+		}
 		r->cpu_pct = 100.0 * (double)cpu_win / win;
 		r->steps_per_cpu_sec = (double)steps / ((double)cpu_win / 1e9);
 		r->raw_steps_per_cpu_sec = cpu_raw;
@@ -608,6 +713,9 @@ out:
 	free(effp);
 	free(scal);
 	free(rawp);
+	free(lsr);
+	free(lss);
+	free(lse);
 	return err;
 }
 
@@ -642,14 +750,17 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		   "\"raw_steps_per_cpu_sec\":%.1f,\"efficiency_cpu\":%.4f,"
 		   "\"rounds\":%u,\"efficiency_min\":%.4f,\"efficiency_max\":%.4f,"
 		   "\"raw_parallel_steps_per_sec\":%.1f,\"efficiency_parallel\":%.4f,"
-		   "\"parallel_scaling\":%.4f,\"batch_groups\":%u,",
+		   "\"parallel_scaling\":%.4f,\"batch_groups\":%u,"
+		   "\"raw_lockstep_steps_per_sec\":%.1f,\"lockstep_scaling\":%.4f,"
+		   "\"efficiency_lockstep\":%.4f,",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
 		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb,
 		(unsigned long long)r->batches, (unsigned long long)r->episodes,
 		r->p50_steps_per_sec, r->raw_p50_steps_per_sec, r->efficiency_p50,
 		r->steps_per_cpu_sec, r->raw_steps_per_cpu_sec, r->efficiency_cpu, r->rounds,
 		r->efficiency_min, r->efficiency_max, r->raw_parallel_steps_per_sec,
-		r->efficiency_parallel, r->parallel_scaling, r->batch_groups);
+		r->efficiency_parallel, r->parallel_scaling, r->batch_groups,
+		r->raw_lockstep_steps_per_sec, r->lockstep_scaling, r->efficiency_lockstep);
 	fprintf(f, "\"breakdown\":{\"ns_env_step\":%.1f,\"ns_ring\":%.1f,\"ns_copy\":%.1f,"
 		   "\"ns_policy\":%.1f,\"ns_wait\":%.1f,\"share_env\":%.4f,\"share_ring\":%.4f,"
 		   "\"share_copy\":%.4f,\"share_policy\":%.4f,\"share_wait\":%.4f,"
@@ -682,7 +793,9 @@ static void usage(FILE *f)
 		"print steps/s, efficiency = steps/s / (threads x raw steps/s), batch latency\n"
 		"P50/P90/P99, the time breakdown, CPU %% and RSS. The active window alternates\n"
 		"pool and raw loop in rounds (and, with T threads, T raw loops at once on the\n"
-		"workers' CPUs: the hardware's own ceiling); efficiencies are round medians.\n"
+		"workers' CPUs: the hardware's own ceiling; and T raw loops in lockstep, a\n"
+		"barrier after each one's share of a batch: the ceiling when the slowest CPU\n"
+		"sets the pace); efficiencies are round medians.\n"
 		"  --env ID       env id or short name (default CartPole-v1)\n"
 		"  --envs N       env instances (default 1024)\n"
 		"  --threads T    workers, the calling thread included (default: one per core)\n"
@@ -715,6 +828,7 @@ int bench_pool(int argc, char **argv)
 	int err;
 
 	bench_pool_cfg_init(&c);
+	c.lockstep = 1;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
@@ -808,6 +922,12 @@ int bench_pool(int argc, char **argv)
 		printf("  raw x%u at once %.0f  (scaling %.3f of %u x raw; pool / this: %.3f)\n",
 		       r.threads_used, r.raw_parallel_steps_per_sec, r.parallel_scaling,
 		       r.threads_used, r.efficiency_parallel);
+	if (r.raw_lockstep_steps_per_sec > 0)
+		printf("  raw x%u lockstep %.0f  (a barrier every %u envs each: scaling %.3f; pool / "
+		       "this: %.3f)\n", r.threads_used, r.raw_lockstep_steps_per_sec,
+		       (c.async ? c.batch : c.envs) / r.threads_used ? (c.async ? c.batch : c.envs) /
+								      r.threads_used : 1,
+		       r.lockstep_scaling, r.efficiency_lockstep);
 	printf("  from medians  %.0f steps/s vs raw %.0f: efficiency %.3f (batch p50s; robust\n"
 	       "                on a shared machine)\n", r.p50_steps_per_sec,
 	       r.raw_p50_steps_per_sec, r.efficiency_p50);
