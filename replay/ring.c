@@ -598,11 +598,21 @@ void sr_ring_invalidate(sr_ring *r, uint64_t seq, uint32_t n)
 
 void sr_ring_publish(sr_ring *r, uint64_t seq, uint32_t n)
 {
-	/* R1: each release store makes the columns of its slot visible to a
-	 * reader that loads seq[slot] == s + 1 with acquire. */
-	for (uint32_t i = 0; i < n; i++)
-		atomic_store_explicit(&r->seq[(seq + i) & r->mask], seq + i + 1,
-				      memory_order_release);
+	/* Locals: the stores may alias @r's fields, which would otherwise be
+	 * reloaded for every slot; and the range is at most two runs of
+	 * consecutive slots, so no mask per slot. */
+	_Atomic uint64_t *const col = r->seq;
+	const uint64_t mask = r->mask, end = seq + n;
+
+	while (seq < end) {
+		uint64_t s = seq & mask, k = r->cap - s < end - seq ? r->cap - s : end - seq;
+
+		/* R1: each release store makes the columns of its slot visible
+		 * to a reader that loads seq[slot] == s + 1 with acquire. */
+		for (uint64_t i = 0; i < k; i++)
+			atomic_store_explicit(&col[s + i], seq + i + 1, memory_order_release);
+		seq += k;
+	}
 }
 
 /* ---------------------------------------------------------------------------
