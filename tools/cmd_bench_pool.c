@@ -110,8 +110,12 @@ static uint64_t thread_cpu_ns(void)
 /*
  * T raw loops in lockstep: each steps its share of a batch, then waits at a
  * barrier for the others, as a sync pool's workers (and a batch group's)
- * do. Thread 0 keeps the time: it sets stop before it arrives at the
- * barrier, so every thread sees stop after that barrier and leaves there.
+ * do. Thread 0 keeps the time: it sets stop before it arrives at a
+ * barrier. The last thread to arrive reads stop and releases the others
+ * with it in bit 0 of the new generation, so all leave at the same
+ * barrier. (Reading stop after the barrier is not enough: a thread still
+ * on its way out of the barrier before would see thread 0's stop too, and
+ * leave one barrier early, with thread 0 waiting for it forever.)
  */
 static inline void bench_cpu_relax(void)
 {
@@ -122,24 +126,27 @@ static inline void bench_cpu_relax(void)
 
 struct lockstep {
 	_Atomic uint32_t arrived;
-	_Atomic uint32_t gen;
+	_Atomic uint32_t gen; /* += 2 per barrier; bit 0: stop there */
 	_Atomic int stop;
 	uint32_t T;
 	uint32_t chunk; /* envs per thread and batch */
 };
 
+/* Returns false when the threads are to stop (at this barrier, for all). */
 static bool lockstep_wait(struct lockstep *ls)
 {
-	uint32_t g = atomic_load(&ls->gen);
+	uint32_t g = atomic_load(&ls->gen), v;
 
 	if (atomic_fetch_add(&ls->arrived, 1) == ls->T - 1) {
+		/* Every thread has arrived, thread 0 after any store of stop. */
 		atomic_store(&ls->arrived, 0);
-		atomic_store(&ls->gen, g + 1);
+		v = (g + 2) | (atomic_load(&ls->stop) ? 1u : 0u);
+		atomic_store(&ls->gen, v);
 	} else {
-		while (atomic_load(&ls->gen) == g)
+		while ((v = atomic_load(&ls->gen)) == g)
 			bench_cpu_relax();
 	}
-	return !atomic_load(&ls->stop);
+	return !(v & 1);
 }
 
 /* The raw loop: one thread, n instances, step all then reset the ended,
