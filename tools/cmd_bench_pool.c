@@ -107,6 +107,13 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static inline void bench_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 /*
  * T raw loops in lockstep: each steps its share of a batch, then waits at a
  * barrier for the others, as a sync pool's workers (and a batch group's)
@@ -117,13 +124,6 @@ static uint64_t thread_cpu_ns(void)
  * on its way out of the barrier before would see thread 0's stop too, and
  * leave one barrier early, with thread 0 waiting for it forever.)
  */
-static inline void bench_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 struct lockstep {
 	_Atomic uint32_t arrived;
 	_Atomic uint32_t gen; /* += 2 per barrier; bit 0: stop there */
@@ -143,8 +143,15 @@ static bool lockstep_wait(struct lockstep *ls)
 		v = (g + 2) | (atomic_load(&ls->stop) ? 1u : 0u);
 		atomic_store(&ls->gen, v);
 	} else {
-		while ((v = atomic_load(&ls->gen)) == g)
-			bench_cpu_relax();
+		/* Spin as the pool's workers do, then yield: on a CPU shared
+		 * with other work, a thread that only spun would hold it from
+		 * the one it waits for until the scheduler's tick. */
+		for (uint32_t i = 0; (v = atomic_load(&ls->gen)) == g; i++) {
+			if (i < (1u << 14))
+				bench_cpu_relax();
+			else
+				sched_yield();
+		}
 	}
 	return !(v & 1);
 }
@@ -929,12 +936,13 @@ int bench_pool(int argc, char **argv)
 		printf("  raw x%u at once %.0f  (scaling %.3f of %u x raw; pool / this: %.3f)\n",
 		       r.threads_used, r.raw_parallel_steps_per_sec, r.parallel_scaling,
 		       r.threads_used, r.efficiency_parallel);
-	if (r.raw_lockstep_steps_per_sec > 0)
+	if (r.raw_lockstep_steps_per_sec > 0) {
+		uint32_t per = c.batch / r.threads_used ? c.batch / r.threads_used : 1;
+
 		printf("  raw x%u lockstep %.0f  (a barrier every %u envs each: scaling %.3f; pool / "
-		       "this: %.3f)\n", r.threads_used, r.raw_lockstep_steps_per_sec,
-		       (c.async ? c.batch : c.envs) / r.threads_used ? (c.async ? c.batch : c.envs) /
-								      r.threads_used : 1,
+		       "this: %.3f)\n", r.threads_used, r.raw_lockstep_steps_per_sec, per,
 		       r.lockstep_scaling, r.efficiency_lockstep);
+	}
 	printf("  from medians  %.0f steps/s vs raw %.0f: efficiency %.3f (batch p50s; robust\n"
 	       "                on a shared machine)\n", r.p50_steps_per_sec,
 	       r.raw_p50_steps_per_sec, r.efficiency_p50);
