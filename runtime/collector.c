@@ -156,20 +156,33 @@ static inline void cpu_relax(void)
  * that would start closer than that to being overwritten is copied.
  */
 
-/* Async: the final obs of the batch's done rows (from the per-env side
- * buffer the workers fill), in batch row order, for req->final_obs. */
-static void stage_final(sr_pool *p, struct sr__batch_req *req)
+/*
+ * Async, both recvs: hand the batch's rows to the device and merge the
+ * finished episodes. With final obs kept, those of the batch's done rows
+ * (from the per-env side buffer the workers fill) are staged first, in
+ * batch row order, for req->final_obs.
+ */
+static int hand_async(sr_pool *p, struct sr__batch_req *req)
 {
-	const uint64_t mask = p->ring_cap - 1;
+	int err;
 
-	for (uint32_t i = 0; i < req->n; i++) {
-		uint64_t s = (req->seqs ? req->seqs[i] : req->first_seq + i) & mask;
-		if (p->c_term[s] | p->c_trunc[s])
-			memcpy(p->final_stage + (size_t)i * p->obs_dim,
-			       p->final_env + (size_t)p->c_env[s] * p->obs_dim,
-			       p->obs_dim * sizeof(float));
+	if (p->keep_final) {
+		const uint64_t mask = p->ring_cap - 1;
+
+		for (uint32_t i = 0; i < req->n; i++) {
+			uint64_t s = (req->seqs ? req->seqs[i] : req->first_seq + i) & mask;
+			if (p->c_term[s] | p->c_trunc[s])
+				memcpy(p->final_stage + (size_t)i * p->obs_dim,
+				       p->final_env + (size_t)p->c_env[s] * p->obs_dim,
+				       p->obs_dim * sizeof(float));
+		}
+		req->final_obs = p->final_stage;
 	}
-	req->final_obs = p->final_stage;
+	err = p->dev->ops->batch_from_ring(p->dev, req, &p->batch);
+	if (err)
+		return err;
+	sr__collect_episodes(p);
+	return 0;
 }
 
 /* sr__wait_recv's predicate: slot @pos is published (R1 acquire). */
@@ -239,12 +252,9 @@ static int collect_group(sr_pool *p, const sr_batch **out)
 			p->gather[i] = c->seq + i;
 		req.seqs = p->gather;
 	}
-	if (p->keep_final)
-		stage_final(p, &req);
-	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
+	err = hand_async(p, &req);
 	if (err)
 		return err;
-	sr__collect_episodes(p);
 	sr__grp_mark(p, g, 0);
 	p->grp_last = (int32_t)g;
 	/* last_ids: for a send that names the envs, or leaves group mode. */
@@ -346,12 +356,9 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 		gather_results(p, c, pos);
 		req.seqs = p->gather;
 	}
-	if (p->keep_final)
-		stage_final(p, &req);
-	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
+	err = hand_async(p, &req);
 	if (err)
 		return err;
-	sr__collect_episodes(p);
 	{
 		/* Locals: the byte stores to inflight[] may alias anything. */
 		const uint32_t *c_env = p->c_env;
