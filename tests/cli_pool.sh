@@ -51,11 +51,16 @@ bad topo --threads 99 --synthetic "core:2 pu:1"
 bad bench pool --env CartPole-v1 --envs 8 --mode async --batch 8
 bad bench pool --env NoSuchEnv
 bad bench pool --seconds x
+bad bench pool --envs 64 --ring-capacity 1000
+bad bench pool --envs 64 --ring-capacity 128
 j=$("$SR" bench pool --env CartPole-v1 --envs 64 --threads 1 --seconds 0.1 --warmup 0 --cooldown 0 --json) || fail "bench pool json"
 for k in steps_per_sec raw_steps_per_sec efficiency p50_us p90_us p99_us breakdown; do
 	grep -q "\"$k\":" <<<"$j" || fail "bench pool json lacks $k"
 done
 python3 -c 'import json,sys; json.loads(sys.argv[1])' "$j" 2>/dev/null || [ ! -x /usr/bin/python3 ] || fail "bench pool json does not parse"
+grep -q '"ring_capacity":1024,' <<<"$j" || fail "bench pool json: default ring capacity: $j"
+j=$("$SR" bench pool --env CartPole-v1 --envs 64 --threads 1 --seconds 0.05 --warmup 0 --cooldown 0 --ring-capacity 8192 --json) || fail "bench pool --ring-capacity"
+grep -q '"ring_capacity":8192,' <<<"$j" || fail "bench pool json: ring capacity 8192: $j"
 # Two threads (bind none: any machine): the lockstep raw loops, a barrier
 # after each one's share of a batch, end and give a rate (sync and async).
 num() { sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" <<<"$2"; }

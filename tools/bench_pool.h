@@ -31,6 +31,7 @@ struct bench_pool_cfg {
 	/* added */
 	int no_inline;        /* SR_POOL_F_NO_INLINE: worker 0 is a thread too */
 	int no_groups;        /* SR_POOL_F_NO_BATCH_GROUPS: async per-env queues only */
+	uint64_t ring_capacity; /* slots, 0: the pool's default (4 x envs, >= 1024) */
 	int lockstep;         /* with T > 1, also T raw loops in lockstep (a round is
 			       * then longer by one raw slice) */
 };
@@ -49,6 +50,7 @@ struct bench_pool_result {
 	/* fractions of the active window (threads_used x seconds), sum ~1 */
 	double share_env, share_ring, share_copy, share_policy, share_wait;
 	uint32_t threads_used;
+	uint64_t ring_capacity;   /* the pool's ring, slots */
 	int err;                  /* 0 or -errno */
 	char msg[256];            /* why it failed */
 	/* added */

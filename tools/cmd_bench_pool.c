@@ -507,6 +507,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	o.flags = SR_POOL_F_SEED | (cfg->no_inline ? SR_POOL_F_NO_INLINE : SR_POOL_F_BIND_CALLER) |
 		  (cfg->no_groups ? SR_POOL_F_NO_BATCH_GROUPS : 0);
 	o.seed = cfg->seed;
+	o.ring_capacity = cfg->ring_capacity;
 	if (cfg->cpuset) {
 		o.flags |= SR_POOL_F_CPUSET;
 		o.cpuset = cfg->cpuset;
@@ -525,6 +526,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	}
 	T = sr_pool_num_threads(p);
 	r->threads_used = T;
+	r->ring_capacity = sr_pool_ring(p) ? sr_ring_capacity(sr_pool_ring(p)) : 0;
 	n_per = (cfg->envs + T - 1) / T;
 	d.rows = sr_pool_batch_size(p);
 	r->batch_groups = sr_pool_batch_groups(p);
@@ -748,14 +750,15 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		   "\"threads_used\":%u,\"batch\":%u,\"mode\":\"%s\",\"policy\":\"%s\","
 		   "\"device\":\"%s\",\"bind\":\"%s\",\"cpuset\":\"%s\",\"seed\":%llu,"
 		   "\"seconds\":%.3f,\"warmup\":%.3f,\"cooldown\":%.3f,\"checkpoint_every\":%g,"
-		   "\"no_inline\":%s,\"no_groups\":%s,",
+		   "\"no_inline\":%s,\"no_groups\":%s,\"ring_capacity\":%llu,",
 		json_str(c->env), c->envs, c->threads, r->threads_used,
 		c->async ? (c->batch ? c->batch : c->envs / 2) : c->envs,
 		c->async ? "async" : "sync", json_str(c->policy ? c->policy : "none"),
 		dev[c->device >= 0 && c->device <= 2 ? c->device : 0],
 		bind[c->bind >= 0 && c->bind <= 2 ? c->bind : 0], json_str(c->cpuset),
 		(unsigned long long)c->seed, r->seconds, c->warmup, c->cooldown, c->checkpoint_every,
-		c->no_inline ? "true" : "false", c->no_groups ? "true" : "false");
+		c->no_inline ? "true" : "false", c->no_groups ? "true" : "false",
+		(unsigned long long)r->ring_capacity);
 	fprintf(f, "\"steps_per_sec\":%.1f,\"raw_steps_per_sec\":%.1f,\"efficiency\":%.4f,"
 		   "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"cpu_pct\":%.1f,"
 		   "\"rss_kb\":%llu,\"batches\":%llu,\"episodes\":%llu,"
@@ -818,6 +821,8 @@ static void usage(FILE *f)
 		"  --seconds S    active window (default 3); --warmup/--cooldown (default 0.5)\n"
 		"  --no-inline    worker 0 is a thread too (the calling thread only drives)\n"
 		"  --no-groups    async: per-env queues only, no batch groups\n"
+		"  --ring-capacity N  ring slots, a power of two >= 4 x envs (default: 4 x envs,\n"
+		"                 at least 1024)\n"
 		"  --json         one JSON object\n");
 }
 
@@ -883,6 +888,8 @@ int bench_pool(int argc, char **argv)
 			c.checkpoint_backend = v;
 		} else if (cli_opt(argc, argv, &i, "--no-inline", NULL)) {
 			c.no_inline = 1;
+		} else if (cli_opt(argc, argv, &i, "--ring-capacity", &v)) {
+			c.ring_capacity = (uint64_t)cli_int("--ring-capacity", v, 1, 1ll << 40);
 		} else if (cli_opt(argc, argv, &i, "--no-groups", NULL)) {
 			c.no_groups = 1;
 		} else if (cli_opt(argc, argv, &i, "--json", NULL)) {
