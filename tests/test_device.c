@@ -327,7 +327,17 @@ static void test_backpressure(void **st)
 	assert_int_equal(pthread_create(&th, NULL, producer, &p), 0);
 	while (atomic_load(&p.stage) < 1)
 		usleep(1000);
-	usleep(50 * 1000);
+	/* Until the producer counts its wait (it has spun and is about to
+	 * block): a fixed sleep here let a descheduled producer (TSan, a
+	 * busy machine) arrive after the release and never wait. */
+	for (int i = 0; i < 10000; i++) {
+		assert_int_equal(sr_device_info_get(p.d, &info), 0);
+		if (info.waits >= 1)
+			break;
+		usleep(1000);
+	}
+	assert_true(info.waits >= 1);
+	usleep(20 * 1000);
 	assert_int_equal(atomic_load(&p.stage), 1); /* still waiting */
 	assert_int_equal(sr_device_release(p.d, h[1]), 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
