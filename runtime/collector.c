@@ -86,11 +86,11 @@ void sr__collect_episodes(sr_pool *p)
 }
 
 
-int sr__collect_sync(sr_pool *p, uint64_t seq, const sr_batch **out)
+int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out)
 {
 	struct sr__batch_req req = {.first_seq = seq, .n = p->num_envs,
 				    .final_obs = p->keep_final ? p->final_env : NULL};
-	uint64_t t0 = sr__now_ns();
+	uint64_t t0 = *t;
 	int err;
 
 	/* Every worker has published (wait_done's acquire on done_gen, which
@@ -110,7 +110,8 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, const sr_batch **out)
 	if (err)
 		return err;
 	p->batches++;
-	p->ns_collect += sr__now_ns() - t0;
+	*t = sr__now_ns();
+	p->ns_collect += *t - t0;
 	*out = &p->batch;
 	return 0;
 }
@@ -230,7 +231,7 @@ static bool slot_ready(sr_pool *p, uint64_t pos)
  * published, and recv consumes through the end of the group. Room is the
  * per-env argument above: one result slot and one extra per env.
  */
-static int collect_group(sr_pool *p, const sr_batch **out)
+static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 {
 	const uint64_t k = p->grp_recvd;
 	const struct sr__grp_cmd *c = &p->grp_cmd[k % p->grp_n];
@@ -240,8 +241,9 @@ static int collect_group(sr_pool *p, const sr_batch **out)
 	struct sr__batch_req req = {.first_seq = c->seq, .n = need};
 	int err;
 
-	sr__grp_inline(p, k);
-	t1 = sr__now_ns();
+	t1 = sr__grp_inline(p, k);
+	if (!t1)
+		t1 = sr__now_ns();
 	sr__wait_recv(p, sr__grp_done, k);
 	t2 = sr__now_ns();
 	p->ns_wait += t2 - t1;
@@ -275,7 +277,8 @@ static int collect_group(sr_pool *p, const sr_batch **out)
 	 * group: published, see above); the view stays valid (Room). */
 	sr_ring_consume(p->ring, (uint32_t)(end - sr_ring_cursor(p->ring)));
 	p->batches++;
-	p->ns_collect += sr__now_ns() - t2;
+	*t = sr__now_ns();
+	p->ns_collect += *t - t2;
 	*out = &p->batch;
 	return 0;
 }
@@ -292,7 +295,7 @@ static void gather_results(sr_pool *p, uint64_t c, uint64_t pos)
 			p->gather[n++] = q;
 }
 
-int sr__collect_async(sr_pool *p, const sr_batch **out)
+int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 {
 	const uint32_t need = p->batch_size;
 	const uint64_t mask = p->ring_cap - 1;
@@ -303,7 +306,7 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 	const uint32_t chunk = need / (4 * p->num_threads) ? need / (4 * p->num_threads) : 1;
 	/* Half of worker 0's share of a batch, every call. */
 	uint32_t min0 = (uint32_t)((uint64_t)need * p->workers[0].n_envs / p->num_envs / 2);
-	uint64_t t0 = sr__now_ns(), tw = 0, tin = 0, ti;
+	uint64_t t0, tw = 0, tin = 0, ti;
 	uint64_t c = sr_ring_cursor(ring), pos = c;
 	uint32_t rows = 0;
 	bool extras = false;
@@ -314,8 +317,8 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 		return sr__errorf(-EINVAL, "recv needs %u envs in flight (batch_size) but only %u "
 				  "were sent and not yet received", need, p->n_inflight);
 	if (p->grp_on)
-		return collect_group(p, out);
-	ti = sr__now_ns();
+		return collect_group(p, t, out);
+	t0 = ti = sr__now_ns();
 	sr__async_inline(p, min0 ? min0 : 1);
 	tin += sr__now_ns() - ti;
 	for (;;) {
@@ -379,7 +382,8 @@ int sr__collect_async(sr_pool *p, const sr_batch **out)
 	/* R2: the slots before pos are read; the view stays valid (Room). */
 	sr_ring_consume(p->ring, (uint32_t)(pos - c));
 	p->batches++;
-	p->ns_collect += sr__now_ns() - t0 - tw - tin;
+	*t = sr__now_ns();
+	p->ns_collect += *t - t0 - tw - tin;
 	*out = &p->batch;
 	return 0;
 }

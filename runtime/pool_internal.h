@@ -293,8 +293,9 @@ struct sr_pool {
 /* --- worker.c --- */
 int sr__workers_start(sr_pool *p);
 void sr__workers_stop(sr_pool *p);
-/* Run a sync command on every worker (worker 0 inline) and wait. */
-void sr__workers_run(sr_pool *p, uint32_t cmd);
+/* Run a sync command on every worker (worker 0 inline) and wait; returns
+ * the clock (sr__now_ns) at the end, for the caller's next interval. */
+uint64_t sr__workers_run(sr_pool *p, uint32_t cmd);
 /* Async: queue env (| SR__Q_RESET) to its worker; sr__async_kick publishes.
  * Pool thread only. */
 static inline void sr__async_enqueue(sr_pool *p, uint32_t e)
@@ -315,7 +316,7 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max);
  * (inline); whether every worker thread has finished command @k (a
  * predicate for sr__wait_recv). Pool thread only. */
 void sr__grp_publish(sr_pool *p);
-void sr__grp_inline(sr_pool *p, uint64_t k);
+uint64_t sr__grp_inline(sr_pool *p, uint64_t k); /* the clock at its end, 0 if none ran */
 bool sr__grp_done(sr_pool *p, uint64_t k);
 /* recv: spin, then sleep on pub_evt (E1), until @ready(p, @arg); the
  * workers' notify after each publish (E0) wakes it. Pool thread only. */
@@ -330,12 +331,14 @@ uint64_t sr__now_ns(void);
 int sr__collector_open(sr_pool *p);
 void sr__collector_close(sr_pool *p);
 /* Sync: consume everything published (pads, batch, extras) and expose
- * slots [seq, seq + num_envs) as the batch. */
-int sr__collect_sync(sr_pool *p, uint64_t seq, const sr_batch **out);
+ * slots [seq, seq + num_envs) as the batch. *@t: the clock when the
+ * workers finished (sr__workers_run), then when the batch is formed. */
+int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out);
 /* Move finished episodes from the workers' queues into the statistics. */
 void sr__collect_episodes(sr_pool *p);
-/* Async: wait for batch_size ready envs and expose them. */
-int sr__collect_async(sr_pool *p, const sr_batch **out);
+/* Async: wait for batch_size ready envs and expose them; *@t gets the
+ * clock at the end. */
+int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out);
 /* Async: wait until nothing is in flight and drop what is published. */
 void sr__collect_drain(sr_pool *p);
 

@@ -480,7 +480,7 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 }
 
 /* Sync command on worker @w's whole slice. */
-static void run_sync(struct sr__worker *w, uint32_t cmd)
+static uint64_t run_sync(struct sr__worker *w, uint32_t cmd)
 {
 	sr_pool *p = w->pool;
 	uint64_t seq = p->cmd_seq + w->first_env;
@@ -489,7 +489,7 @@ static void run_sync(struct sr__worker *w, uint32_t cmd)
 	uint32_t nd;
 
 	if (!w->n_envs)
-		return;
+		return 0;
 	t0 = sr__now_ns();
 	/* R3: the pool thread claimed the batch on the ring's head before
 	 * the kick, and wait_go's acquire ordered it before us; this fence
@@ -499,11 +499,12 @@ static void run_sync(struct sr__worker *w, uint32_t cmd)
 	atomic_thread_fence(memory_order_release);
 	if (cmd == SR__CMD_STEP) {
 		const unsigned char *acts = p->cmd_actions + (size_t)w->first_env * p->act_size;
-		uint64_t te = sr__now_ns();
 
+		/* The env calls start at t0: the fence is a compiler barrier
+		 * on x86-64, and a clock read costs about 30 ns here. */
 		env_calls(w, 0, w->n_envs, s, acts);
 		t1 = sr__now_ns();
-		ns_env = t1 - te;
+		ns_env = t1 - t0;
 		nd = bookkeep(w, 0, w->n_envs, seq, acts, 0);
 		same_step_fixup(w, nd);
 	} else {
@@ -516,6 +517,7 @@ static void run_sync(struct sr__worker *w, uint32_t cmd)
 	add_relaxed(&w->steps, w->n_envs);
 	add_relaxed(&w->ns_env, ns_env);
 	add_relaxed(&w->ns_ring, (t2 - t0) - ns_env);
+	return t2;
 }
 
 /* E0: tell a recv that waits for rows or groups (pub_evt); seq_cst pairs
@@ -531,15 +533,20 @@ static void notify_recv(sr_pool *p)
  * Async batch group command @k (collector.c, "Batch groups"): this
  * worker's envs of the group, local [g * m, (g + 1) * m), stepped (or
  * reset) into the group's slots from seq + grp_off as one slice, with the
- * same env calls and bookkeeping as a sync step.
+ * same env calls and bookkeeping as a sync step. @t0: the clock now, if
+ * the caller has just read it (0: read it here); returns the clock at the
+ * end, so that back-to-back calls read it once between them.
  */
-static void run_group(struct sr__worker *w, uint64_t k)
+static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 {
 	sr_pool *p = w->pool;
 	const struct sr__grp_cmd *c = &p->grp_cmd[k % p->grp_n];
 	const uint32_t n = w->grp_m, lo = c->g * n;
 	const uint64_t seq = c->seq + w->grp_off;
-	uint64_t t0 = sr__now_ns(), t1, ns_env = 0;
+	uint64_t t1, ns_env = 0;
+
+	if (!t0)
+		t0 = sr__now_ns();
 
 	/* R3: the pool thread claimed the group's slots on the ring's head
 	 * before publishing the command, and the acquire that read grp_sent
@@ -570,11 +577,13 @@ static void run_group(struct sr__worker *w, uint64_t k)
 	add_relaxed(&w->steps, n);
 	add_relaxed(&w->ns_env, ns_env);
 	add_relaxed(&w->ns_ring, (t1 - t0) - ns_env);
+	return t1;
 }
 
 /* A worker thread: run the group commands published so far; returns how
- * many. */
-static uint32_t drain_groups(struct sr__worker *w)
+ * many. *@t: the clock when the first may start (0: not read), then when
+ * the last one ended. */
+static uint32_t drain_groups(struct sr__worker *w, uint64_t *t)
 {
 	/* GS1: acquire pairs with the release in sr__grp_publish (GS0): the
 	 * commands' records, their actions and the slots' claim. */
@@ -582,7 +591,7 @@ static uint32_t drain_groups(struct sr__worker *w)
 	uint32_t n = 0;
 
 	for (; w->grp_next < sent; n++)
-		run_group(w, w->grp_next);
+		*t = run_group(w, w->grp_next, *t);
 	return n;
 }
 
@@ -701,9 +710,8 @@ static void publish_shm(struct sr__worker *w)
  * other workers, collecting, and the caller's own work between calls), so
  * `stepring top` does not show it always busy. Pool thread only.
  */
-static void inline_account(struct sr__worker *w)
+static void inline_account(struct sr__worker *w, uint64_t now)
 {
-	uint64_t now = sr__now_ns();
 	uint64_t busy = atomic_load_explicit(&w->ns_env, memory_order_relaxed) +
 			atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
 
@@ -763,8 +771,12 @@ static void *worker_main(void *arg)
 	sync_done(p, p->gen);
 	if (w->alloc_err)
 		return NULL;
+	/* t0: when the worker went idle. Clock reads are chained: the end of
+	 * a slice is the start of the idle time that follows it. */
+	uint64_t t0 = sr__now_ns();
+
 	for (;;) {
-		uint64_t t0 = sr__now_ns(), t1;
+		uint64_t t1;
 		uint32_t cmd, gen;
 
 		seen = wait_go(w, seen);
@@ -778,12 +790,24 @@ static void *worker_main(void *arg)
 		if (cmd == SR__CMD_ASYNC) {
 			/* Groups first: per-env entries are queued only after
 			 * the pool left group mode, behind its groups. */
-			while (drain_groups(w) + drain_async(w, p->drain_max))
-				;
+			uint64_t t = t1;
+
+			for (;;) {
+				uint32_t n = drain_groups(w, &t);
+				uint32_t m = drain_async(w, p->drain_max);
+
+				if (m)
+					t = 0; /* drain_async reads the clock itself */
+				if (!n && !m)
+					break;
+			}
+			t0 = t ? t : sr__now_ns();
 		} else {
-			run_sync(w, cmd);
+			t0 = run_sync(w, cmd);
 			publish_shm(w);
 			sync_done(p, gen);
+			if (!t0)
+				t0 = t1;
 			continue;
 		}
 		publish_shm(w);
@@ -876,9 +900,10 @@ void sr__workers_stop(sr_pool *p)
 	}
 }
 
-void sr__workers_run(sr_pool *p, uint32_t cmd)
+uint64_t sr__workers_run(sr_pool *p, uint32_t cmd)
 {
 	uint32_t T = p->num_threads, ft = p->first_thread;
+	uint64_t t = 0;
 
 	p->gen++;
 	atomic_store_explicit(&p->cmd, cmd, memory_order_relaxed);
@@ -887,16 +912,21 @@ void sr__workers_run(sr_pool *p, uint32_t cmd)
 	for (uint32_t i = ft; i < T; i++)
 		kick(&p->workers[i]);
 	if (ft)
-		run_sync(&p->workers[0], cmd);
+		t = run_sync(&p->workers[0], cmd);
 	if (T > ft) {
-		uint64_t t0 = sr__now_ns();
+		uint64_t t0 = t ? t : sr__now_ns();
+
 		wait_done(p);
-		p->ns_wait += sr__now_ns() - t0;
+		t = sr__now_ns();
+		p->ns_wait += t - t0;
 	}
+	if (!t)
+		t = sr__now_ns();
 	if (ft) {
-		inline_account(&p->workers[0]);
+		inline_account(&p->workers[0], t);
 		publish_shm(&p->workers[0]);
 	}
+	return t;
 }
 
 void sr__async_kick(sr_pool *p)
@@ -922,11 +952,15 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 		return 0;
 	/* Group commands still in flight after the pool left group mode:
 	 * worker 0's shares first (the per-env recv waits on their slots). */
+	uint64_t t = 0;
+
 	for (; w0->grp_next < p->grp_issued; n += w0->grp_m)
-		run_group(w0, w0->grp_next);
-	if (!n)
+		t = run_group(w0, w0->grp_next, t);
+	if (!n) {
 		n = drain_async(w0, max);
-	inline_account(&p->workers[0]);
+		t = 0;
+	}
+	inline_account(&p->workers[0], t ? t : sr__now_ns());
 	publish_shm(&p->workers[0]);
 	return n;
 }
@@ -941,16 +975,20 @@ void sr__grp_publish(sr_pool *p)
 		kick(&p->workers[i]);
 }
 
-void sr__grp_inline(sr_pool *p, uint64_t k)
+uint64_t sr__grp_inline(sr_pool *p, uint64_t k)
 {
 	struct sr__worker *w0 = &p->workers[0];
+	uint64_t t = 0;
 
 	if (!p->first_thread)
-		return;
+		return 0;
 	while (w0->grp_next <= k)
-		run_group(w0, w0->grp_next);
-	inline_account(w0);
+		t = run_group(w0, w0->grp_next, t);
+	if (!t)
+		t = sr__now_ns();
+	inline_account(w0, t);
 	publish_shm(w0);
+	return t;
 }
 
 /* GD1: every worker thread has finished command @k (its rows are
