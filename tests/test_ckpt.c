@@ -449,7 +449,12 @@ static void test_sigkill(void **st)
 			_exit(0); /* must not get here: 16 chunks * 20 ms */
 		}
 		assert_int_equal(read(pfd[0], &c, 1), 1);
-		usleep(100000); /* in the middle of the writes */
+		/* In the middle of the writes: once the temporary file exists
+		 * (a fixed sleep alone could kill a child that a loaded machine
+		 * had not run yet), then a few 20 ms chunks more. */
+		for (int i = 0; i < 10000 && count_tmp() < 1; i++)
+			usleep(1000);
+		usleep(60000);
 		kill(pid, SIGKILL);
 		assert_int_equal(waitpid(pid, &status, 0), pid);
 		assert_true(WIFSIGNALED(status));
