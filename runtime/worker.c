@@ -763,6 +763,7 @@ static void *worker_main(void *arg)
 	struct sr__worker *w = arg;
 	sr_pool *p = w->pool;
 	uint32_t seen = 0;
+	uint64_t t0;
 
 	if (sr__bind_self(&p->plan->w[w->index]) == 0 && w->shm)
 		__atomic_store_n(&w->shm->cpu, w->cpu >= 0 ? (uint64_t)w->cpu : UINT64_MAX,
@@ -773,8 +774,7 @@ static void *worker_main(void *arg)
 		return NULL;
 	/* t0: when the worker went idle. Clock reads are chained: the end of
 	 * a slice is the start of the idle time that follows it. */
-	uint64_t t0 = sr__now_ns();
-
+	t0 = sr__now_ns();
 	for (;;) {
 		uint64_t t1;
 		uint32_t cmd, gen;
@@ -946,20 +946,17 @@ void sr__async_kick(sr_pool *p)
 uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 {
 	struct sr__worker *w0 = &p->workers[0];
+	uint64_t t = 0; /* the last group's end: the clock read once */
 	uint32_t n = 0;
 
 	if (!p->first_thread)
 		return 0;
 	/* Group commands still in flight after the pool left group mode:
 	 * worker 0's shares first (the per-env recv waits on their slots). */
-	uint64_t t = 0;
-
 	for (; w0->grp_next < p->grp_issued; n += w0->grp_m)
 		t = run_group(w0, w0->grp_next, t);
-	if (!n) {
-		n = drain_async(w0, max);
-		t = 0;
-	}
+	if (!n)
+		n = drain_async(w0, max); /* t stays 0: it reads the clock itself */
 	inline_account(&p->workers[0], t ? t : sr__now_ns());
 	publish_shm(&p->workers[0]);
 	return n;
