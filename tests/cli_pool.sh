@@ -59,6 +59,7 @@ for k in steps_per_sec raw_steps_per_sec efficiency p50_us p90_us p99_us breakdo
 done
 python3 -c 'import json,sys; json.loads(sys.argv[1])' "$j" 2>/dev/null || [ ! -x /usr/bin/python3 ] || fail "bench pool json does not parse"
 grep -q '"ring_capacity":1024,' <<<"$j" || fail "bench pool json: default ring capacity: $j"
+grep -q '"cpu_balance":0.0000,' <<<"$j" || fail "bench pool json: cpu_balance with one thread: $j"
 j=$("$SR" bench pool --env CartPole-v1 --envs 64 --threads 1 --seconds 0.05 --warmup 0 --cooldown 0 --ring-capacity 8192 --json) || fail "bench pool --ring-capacity"
 grep -q '"ring_capacity":8192,' <<<"$j" || fail "bench pool json: ring capacity 8192: $j"
 # Two threads (bind none: any machine): the lockstep raw loops, a barrier
@@ -70,5 +71,10 @@ for m in "--mode sync" "--mode async --batch 32"; do
 	    -v e="$(num efficiency_lockstep "$j")" \
 	    'BEGIN { exit !(r > 0 && s > 0 && s < 2 && e > 0) }' ||
 		fail "bench pool $m: lockstep figures: $j"
+	# Each CPU's raw loop (all at once) and their balance, slowest / fastest.
+	awk -v b="$(num cpu_balance "$j")" 'BEGIN { exit !(b > 0 && b <= 1) }' ||
+		fail "bench pool $m: cpu_balance: $j"
+	[ "$(grep -o '"raw_parallel_steps_per_sec":[1-9][0-9.]*}' <<<"$j" | wc -l)" -eq 2 ] ||
+		fail "bench pool $m: per-worker raw rates: $j"
 done
 echo ok

@@ -88,7 +88,15 @@ struct bench_pool_result {
 		double ns_env_per_step;   /* env step / reset time per env step */
 		double ns_ring_per_step;  /* ring work per env step */
 		double busy_share;        /* (env + ring time) / active window */
+		double raw_parallel_steps_per_sec; /* its CPU's raw loop while all T
+						    * ran at once (median of the
+						    * rounds); 0 with one thread */
 	} workers[BENCH_MAX_WORKERS];
+	/* With T > 1: the slowest CPU's raw loop against the fastest's while
+	 * all T ran at once (median over the rounds; 0 with one thread). Below
+	 * 1 the CPUs step at different speeds, and a design where a batch
+	 * needs every worker's share runs at the slowest one's pace. */
+	double cpu_balance;
 	/* With cfg.lockstep and T > 1: T raw loops on the workers' CPUs, each
 	 * stepping its share of a batch (rows / T envs) and then waiting at a
 	 * barrier for the others, as a sync pool (or a batch group) does. The

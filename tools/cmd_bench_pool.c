@@ -298,9 +298,10 @@ static void *raw_par_main(void *arg)
 }
 
 /* Returns the summed steps/s of T concurrent raw loops (in lockstep, with
- * a barrier after every @chunk envs each, when @chunk > 0), or < 0 (-errno). */
+ * a barrier after every @chunk envs each, when @chunk > 0), or < 0 (-errno);
+ * with @per, each loop's own steps/s in per[0 .. T-1]. */
 static double raw_parallel(sr_pool *p, const sr_env_spec *s, uint32_t T, uint32_t n,
-			   double seconds, uint64_t seed, uint32_t chunk)
+			   double seconds, uint64_t seed, uint32_t chunk, double *per)
 {
 	struct lockstep ls = {.T = T, .chunk = chunk};
 	struct raw_par *rp = calloc(T, sizeof(*rp));
@@ -336,10 +337,15 @@ static double raw_parallel(sr_pool *p, const sr_env_spec *s, uint32_t T, uint32_
 	for (uint32_t k = 1; k <= started; k++)
 		pthread_join(th[k], NULL);
 	for (uint32_t k = 0; k < T && !err; k++) {
-		if (rp[k].err || !rp[k].acc.ns)
+		if (rp[k].err || !rp[k].acc.ns) {
 			err = rp[k].err ? rp[k].err : -EIO;
-		else
-			rate += (double)rp[k].acc.steps / ((double)rp[k].acc.ns / 1e9);
+		} else {
+			double rk = (double)rp[k].acc.steps / ((double)rp[k].acc.ns / 1e9);
+
+			rate += rk;
+			if (per)
+				per[k] = rk;
+		}
 	}
 	free(rp);
 	free(th);
@@ -470,7 +476,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	struct drive d = {.cfg = cfg};
 	struct raw_acc raw = {0};
 	double *eff = NULL, *effp = NULL, *scal = NULL, *rawp = NULL, *lsr = NULL, *lss = NULL,
-	       *lse = NULL;
+	       *lse = NULL, *pw = NULL, *bal = NULL;
 	uint64_t win_ns = 0, cpu_win = 0, steps = 0, batches = 0, episodes = 0;
 	uint64_t ns_env = 0, ns_ring = 0, ns_copy = 0, ns_send = 0;
 	/* per worker: steps, env and ring ns over the rounds */
@@ -543,8 +549,11 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	lsr = calloc(R, sizeof(double));
 	lss = calloc(R, sizeof(double));
 	lse = calloc(R, sizeof(double));
+	/* per round and worker: its CPU's raw loop while all ran at once */
+	pw = calloc((size_t)R * BENCH_MAX_WORKERS, sizeof(double));
+	bal = calloc(R, sizeof(double));
 	if (!d.acts || !d.lat || !raw.lat || !eff || !effp || !scal || !rawp || !lsr || !lss ||
-	    !lse) {
+	    !lse || !pw || !bal) {
 		err = fail(r, -ENOMEM, "%s", "out of memory");
 		goto out;
 	}
@@ -605,19 +614,34 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		if (err)
 			goto fail_pool;
 		r1 = (double)(raw.steps - rs) / ((double)(raw.ns - rn) / 1e9);
-		rt = T > 1 ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, 0) : r1;
+		rt = T > 1 && T <= BENCH_MAX_WORKERS
+			     ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, 0,
+					    pw + (size_t)k * BENCH_MAX_WORKERS)
+			     : T > 1 ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, 0, NULL)
+				     : r1;
 		if (rt < 0) {
 			err = (int)rt;
 			fail(r, err, "%s", "cannot start the parallel raw loop's threads");
 			goto out;
 		}
 		rawp[k] = rt;
+		if (T > 1 && T <= BENCH_MAX_WORKERS) {
+			const double *q = pw + (size_t)k * BENCH_MAX_WORKERS;
+			double lo = q[0], hi = q[0];
+
+			for (uint32_t w = 1; w < T; w++) {
+				lo = fmin(lo, q[w]);
+				hi = fmax(hi, q[w]);
+			}
+			bal[k] = hi > 0 ? lo / hi : 0;
+		}
 		eff[k] = pool_rate / (T * r1);
 		effp[k] = pool_rate / rt;
 		scal[k] = rt / (T * r1);
 		if (T > 1 && cfg->lockstep) {
 			uint32_t chunk = d.rows / T ? d.rows / T : 1;
-			double rl = raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, chunk);
+			double rl = raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, chunk,
+						 NULL);
 
 			if (rl < 0) {
 				err = (int)rl;
@@ -694,7 +718,17 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 			 * so the sleep through a raw-loop phase would land in the
 			 * next pool slice. */
 			br->busy_share = fmin(1.0, (double)(wacc[w][1] + wacc[w][2]) / win);
+			if (T > 1 && T <= BENCH_MAX_WORKERS) {
+				double col[64]; /* R <= 40 rounds */
+				uint32_t m = R < 64 ? R : 64;
+
+				for (uint32_t k = 0; k < m; k++)
+					col[k] = pw[(size_t)k * BENCH_MAX_WORKERS + w];
+				br->raw_parallel_steps_per_sec = median(col, m);
+			}
 		}
+		if (T > 1 && T <= BENCH_MAX_WORKERS)
+			r->cpu_balance = median(bal, R);
 		/* The rest of the window: spinning, sleeping, and the caller's
 		 * own work between calls (choosing actions). */
 		r->share_wait = fmax(0.0, 1.0 - r->share_env - r->share_ring - r->share_copy -
@@ -732,6 +766,8 @@ out:
 	free(lsr);
 	free(lss);
 	free(lse);
+	free(pw);
+	free(bal);
 	return err;
 }
 
@@ -769,7 +805,7 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		   "\"raw_parallel_steps_per_sec\":%.1f,\"efficiency_parallel\":%.4f,"
 		   "\"parallel_scaling\":%.4f,\"batch_groups\":%u,"
 		   "\"raw_lockstep_steps_per_sec\":%.1f,\"lockstep_scaling\":%.4f,"
-		   "\"efficiency_lockstep\":%.4f,",
+		   "\"efficiency_lockstep\":%.4f,\"cpu_balance\":%.4f,",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
 		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb,
 		(unsigned long long)r->batches, (unsigned long long)r->episodes,
@@ -777,7 +813,8 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		r->steps_per_cpu_sec, r->raw_steps_per_cpu_sec, r->efficiency_cpu, r->rounds,
 		r->efficiency_min, r->efficiency_max, r->raw_parallel_steps_per_sec,
 		r->efficiency_parallel, r->parallel_scaling, r->batch_groups,
-		r->raw_lockstep_steps_per_sec, r->lockstep_scaling, r->efficiency_lockstep);
+		r->raw_lockstep_steps_per_sec, r->lockstep_scaling, r->efficiency_lockstep,
+		r->cpu_balance);
 	fprintf(f, "\"breakdown\":{\"ns_env_step\":%.1f,\"ns_ring\":%.1f,\"ns_copy\":%.1f,"
 		   "\"ns_policy\":%.1f,\"ns_wait\":%.1f,\"share_env\":%.4f,\"share_ring\":%.4f,"
 		   "\"share_copy\":%.4f,\"share_policy\":%.4f,\"share_wait\":%.4f,"
@@ -788,10 +825,11 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 	fputs("\"workers\":[", f);
 	for (uint32_t w = 0; w < r->nworkers; w++)
 		fprintf(f, "%s{\"worker\":%u,\"cpu\":%d,\"envs\":%u,\"ns_env_per_step\":%.2f,"
-			   "\"ns_ring_per_step\":%.2f,\"busy_share\":%.4f}",
+			   "\"ns_ring_per_step\":%.2f,\"busy_share\":%.4f,"
+			   "\"raw_parallel_steps_per_sec\":%.1f}",
 			w ? "," : "", w, r->workers[w].cpu, r->workers[w].envs,
 			r->workers[w].ns_env_per_step, r->workers[w].ns_ring_per_step,
-			r->workers[w].busy_share);
+			r->workers[w].busy_share, r->workers[w].raw_parallel_steps_per_sec);
 	fputs("],", f);
 	fprintf(f, "\"build\":\"%s\",", sr_build_info());
 	cli_json_machine(f);
@@ -943,6 +981,9 @@ int bench_pool(int argc, char **argv)
 		printf("  raw x%u at once %.0f  (scaling %.3f of %u x raw; pool / this: %.3f)\n",
 		       r.threads_used, r.raw_parallel_steps_per_sec, r.parallel_scaling,
 		       r.threads_used, r.efficiency_parallel);
+	if (r.cpu_balance > 0)
+		printf("  cpu balance   %.3f  (slowest / fastest CPU, raw loops at once%s)\n",
+		       r.cpu_balance, r.cpu_balance < 0.9 ? ": batches wait for the slowest" : "");
 	if (r.raw_lockstep_steps_per_sec > 0) {
 		uint32_t per = c.batch / r.threads_used ? c.batch / r.threads_used : 1;
 
@@ -968,8 +1009,11 @@ int bench_pool(int argc, char **argv)
 		if (r.workers[w].cpu >= 0)
 			snprintf(cpu, sizeof(cpu), "%d", r.workers[w].cpu);
 		printf("  worker %-3u    cpu %s  %u envs  env %.1f ns/step  ring %.1f ns/step  "
-		       "busy %.0f%%\n", w, cpu, r.workers[w].envs, r.workers[w].ns_env_per_step,
+		       "busy %.0f%%", w, cpu, r.workers[w].envs, r.workers[w].ns_env_per_step,
 		       r.workers[w].ns_ring_per_step, 100 * r.workers[w].busy_share);
+		if (r.workers[w].raw_parallel_steps_per_sec > 0)
+			printf("  raw %.1f ns/step", 1e9 / r.workers[w].raw_parallel_steps_per_sec);
+		putchar('\n');
 	}
 	printf("  cpu           %.0f%%   rss %llu kB\n", r.cpu_pct, (unsigned long long)r.rss_kb);
 	return 0;
