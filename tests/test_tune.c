@@ -295,6 +295,41 @@ static void test_verdict_slow_worker(void **st)
 	assert_false(has(&v, "ns a step (env + ring)"));
 }
 
+/* Raw loops on the workers' CPUs at once that ran at different speeds:
+ * the CPUs themselves are named as the pace of a sync loop; balanced CPUs,
+ * async, one thread or no measurement are not. */
+static void test_verdict_unequal_cpus(void **st)
+{
+	struct tune_diag_in in = {
+		.envs = 1024, .threads = 2, .batch = 1024, .cores = 2,
+		.env_only_sps = 3e7, .loop_sps = 3e7,
+		.loop = {.env = 0.8, .ring = 0.1, .copy = 0.01, .policy = 0, .wait = 0.09},
+		.cpu_balance = 0.665,
+	};
+	struct tune_verdict v;
+
+	(void)st;
+	tune_diagnose(&in, &v);
+	assert_true(has(&v, "the CPUs themselves step at different speeds: raw env loops on "
+			    "every worker's CPU at once ran at 0.67 of the fastest on the slowest"));
+	in.cpu_balance = 0.9; /* within TUNE_WORKER_SPREAD */
+	tune_diagnose(&in, &v);
+	assert_false(has(&v, "CPUs themselves"));
+	in.cpu_balance = 0; /* not measured */
+	tune_diagnose(&in, &v);
+	assert_false(has(&v, "CPUs themselves"));
+	in.cpu_balance = 0.665;
+	in.async = 1;
+	in.batch = 512;
+	tune_diagnose(&in, &v);
+	assert_false(has(&v, "CPUs themselves"));
+	in.async = 0;
+	in.batch = 1024;
+	in.threads = 1;
+	tune_diagnose(&in, &v);
+	assert_false(has(&v, "CPUs themselves"));
+}
+
 /* The wall shares of a benchmark result: copy is collect plus send; the
  * collect time already leaves out the envs recv steps inline, so nothing
  * is subtracted from it. */
@@ -433,6 +468,7 @@ int main(void)
 		cmocka_unit_test(test_verdict_copy),
 		cmocka_unit_test(test_result_shares),
 		cmocka_unit_test(test_verdict_slow_worker),
+		cmocka_unit_test(test_verdict_unequal_cpus),
 		cmocka_unit_test(test_verdict_sync),
 		cmocka_unit_test(test_json_context),
 	};

@@ -430,6 +430,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 		in.median_batch_us = loop.p50_us + loop.ns_policy / 1e3;
 		in.mean_batch_us = loop.seconds * 1e6 / (double)loop.batches;
 	}
+	in.cpu_balance = env_only.cpu_balance;
 	/* Workers of the envs-only run (no policy to blur them). */
 	for (uint32_t w = 0; w < env_only.nworkers; w++) {
 		const struct bench_worker_result *br = &env_only.workers[w];

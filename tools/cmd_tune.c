@@ -373,6 +373,16 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 			  "its envs hold up every batch",
 		       in->worker_slow);
 	}
+	/* The same pace, seen without the pool: raw env loops on every
+	 * worker's CPU at once. Unequal there, the CPUs themselves differ
+	 * (a hypervisor, SMT siblings, another process, unequal cores). */
+	if ((v->bound == TUNE_BOUND_ENV || v->bound == TUNE_BOUND_SYNC) && !in->async &&
+	    in->threads > 1 && in->cpu_balance > 0 &&
+	    in->cpu_balance * TUNE_WORKER_SPREAD < 1.0)
+		why(v, "the CPUs themselves step at different speeds: raw env loops on every "
+		       "worker's CPU at once ran at %.2f of the fastest on the slowest (no pool "
+		       "involved), and a sync batch runs at the slowest one's pace",
+		    in->cpu_balance);
 }
 
 void tune_print_verdict(FILE *f, const struct tune_verdict *v)

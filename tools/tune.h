@@ -111,6 +111,10 @@ struct tune_diag_in {
 	double worker_fast_ns, worker_slow_ns;
 	uint32_t worker_fast, worker_slow;
 	int32_t worker_slow_cpu;
+	/* Added: the envs-only run's cpu_balance (slowest / fastest CPU's raw
+	 * env loop, all the workers' CPUs at once, no pool; <= 0: not
+	 * measured). Below 1 / TUNE_WORKER_SPREAD the CPUs themselves differ. */
+	double cpu_balance;
 };
 
 /* Workers further apart than this (slowest / fastest, per env step) are
