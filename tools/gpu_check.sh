@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# GPU check for the CUDA device path, in one go (under 5 minutes):
+# GPU check for the CUDA device path, in one go (under 5 minutes, and about
+# one more for step 4):
 #   1. configure with CUDA, build the CLI and the tests (build-gpu/);
 #   2. run the gpu-labelled tests (and the host device tests);
 #   3. print a table: H2D bandwidth of a batch from the registered ring vs
 #      cudaMemcpy from a pinned buffer of the same size, and closed-loop
 #      steps/s against env-only steps/s for CartPole and spin at three
-#      policy sizes.
+#      policy sizes;
+#   4. the runtime pool's goals on this machine's CPUs (tools/pool_goals.sh,
+#      about a minute; POOL_RUNS=0 skips it, POOL_SECS).
 # Without a GPU (or without nvcc) it says so and exits 77.
 #
 #   tools/gpu_check.sh [BUILD_DIR]   (env: JOBS, SECONDS_PER_RUN, ENVS, SPIN)
@@ -89,3 +92,11 @@ for j in "${rows[@]}"; do
 		"$(jget us_policy "$j")"
 done
 echo "(goal: CartPole with the small policy, ratio >= 0.8)"
+# Not GPU work: the runtime pool's goals on this machine's cores, which
+# (unlike a 2-vCPU VM's) may step at equal speeds. 1 s runs keep it short.
+if [ "${POOL_RUNS:-3}" -gt 0 ]; then
+	echo
+	echo "== pool goals on this machine's CPUs (tools/pool_goals.sh, 1 s runs)"
+	RUNS=${POOL_RUNS:-3} SECS=${POOL_SECS:-1} WARMUP=0.3 COOLDOWN=0.2 \
+		tools/pool_goals.sh "$B/stepring" || echo "gpu_check: pool goals did not run (not fatal)"
+fi
