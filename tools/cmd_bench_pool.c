@@ -614,11 +614,10 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		if (err)
 			goto fail_pool;
 		r1 = (double)(raw.steps - rs) / ((double)(raw.ns - rn) / 1e9);
-		rt = T > 1 && T <= BENCH_MAX_WORKERS
-			     ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, 0,
-					    pw + (size_t)k * BENCH_MAX_WORKERS)
-			     : T > 1 ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, 0, NULL)
-				     : r1;
+		rt = T > 1 ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, 0,
+					  T <= BENCH_MAX_WORKERS ? pw + (size_t)k * BENCH_MAX_WORKERS
+								 : NULL)
+			   : r1;
 		if (rt < 0) {
 			err = (int)rt;
 			fail(r, err, "%s", "cannot start the parallel raw loop's threads");
