@@ -40,14 +40,6 @@
 
 #include "ring_internal.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define cpu_relax() atomic_signal_fence(memory_order_seq_cst)
-#endif
-
 /* Each producer thread caches the last cursor it saw (per ring handle, by
  * a process-unique id, so a new ring at a recycled address never matches):
  * the cursor only grows, so a stale value is a safe lower bound, and the
@@ -468,7 +460,7 @@ static void wait_room(sr_ring *r, uint64_t end)
 	atomic_fetch_add_explicit(&r->hdr->reserve_waits, 1, memory_order_relaxed);
 	while (end - atomic_load_explicit(&r->hdr->cursor, memory_order_acquire) > r->cap) {
 		if (spins < 64) {
-			cpu_relax();
+			sr__cpu_relax();
 		} else if (spins < 256) {
 			sched_yield();
 		} else {

@@ -116,13 +116,6 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out
 	return 0;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 /*
  * Async recv: the batch is the batch_size oldest published result rows, in
  * ring order: [cursor, pos) less the PAD / FINAL slots in it. That is "the
@@ -398,7 +391,7 @@ void sr__collect_drain(sr_pool *p)
 		sr__async_inline(p, UINT32_MAX);
 		n = sr_ring_peek(p->ring, (uint32_t)p->ring_cap, &first);
 		if (!n) {
-			cpu_relax();
+			sr__cpu_relax();
 			continue;
 		}
 		for (uint32_t i = 0; i < n; i++) {

@@ -46,4 +46,17 @@ void sr__clear_error(void);
 #define SR_VECTOR_CLONES
 #endif
 
+/* One round of a spin-wait: tells the core (and an SMT sibling) that this
+ * thread only polls. */
+static inline void sr__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
 #endif

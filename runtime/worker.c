@@ -19,7 +19,7 @@
  * everything, reserves one slot range for it, steps runs of consecutive
  * envs, publishes, and bumps pool->pub_evt for recv.
  *
- * Sleeping: spin (cpu_relax) for spin_iters rounds, then announce
+ * Sleeping: spin (sr__cpu_relax) for spin_iters rounds, then announce
  * `sleeping` and futex_wait on the word. The waker stores the word, then
  * reads `sleeping`, and only then makes the futex_wake system call. Both
  * sides use seq_cst for (store word, load sleeping) / (store sleeping,
@@ -55,15 +55,6 @@ void sr__futex_wait(_Atomic uint32_t *addr, uint32_t val)
 void sr__futex_wake(_Atomic uint32_t *addr)
 {
 	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#endif
 }
 
 static inline void add_relaxed(_Atomic uint64_t *c, uint64_t v)
@@ -745,7 +736,7 @@ static uint32_t wait_go(struct sr__worker *w, uint32_t seen)
 		v = atomic_load_explicit(&w->go, memory_order_acquire);
 		if (v != seen)
 			return v;
-		cpu_relax();
+		sr__cpu_relax();
 	}
 	for (;;) {
 		atomic_store_explicit(&w->sleeping, 1, memory_order_seq_cst);
@@ -823,7 +814,7 @@ static void wait_done(sr_pool *p)
 	for (uint32_t i = 0; i < p->spin_iters; i++) {
 		if (atomic_load_explicit(&p->done_gen, memory_order_acquire) == p->gen)
 			return;
-		cpu_relax();
+		sr__cpu_relax();
 	}
 	for (;;) {
 		atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
@@ -1006,7 +997,7 @@ void sr__wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t arg)
 		uint32_t v;
 
 		if (++spins < p->spin_iters) {
-			cpu_relax();
+			sr__cpu_relax();
 			continue;
 		}
 		/* E1: announce the sleep, then re-check: pairs with

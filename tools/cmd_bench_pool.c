@@ -26,6 +26,7 @@
 #include "bench_loop.h"
 #include "bench_pool.h"
 #include "cli.h"
+#include "internal.h"
 #include "stepring.h"
 #include "stepring/checkpoint.h"
 
@@ -107,13 +108,6 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static inline void bench_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 /*
  * T raw loops in lockstep: each steps its share of a batch, then waits at a
  * barrier for the others, as a sync pool's workers (and a batch group's)
@@ -148,7 +142,7 @@ static bool lockstep_wait(struct lockstep *ls)
 		 * the one it waits for until the scheduler's tick. */
 		for (uint32_t i = 0; (v = atomic_load(&ls->gen)) == g; i++) {
 			if (i < (1u << 14))
-				bench_cpu_relax();
+				sr__cpu_relax();
 			else
 				sched_yield();
 		}
