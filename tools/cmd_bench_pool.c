@@ -150,6 +150,23 @@ static bool lockstep_wait(struct lockstep *ls)
 	return !(v & 1);
 }
 
+/* One raw step of instances [off, off + k) with @acts (the first one's
+ * action), then a reset of those whose episode ended (terminated, or
+ * max_episode_steps by the elapsed counts @el). */
+static void raw_step(const sr_env_spec *s, char *st, const unsigned char *acts, float *obs,
+		     double *rew, uint8_t *term, uint32_t *el, uint32_t off, uint32_t k)
+{
+	s->step(s, st + (size_t)off * s->state_size, k, acts, obs + (size_t)off * s->obs_dim,
+		rew + off, term + off);
+	for (uint32_t i = off; i < off + k; i++) {
+		el[i]++;
+		if (term[i] || (s->max_episode_steps && el[i] >= s->max_episode_steps)) {
+			s->reset(s, st + (size_t)i * s->state_size, 1, obs + (size_t)i * s->obs_dim);
+			el[i] = 0;
+		}
+	}
+}
+
 /* The raw loop: one thread, n instances, step all then reset the ended,
  * for @seconds; adds steps, wall and CPU time (and batch times) to @acc.
  * With @ls (lockstep, thread @idx): step ls->chunk instances at a time,
@@ -192,16 +209,8 @@ static int raw_loop_ls(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 		for (;;) {
 			uint32_t k = n - off < m ? n - off : m;
 
-			s->step(s, st + (size_t)off * ss, k,
-				acts + ((it++ % ACT_BATCHES) * n + off) * asz,
-				obs + (size_t)off * s->obs_dim, rew + off, term + off);
-			for (uint32_t i = off; i < off + k; i++) {
-				el[i]++;
-				if (term[i] || (s->max_episode_steps && el[i] >= s->max_episode_steps)) {
-					s->reset(s, st + i * ss, 1, obs + (size_t)i * s->obs_dim);
-					el[i] = 0;
-				}
-			}
+			raw_step(s, st, acts + ((it++ % ACT_BATCHES) * n + off) * asz, obs, rew, term,
+				 el, off, k);
 			steps += k;
 			off = off + k < n ? off + k : 0;
 			t = cli_now_ns();
@@ -216,14 +225,8 @@ static int raw_loop_ls(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 	do {
 		for (int k = 0; k < 8; k++, it++) {
 			uint64_t te;
-			s->step(s, st, n, acts + (it % ACT_BATCHES) * n * asz, obs, rew, term);
-			for (uint32_t i = 0; i < n; i++) {
-				el[i]++;
-				if (term[i] || (s->max_episode_steps && el[i] >= s->max_episode_steps)) {
-					s->reset(s, st + i * ss, 1, obs + (size_t)i * s->obs_dim);
-					el[i] = 0;
-				}
-			}
+
+			raw_step(s, st, acts + (it % ACT_BATCHES) * n * asz, obs, rew, term, el, 0, n);
 			steps += n;
 			te = cli_now_ns();
 			if (acc->lat && acc->nlat < acc->cap)
