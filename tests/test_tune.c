@@ -233,6 +233,7 @@ static void test_verdict_copy(void **st)
 	 * is suggested, slower is not. */
 	in.async = 1;
 	in.batch = 512;
+	in.batch_groups = 2; /* as the pool makes them: 512 divides 1024 */
 	in.other_mode_sps = 3.6e6;
 	tune_diagnose(&in, &v);
 	assert_int_equal(v.bound, TUNE_BOUND_COPY);
@@ -247,6 +248,7 @@ static void test_verdict_copy(void **st)
 	/* A batch that does not divide the envs: per-env work, and the
 	 * advice to make it divide them. */
 	in.batch = 500;
+	in.batch_groups = 0;
 	tune_diagnose(&in, &v);
 	assert_true(has(&v, "every row"));
 	assert_true(has(&v, "batch groups"));

@@ -422,6 +422,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	in.env_only_sps = env_only.steps_per_sec;
 	in.policy_only_sps = policy_sps;
 	in.loop_sps = loop.steps_per_sec;
+	in.batch_groups = loop.batch_groups;
 	tune_result_shares(&loop, &in.loop);
 	in.other_mode_sps = have_other ? other.steps_per_sec : 0;
 	in.loadavg = tune_loadavg();

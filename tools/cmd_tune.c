@@ -288,7 +288,7 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 		if (in->async) {
 			/* Copy includes send here: the trainer thread's own work,
 			 * per batch with batch groups, per row without. */
-			if (in->batch && in->envs % in->batch == 0 && in->batch >= in->threads) {
+			if (in->batch_groups) {
 				why(v, "in async mode the trainer thread sends and collects each batch "
 				       "(send + collect): with small batches its fixed costs weigh");
 			} else {
