@@ -316,7 +316,8 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max);
  * (inline); whether every worker thread has finished command @k (a
  * predicate for sr__wait_recv). Pool thread only. */
 void sr__grp_publish(sr_pool *p);
-uint64_t sr__grp_inline(sr_pool *p, uint64_t k); /* the clock at its end, 0 if none ran */
+/* sr__grp_inline returns the clock at its end; 0: no inline worker 0. */
+uint64_t sr__grp_inline(sr_pool *p, uint64_t k);
 bool sr__grp_done(sr_pool *p, uint64_t k);
 /* recv: spin, then sleep on pub_evt (E1), until @ready(p, @arg); the
  * workers' notify after each publish (E0) wakes it. Pool thread only. */
