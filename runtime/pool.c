@@ -29,7 +29,7 @@
 
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
 		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER | \
-		       SR_POOL_F_NO_INLINE | SR_POOL_F_NO_BATCH_GROUPS)
+		       SR_POOL_F_NO_INLINE | SR_POOL_F_NO_BATCH_GROUPS | SR_POOL_F_NO_REBALANCE)
 
 void sr_pool_opts_init(sr_pool_opts *o)
 {
@@ -206,13 +206,16 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	 * below: multiples of the group count, differing by at most that). */
 	p->workers = aligned_alloc(SR_CACHELINE, sizeof(*p->workers) * T);
 	p->env_worker = calloc(p->num_envs, sizeof(*p->env_worker));
+	p->shift = calloc(T, sizeof(*p->shift));
+	p->rb_mark = calloc(2 * (size_t)T, sizeof(*p->rb_mark));
+	p->rb_inv = calloc(T, sizeof(*p->rb_inv));
 	p->inflight = calloc(p->num_envs, 1);
 	p->last_ids = calloc(p->num_envs, sizeof(*p->last_ids));
 	p->async_act = calloc(p->num_envs, p->act_size);
 	if (p->keep_final)
 		p->final_env = calloc((size_t)p->num_envs * p->obs_dim, sizeof(float));
-	if (!p->workers || !p->env_worker || !p->inflight || !p->last_ids || !p->async_act ||
-	    (p->keep_final && !p->final_env)) {
+	if (!p->workers || !p->env_worker || !p->shift || !p->rb_mark || !p->rb_inv ||
+	    !p->inflight || !p->last_ids || !p->async_act || (p->keep_final && !p->final_env)) {
 		err = sr__errorf(-ENOMEM, "out of memory for %u envs", p->num_envs);
 		goto fail;
 	}
@@ -258,6 +261,11 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 			p->env_worker[env + k] = i;
 		env += w->n_envs;
 	}
+	p->max_slice = 0;
+	for (uint32_t i = 0; i < T; i++)
+		if (p->workers[i].n_envs > p->max_slice)
+			p->max_slice = p->workers[i].n_envs;
+	p->rebalance = !p->async && T > 1 && !(o->flags & SR_POOL_F_NO_REBALANCE);
 	atomic_store_explicit(&p->cmd, p->async ? SR__CMD_ASYNC : SR__CMD_NONE,
 			      memory_order_relaxed);
 
@@ -292,6 +300,9 @@ void sr_pool_destroy(sr_pool *p)
 	sr__plan_free(p->plan);
 	free(p->workers);
 	free(p->env_worker);
+	free(p->shift);
+	free(p->rb_mark);
+	free(p->rb_inv);
 	free(p->inflight);
 	free(p->last_ids);
 	free(p->async_act);
@@ -701,6 +712,7 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 	out->ns_idle = atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
 	out->first_env = w->first_env;
 	out->num_envs = w->n_envs;
+	out->rows = sr__sync_rows(p, worker);
 	/* sr_pool_worker_cpu's answer, without setting the last error. */
 	out->cpu = (worker == 0 && p->first_thread && !p->caller_bound) || w->cpu < 0 ||
 				   !p->plan->w[worker].cpus[0]

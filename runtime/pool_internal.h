@@ -209,6 +209,8 @@ struct sr_pool {
 	size_t act_size;
 	uint32_t obs_dim;
 	uint32_t spin_iters; /* spin before futex_wait */
+	bool rebalance;       /* sync: shift the slices' boundaries (see shift) */
+	uint32_t max_slice;   /* the most envs any worker owns */
 
 	struct sr__plan *plan; /* placement (affinity.c) */
 
@@ -224,6 +226,17 @@ struct sr_pool {
 	uint32_t first_thread;      /* 1: worker 0 runs on the calling thread; 0: all are threads */
 	bool caller_bound;        /* SR_POOL_F_BIND_CALLER bound the calling thread (worker 0) */
 	uint32_t *env_worker;       /* env -> worker index */
+	/* Sync steps: shift[w] moves the boundary between the rows stepped by
+	 * workers w and w+1 (> 0: worker w steps the first shift[w] envs of
+	 * w+1's slice; < 0: w+1 steps the last -shift[w] of w's); shift[T-1]
+	 * is 0. Written by the pool thread between commands (ordered by the
+	 * kick, G0/G1), read by the workers. */
+	_Atomic int32_t *shift;
+	/* Rebalancing (pool thread, worker.c rebalance): steps since the last
+	 * look, and each worker's steps and busy ns then. */
+	uint32_t rb_n;
+	uint64_t *rb_mark; /* 2 per worker: steps, ns_env + ns_ring */
+	double *rb_inv;    /* per worker: steps per busy ns since the last look */
 
 	/* --- sync command, written by the pool thread before bumping go
 	 * (release), read by workers after they see go (acquire) --- */
@@ -296,6 +309,15 @@ void sr__workers_stop(sr_pool *p);
 /* Run a sync command on every worker (worker 0 inline) and wait; returns
  * the clock (sr__now_ns) at the end, for the caller's next interval. */
 uint64_t sr__workers_run(sr_pool *p, uint32_t cmd);
+/* Envs worker @w steps in each sync step now (its slice and the shifts at
+ * its two ends; relaxed loads, any thread). */
+static inline uint32_t sr__sync_rows(const sr_pool *p, uint32_t w)
+{
+	int32_t lo = w ? atomic_load_explicit(&p->shift[w - 1], memory_order_relaxed) : 0;
+	int32_t hi = atomic_load_explicit(&p->shift[w], memory_order_relaxed);
+
+	return (uint32_t)((int32_t)p->workers[w].n_envs - lo + hi);
+}
 /* Async: queue env (| SR__Q_RESET) to its worker; sr__async_kick publishes.
  * Pool thread only. */
 static inline void sr__async_enqueue(sr_pool *p, uint32_t e)

@@ -9,7 +9,8 @@
  * Sync command (STEP / RESET): the pool thread reserves num_envs
  * contiguous ring slots, writes the command into the pool (cmd, actions,
  * first sequence), bumps each worker's `go` word and steps worker 0's
- * slice itself. Each worker steps its slice straight into slots
+ * slice itself. Each worker steps its slice (shifted at its ends by
+ * rebalancing: see rebalance()) straight into slots
  * [seq + first_env, seq + first_env + n_envs), publishes them, and
  * decrements `pending`; the last one stores done_gen and wakes the pool
  * thread if it sleeps.
@@ -76,7 +77,10 @@ static size_t align64(size_t x)
 static int worker_alloc(struct sr__worker *w)
 {
 	sr_pool *p = w->pool;
-	size_t n = w->n_envs ? w->n_envs : 1, qcap = 1;
+	size_t n = w->n_envs ? w->n_envs : 1, qcap = 1, ecap = 1;
+	/* Scratch and the episode queue also serve the envs it steps for its
+	 * neighbours (sync rebalancing: up to a quarter of each one's slice). */
+	size_t ns = n + (p->rebalance ? p->max_slice / 2 : 0);
 	/* 8-byte columns first, then 4-byte, then bytes; each 64-aligned. */
 	size_t o_states = 0;
 	size_t o_prev = align64(o_states + n * p->spec.state_size);
@@ -84,21 +88,23 @@ static int worker_alloc(struct sr__worker *w)
 	size_t o_elen = align64(o_eret + n * sizeof(double));
 	size_t o_rew = align64(o_elen + n * sizeof(uint64_t));
 	size_t o_dseq = align64(o_rew + n * sizeof(double));
-	size_t o_el = align64(o_dseq + n * sizeof(uint64_t));
+	size_t o_el = align64(o_dseq + ns * sizeof(uint64_t));
 	size_t o_run = align64(o_el + n * sizeof(uint32_t));
 	size_t o_dloc = align64(o_run + 3 * n * sizeof(uint32_t));
-	size_t o_fix = align64(o_dloc + n * sizeof(uint32_t));
-	size_t o_done = align64(o_fix + 2 * n * sizeof(uint32_t));
+	size_t o_fix = align64(o_dloc + ns * sizeof(uint32_t));
+	size_t o_done = align64(o_fix + 2 * ns * sizeof(uint32_t));
 	size_t o_dterm = align64(o_done + n);
 	size_t o_dtrunc = align64(o_dterm + n);
 	size_t o_need = align64(o_dtrunc + n);
-	size_t o_mark = align64(o_need + n);
+	size_t o_mark = align64(o_need + ns);
 	size_t o_eps = align64(o_mark + n), o_q, total;
 	unsigned char *m;
 
 	while (qcap < n)
 		qcap <<= 1;
-	o_q = align64(o_eps + qcap * 2 * sizeof(double));
+	while (ecap < ns)
+		ecap <<= 1;
+	o_q = align64(o_eps + ecap * 2 * sizeof(double));
 	total = align64(o_q + qcap * sizeof(uint32_t));
 	m = aligned_alloc(64, total);
 	if (!m)
@@ -122,7 +128,7 @@ static int worker_alloc(struct sr__worker *w)
 	w->need = m + o_need;
 	w->mark = m + o_mark;
 	w->eps = (double *)(m + o_eps);
-	w->eps_mask = (uint32_t)qcap - 1;
+	w->eps_mask = (uint32_t)ecap - 1;
 	w->q = (uint32_t *)(m + o_q);
 	w->q_mask = (uint32_t)qcap - 1;
 	for (uint32_t i = 0; i < w->n_envs; i++)
@@ -225,8 +231,11 @@ static inline __attribute__((always_inline)) void push_episode(struct sr__worker
 /*
  * Ring bookkeeping for the same envs after env_calls: reward, truncation
  * (TimeLimit), flags, env id, prev link, action; remembers which envs
- * finished (SAME_STEP fix-up). Returns the count of finished envs added
- * to w->done_loc / done_seq starting at @nd.
+ * finished (SAME_STEP fix-up). The envs are @w's (its per-env arrays);
+ * the worker stepping them is @x (@w, or a neighbour that rebalancing
+ * gave them to): its scratch, its episode queue, its same-step list.
+ * Returns the count of finished envs added to x->done_loc / done_seq
+ * starting at @nd.
  *
  * Two parts. First, straight-line loops over whole columns (struct of
  * arrays on both sides, no branches, so the compiler vectorizes them) do
@@ -239,8 +248,8 @@ static inline __attribute__((always_inline)) void push_episode(struct sr__worker
  * short episodes that is a few percent of the rows.
  */
 SR_VECTOR_CLONES
-static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t seq,
-			 const unsigned char *acts, uint32_t nd)
+static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo, uint32_t n,
+			 uint64_t seq, const unsigned char *acts, uint32_t nd)
 {
 	sr_pool *p = w->pool;
 	const uint64_t s = seq & (p->ring_cap - 1);
@@ -265,8 +274,8 @@ static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t
 	uint8_t *restrict done_trunc = w->done_trunc + lo;
 	double *restrict ep_ret = w->ep_ret + lo;
 	uint64_t *restrict ep_len = w->ep_len + lo;
-	uint8_t *restrict need = w->need;
-	uint32_t *restrict fa = w->fix, *restrict fb = w->fix + n;
+	uint8_t *restrict need = x->need;
+	uint32_t *restrict fa = x->fix, *restrict fb = x->fix + n;
 	uint32_t na = 0, nb = 0;
 	uint8_t any = 0;
 
@@ -353,7 +362,7 @@ static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t
 		/* Ends now: the live-env update applies; then the episode. */
 		const uint32_t i = fb[k];
 
-		push_episode(w, ep_ret[i], ep_len[i]);
+		push_episode(x, ep_ret[i], ep_len[i]);
 		ep_ret[i] = 0;
 		ep_len[i] = 0;
 		done[i] = 1;
@@ -363,8 +372,8 @@ static uint32_t bookkeep(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t
 			memcpy(p->final_env + (size_t)(env0 + i) * od, p->c_obs + (s + i) * od,
 			       od * sizeof(float));
 		if (p->autoreset == SR_AUTORESET_SAME_STEP) {
-			w->done_loc[nd] = lo + i;
-			w->done_seq[nd] = seq + i;
+			x->done_loc[nd] = lo + i;
+			x->done_seq[nd] = seq + i;
 			nd++;
 		}
 	}
@@ -391,9 +400,10 @@ static void copy_slot(sr_pool *p, uint64_t from, uint64_t to)
  * the env into its batch slot, flagged SR_SLOT_FIRST, keeping that step's
  * reward / terminated / truncated there (Gymnasium's same-step contract).
  * Replay stays exact: the FINAL slot is the transition, the FIRST slot
- * starts the next episode's chain.
+ * starts the next episode's chain. The envs are @w's, listed by @x
+ * (bookkeep).
  */
-static void same_step_fixup(struct sr__worker *w, uint32_t nd)
+static void same_step_fixup(struct sr__worker *w, struct sr__worker *x, uint32_t nd)
 {
 	sr_pool *p = w->pool;
 	uint64_t mask = p->ring_cap - 1, e0;
@@ -402,8 +412,8 @@ static void same_step_fixup(struct sr__worker *w, uint32_t nd)
 		return;
 	sr_ring_reserve(p->ring, nd, 0, &e0);
 	for (uint32_t k = 0; k < nd; k++) {
-		uint64_t q = w->done_seq[k], sq = q & mask, se = (e0 + k) & mask;
-		uint32_t i = w->done_loc[k];
+		uint64_t q = x->done_seq[k], sq = q & mask, se = (e0 + k) & mask;
+		uint32_t i = x->done_loc[k];
 
 		copy_slot(p, sq, se);
 		p->c_flags[se] = SR_SLOT_FINAL;
@@ -470,14 +480,56 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 	}
 }
 
-/* Sync command on worker @w's whole slice. */
+/* A range of envs a worker steps in a sync command: local envs [lo, lo +
+ * n) of worker v (itself or a neighbour). */
+struct piece {
+	struct sr__worker *v;
+	uint32_t lo, n;
+};
+
+/*
+ * The rows worker @w steps in a sync step, in row order (at most three
+ * pieces, consecutive rows): the last -shift[w-1] envs of worker w-1 when
+ * that is negative, its own slice less what its neighbours step for it,
+ * the first shift[w] envs of worker w+1 when that is positive (see
+ * sr_pool.shift). Returns the count of pieces.
+ */
+static uint32_t sync_pieces(struct sr__worker *w, struct piece *pc)
+{
+	sr_pool *p = w->pool;
+	uint32_t i = w->index, k = 0, lo = 0, hi = w->n_envs;
+	/* Relaxed: written before the kick (G0), read after it (G1). */
+	int32_t a = i ? atomic_load_explicit(&p->shift[i - 1], memory_order_relaxed) : 0;
+	int32_t b = atomic_load_explicit(&p->shift[i], memory_order_relaxed);
+
+	if (a < 0) {
+		struct sr__worker *v = &p->workers[i - 1];
+
+		pc[k++] = (struct piece){v, v->n_envs - (uint32_t)-a, (uint32_t)-a};
+	} else {
+		lo = (uint32_t)a;
+	}
+	if (b < 0)
+		hi -= (uint32_t)-b;
+	pc[k++] = (struct piece){w, lo, hi - lo};
+	if (b > 0)
+		pc[k++] = (struct piece){&p->workers[i + 1], 0, (uint32_t)b};
+	return k;
+}
+
+/*
+ * Sync command on worker @w. A step covers its pieces (sync_pieces: its
+ * slice, shifted at the ends by the pool thread's rebalancing, with
+ * consecutive rows): the env calls of every piece, then each piece's
+ * bookkeeping in its owner's arrays (episodes and same-step lists on this
+ * worker's own queues), then one publish of the whole row range. A reset
+ * covers its own slice.
+ */
 static uint64_t run_sync(struct sr__worker *w, uint32_t cmd)
 {
 	sr_pool *p = w->pool;
-	uint64_t seq = p->cmd_seq + w->first_env;
-	uint64_t s = seq & (p->ring_cap - 1);
-	uint64_t t0, t1, t2, ns_env = 0;
-	uint32_t nd;
+	uint64_t t0, t1, t2, ns_env = 0, seq;
+	uint32_t n = 0;
 
 	if (!w->n_envs)
 		return 0;
@@ -489,23 +541,42 @@ static uint64_t run_sync(struct sr__worker *w, uint32_t cmd)
 	 * written once, by the publish). */
 	atomic_thread_fence(memory_order_release);
 	if (cmd == SR__CMD_STEP) {
-		const unsigned char *acts = p->cmd_actions + (size_t)w->first_env * p->act_size;
+		struct piece pc[3];
+		uint32_t np = sync_pieces(w, pc);
 
+		seq = p->cmd_seq + pc[0].v->first_env + pc[0].lo;
 		/* The env calls start at t0: the fence is a compiler barrier
 		 * on x86-64, and a clock read costs about 30 ns here. */
-		env_calls(w, 0, w->n_envs, s, acts);
+		for (uint32_t k = 0; k < np; k++) {
+			struct sr__worker *v = pc[k].v;
+			uint64_t q = p->cmd_seq + v->first_env + pc[k].lo;
+
+			env_calls(v, pc[k].lo, pc[k].n, q & (p->ring_cap - 1),
+				  p->cmd_actions + (size_t)(v->first_env + pc[k].lo) * p->act_size);
+		}
 		t1 = sr__now_ns();
 		ns_env = t1 - t0;
-		nd = bookkeep(w, 0, w->n_envs, seq, acts, 0);
-		same_step_fixup(w, nd);
+		for (uint32_t k = 0; k < np; k++) {
+			struct sr__worker *v = pc[k].v;
+			uint64_t q = p->cmd_seq + v->first_env + pc[k].lo;
+
+			same_step_fixup(v, w,
+					bookkeep(v, w, pc[k].lo, pc[k].n, q,
+						 p->cmd_actions +
+							 (size_t)(v->first_env + pc[k].lo) * p->act_size,
+						 0));
+			n += pc[k].n;
+		}
 	} else {
-		reset_range(w, 0, w->n_envs, seq, p->cmd_mask, &ns_env);
+		seq = p->cmd_seq + w->first_env;
+		n = w->n_envs;
+		reset_range(w, 0, n, seq, p->cmd_mask, &ns_env);
 	}
 	/* R1: release the slots' columns to the consumer (pairs with the
 	 * acquire in sr_ring_peek). */
-	sr_ring_publish(p->ring, seq, w->n_envs);
+	sr_ring_publish(p->ring, seq, n);
 	t2 = sr__now_ns();
-	add_relaxed(&w->steps, w->n_envs);
+	add_relaxed(&w->steps, n);
 	add_relaxed(&w->ns_env, ns_env);
 	add_relaxed(&w->ns_ring, (t2 - t0) - ns_env);
 	return t2;
@@ -552,8 +623,8 @@ static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 
 		env_calls(w, lo, n, seq & (p->ring_cap - 1), acts);
 		ns_env = sr__now_ns() - t0;
-		nd = bookkeep(w, lo, n, seq, acts, 0);
-		same_step_fixup(w, nd);
+		nd = bookkeep(w, w, lo, n, seq, acts, 0);
+		same_step_fixup(w, w, nd);
 	}
 	/* R1: publish (release) pairs with the collector's acquire. */
 	sr_ring_publish(p->ring, seq, n);
@@ -663,10 +734,10 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 		if (len & SR__Q_RESET)
 			reset_range(w, lo, len & ~SR__Q_RESET, qq, NULL, &ns_env);
 		else
-			nd = bookkeep(w, lo, len, qq,
+			nd = bookkeep(w, w, lo, len, qq,
 				      p->async_act + (size_t)(w->first_env + lo) * p->act_size, nd);
 	}
-	same_step_fixup(w, nd);
+	same_step_fixup(w, w, nd);
 	/* R1: publish (release) pairs with the collector's acquire. */
 	sr_ring_publish(p->ring, seq0, k);
 	notify_recv(p);
@@ -891,12 +962,97 @@ void sr__workers_stop(sr_pool *p)
 	}
 }
 
+/* Rebalancing: look every SR__RB_EVERY sync steps; move a boundary half
+ * the way to its target, in steps of a grain (a power of two up to
+ * SR__RB_GRAIN envs, at most half the limit), and at most 1/SR__RB_MAX of
+ * the smaller slice either way. */
+#define SR__RB_EVERY 32
+#define SR__RB_GRAIN 64
+#define SR__RB_MAX 4
+
+/*
+ * Sync rebalancing (pool thread, between steps): give each worker rows in
+ * proportion to its speed, measured as its busy time (env calls and
+ * bookkeeping) per env step since the last look. A worker whose CPU is
+ * slower (another process on it, a slower core, a hypervisor's choice)
+ * then no longer makes every batch wait: the boundaries between
+ * neighbours' rows move (p->shift), within a NUMA node. The envs stay
+ * where they are (states and bookkeeping in their owner's memory, seeded
+ * and checkpointed by it); the neighbour steps them in place, and since
+ * the boundary moves slowly they stay in its cache.
+ */
+static void rebalance(sr_pool *p)
+{
+	uint32_t T = p->num_threads;
+	double *inv = p->rb_inv, sum = 0, acc = 0;
+	uint32_t end = 0;
+	bool ok = true;
+
+	if (++p->rb_n < SR__RB_EVERY)
+		return;
+	p->rb_n = 0;
+	for (uint32_t i = 0; i < T; i++) {
+		const struct sr__worker *w = &p->workers[i];
+		uint64_t st = atomic_load_explicit(&w->steps, memory_order_relaxed);
+		uint64_t ns = atomic_load_explicit(&w->ns_env, memory_order_relaxed) +
+			      atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
+		uint64_t dst = st - p->rb_mark[2 * i], dns = ns - p->rb_mark[2 * i + 1];
+
+		p->rb_mark[2 * i] = st;
+		p->rb_mark[2 * i + 1] = ns;
+		/* A worker without steps (or counters set back by a restore):
+		 * nothing to compare this time. */
+		if (!dst || !dns || dst > st || dns > ns)
+			ok = false;
+		inv[i] = ok ? (double)dst / (double)dns : 0;
+		sum += inv[i];
+	}
+	if (!ok)
+		return;
+	for (uint32_t i = 0; i + 1 < T; i++) {
+		const struct sr__worker *a = &p->workers[i], *b = &p->workers[i + 1];
+		uint32_t lim = (a->n_envs < b->n_envs ? a->n_envs : b->n_envs) / SR__RB_MAX;
+		uint32_t g = SR__RB_GRAIN;
+		double target, to;
+		int32_t sh;
+
+		/* Whole grains: with a boundary that was on a cache line (or a
+		 * page) in every column, a shifted one is too (64 envs: a line
+		 * of the byte columns), so two workers never write one line;
+		 * unaligned boundaries cost 2-3% in runs where nothing needed
+		 * to move. */
+		while (g > 1 && 2 * g > lim)
+			g /= 2;
+		lim -= lim % g;
+
+		end += a->n_envs;
+		acc += inv[i];
+		sh = atomic_load_explicit(&p->shift[i], memory_order_relaxed);
+		if (p->plan->w[i].numa != p->plan->w[i + 1].numa)
+			continue;
+		/* The boundary where rows would go by speed, as a shift from
+		 * the slices' own boundary. */
+		target = (double)p->num_envs * acc / sum - (double)end;
+		if (target > lim)
+			target = lim;
+		if (target < -(double)lim)
+			target = -(double)lim;
+		/* Half the way, rounded to a grain: a target that wanders
+		 * within a grain of the boundary does not move it. */
+		to = (sh + (target - sh) / 2) / g;
+		atomic_store_explicit(&p->shift[i], (int32_t)(to < 0 ? to - 0.5 : to + 0.5) * (int32_t)g,
+				      memory_order_relaxed);
+	}
+}
+
 uint64_t sr__workers_run(sr_pool *p, uint32_t cmd)
 {
 	uint32_t T = p->num_threads, ft = p->first_thread;
 	uint64_t t = 0;
 
 	p->gen++;
+	if (cmd == SR__CMD_STEP && p->rebalance)
+		rebalance(p);
 	atomic_store_explicit(&p->cmd, cmd, memory_order_relaxed);
 	atomic_store_explicit(&p->pending, T - ft, memory_order_relaxed);
 	/* The kicks' release (G0) orders cmd, gen, pending, cmd_* before them. */

@@ -74,9 +74,16 @@ for m in "--mode sync" "--mode async --batch 32"; do
 	# Each CPU's raw loop (all at once) and their balance, slowest / fastest.
 	awk -v b="$(num cpu_balance "$j")" 'BEGIN { exit !(b > 0 && b <= 1) }' ||
 		fail "bench pool $m: cpu_balance: $j"
-	[ "$(grep -o '"raw_parallel_steps_per_sec":[1-9][0-9.]*}' <<<"$j" | wc -l)" -eq 2 ] ||
+	[ "$(grep -o '"raw_parallel_steps_per_sec":[1-9][0-9.]*,"rows":[0-9]*}' <<<"$j" | wc -l)" -eq 2 ] ||
 		fail "bench pool $m: per-worker raw rates: $j"
+	# Rows per worker add up to the envs.
+	[ "$(grep -o '"rows":[0-9]*' <<<"$j" | awk -F: '{ s += $2 } END { print s }')" -eq 64 ] ||
+		fail "bench pool $m: rows: $j"
 done
+# --no-rebalance: each worker steps its own slice, and the JSON says so.
+j=$("$SR" bench pool --env CartPole-v1 --envs 64 --threads 2 --bind none --no-rebalance --seconds 0.2 --warmup 0 --cooldown 0 --json) || fail "bench pool --no-rebalance"
+grep -q '"no_rebalance":true,' <<<"$j" || fail "bench pool --no-rebalance: json: $j"
+[ "$(grep -o '"envs":32,[^}]*"rows":32}' <<<"$j" | wc -l)" -eq 2 ] || fail "bench pool --no-rebalance: rows: $j"
 # The goals script: every configuration runs and gets a line (figures not judged).
 nt=$(($(nproc) >= 2 ? 2 : 1))
 g=$(THREADS=$nt RUNS=1 SECS=0.05 WARMUP=0 COOLDOWN=0 bash "$(dirname "$0")/../tools/pool_goals.sh" "$SR") ||

@@ -1293,6 +1293,106 @@ static void test_bind_caller(void **st)
 	assert_int_equal(sched_setaffinity(0, sizeof(before), &before), 0);
 }
 
+/* ---- sync rebalancing ---- */
+
+/* The counter env, with the envs from params[1] on busy for 30 us a step. */
+static void slow_step(const sr_env_spec *s, void *st, size_t n, const void *actions, float *obs,
+		      double *reward, uint8_t *term)
+{
+	const struct cnt *c = st;
+
+	cnt_step(s, st, n, actions, obs, reward, term);
+	for (size_t i = 0; i < n; i++) {
+		struct timespec a, b;
+
+		if (c[i].index < s->params[1])
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &b);
+		while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 30000);
+	}
+}
+
+static sr_pool *mk_rb(const sr_env_spec *s, uint32_t envs, uint32_t flags)
+{
+	sr_pool_opts o;
+	sr_pool *p;
+
+	sr_pool_opts_init(&o);
+	o.spec = s;
+	o.num_envs = envs;
+	o.num_threads = 3;
+	o.autoreset = SR_AUTORESET_SAME_STEP;
+	o.bind = SR_BIND_NONE;
+	o.flags = SR_POOL_F_TOPOLOGY | flags;
+	o.topology = "core:4 pu:1";
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	return p;
+}
+
+/*
+ * Worker 2's envs cost 30 us a step, the others' nothing: the boundaries
+ * move towards worker 2 (rows), as far as a quarter of a slice, and every
+ * batch (obs, reward, flags, env ids, final obs) and the episode
+ * statistics are those of the same pool with SR_POOL_F_NO_REBALANCE.
+ */
+static void test_rebalance(void **st)
+{
+	sr_env_spec s = cnt_spec(5, 7);
+	const uint32_t N = 48, K = 400;
+	sr_pool *a, *b;
+	const sr_batch *ba, *bb;
+	sr_pool_worker_stats ws;
+	sr_pool_stats sa, sb;
+	int32_t act[48];
+	uint32_t rows[3], sum = 0;
+
+	(void)st;
+	s.step = slow_step;
+	s.params[1] = 32; /* worker 2 owns envs 32-47 */
+	a = mk_rb(&s, N, 0);
+	b = mk_rb(&s, N, SR_POOL_F_NO_REBALANCE);
+	assert_int_equal(sr_pool_reset(a, &ba), 0);
+	assert_int_equal(sr_pool_reset(b, &bb), 0);
+	for (uint32_t k = 0; k < K; k++) {
+		for (uint32_t i = 0; i < N; i++)
+			act[i] = (int32_t)((i * 7 + k * 3 + k / 5) % 3);
+		assert_int_equal(sr_pool_step(a, act, &ba), 0);
+		assert_int_equal(sr_pool_step(b, act, &bb), 0);
+		assert_int_equal(ba->n, N);
+		assert_memory_equal(ba->obs, bb->obs, N * 3 * sizeof(float));
+		assert_memory_equal(ba->reward, bb->reward, N * sizeof(float));
+		assert_memory_equal(ba->terminated, bb->terminated, N);
+		assert_memory_equal(ba->truncated, bb->truncated, N);
+		assert_memory_equal(ba->env_id, bb->env_id, N * sizeof(uint32_t));
+		for (uint32_t i = 0; i < N; i++)
+			if (ba->terminated[i] || ba->truncated[i])
+				assert_memory_equal(ba->final_obs + 3 * i, bb->final_obs + 3 * i,
+						    3 * sizeof(float));
+	}
+	for (uint32_t w = 0; w < 3; w++) {
+		assert_int_equal(sr_pool_worker_stats_get(a, w, &ws), 0);
+		rows[w] = ws.rows;
+		sum += ws.rows;
+		assert_int_equal(sr_pool_worker_stats_get(b, w, &ws), 0);
+		assert_int_equal(ws.rows, ws.num_envs);
+	}
+	assert_int_equal(sum, N);
+	/* At most a quarter of a 16-env slice moves at each boundary. */
+	assert_true(rows[2] < 16 && rows[2] >= 8);
+	assert_true(rows[0] > 16 && rows[0] <= 20);
+	assert_int_equal(sr_pool_stats_get(a, &sa), 0);
+	assert_int_equal(sr_pool_stats_get(b, &sb), 0);
+	assert_true(sa.episodes > 0);
+	assert_int_equal(sa.episodes, sb.episodes);
+	assert_int_equal(sa.steps, sb.steps);
+	assert_true(sa.mean_return == sb.mean_return);
+	assert_true(sa.mean_length == sb.mean_length);
+	sr_pool_destroy(a);
+	sr_pool_destroy(b);
+}
+
 /* sr_pool_worker_stats_get: each worker's slice and counters, which add
  * up to the pool's. */
 static void test_worker_stats(void **st)
@@ -1323,6 +1423,7 @@ static void test_worker_stats(void **st)
 		assert_int_equal(ws.steps, (uint64_t)ws.num_envs * (K + 1));
 		assert_true(ws.ns_env_step > 0);
 		assert_int_equal(ws.cpu, -ENOENT); /* bind none */
+		assert_int_equal(ws.rows, ws.num_envs); /* 3-4 envs: nothing moves */
 		steps += ws.steps;
 		env += ws.ns_env_step;
 		ring += ws.ns_ring_publish;
@@ -1408,6 +1509,7 @@ int main(void)
 		cmocka_unit_test(test_bind_caller),
 		cmocka_unit_test(test_worker_cpu),
 		cmocka_unit_test(test_worker_stats),
+		cmocka_unit_test(test_rebalance),
 		cmocka_unit_test(test_final_obs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

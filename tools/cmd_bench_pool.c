@@ -508,7 +508,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 									  : cfg->device);
 	/* The calling thread steps worker 0's envs: bind it like a worker. */
 	o.flags = SR_POOL_F_SEED | (cfg->no_inline ? SR_POOL_F_NO_INLINE : SR_POOL_F_BIND_CALLER) |
-		  (cfg->no_groups ? SR_POOL_F_NO_BATCH_GROUPS : 0);
+		  (cfg->no_groups ? SR_POOL_F_NO_BATCH_GROUPS : 0) |
+		  (cfg->no_rebalance ? SR_POOL_F_NO_REBALANCE : 0);
 	o.seed = cfg->seed;
 	o.ring_capacity = cfg->ring_capacity;
 	if (cfg->cpuset) {
@@ -708,6 +709,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 			sr_pool_worker_stats_get(p, w, &w1);
 			br->cpu = w1.cpu;
 			br->envs = w1.num_envs;
+			br->rows = w1.rows;
 			br->ns_env_per_step = (double)wacc[w][1] / st;
 			br->ns_ring_per_step = (double)wacc[w][2] / st;
 			/* Not the idle counter: a wait is accounted when it ends,
@@ -782,7 +784,7 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		   "\"threads_used\":%u,\"batch\":%u,\"mode\":\"%s\",\"policy\":\"%s\","
 		   "\"device\":\"%s\",\"bind\":\"%s\",\"cpuset\":\"%s\",\"seed\":%llu,"
 		   "\"seconds\":%.3f,\"warmup\":%.3f,\"cooldown\":%.3f,\"checkpoint_every\":%g,"
-		   "\"no_inline\":%s,\"no_groups\":%s,\"ring_capacity\":%llu,",
+		   "\"no_inline\":%s,\"no_groups\":%s,\"no_rebalance\":%s,\"ring_capacity\":%llu,",
 		json_str(c->env), c->envs, c->threads, r->threads_used,
 		c->async ? (c->batch ? c->batch : c->envs / 2) : c->envs,
 		c->async ? "async" : "sync", json_str(c->policy ? c->policy : "none"),
@@ -790,6 +792,7 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		bind[c->bind >= 0 && c->bind <= 2 ? c->bind : 0], json_str(c->cpuset),
 		(unsigned long long)c->seed, r->seconds, c->warmup, c->cooldown, c->checkpoint_every,
 		c->no_inline ? "true" : "false", c->no_groups ? "true" : "false",
+		c->no_rebalance ? "true" : "false",
 		(unsigned long long)r->ring_capacity);
 	fprintf(f, "\"steps_per_sec\":%.1f,\"raw_steps_per_sec\":%.1f,\"efficiency\":%.4f,"
 		   "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"cpu_pct\":%.1f,"
@@ -822,10 +825,11 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 	for (uint32_t w = 0; w < r->nworkers; w++)
 		fprintf(f, "%s{\"worker\":%u,\"cpu\":%d,\"envs\":%u,\"ns_env_per_step\":%.2f,"
 			   "\"ns_ring_per_step\":%.2f,\"busy_share\":%.4f,"
-			   "\"raw_parallel_steps_per_sec\":%.1f}",
+			   "\"raw_parallel_steps_per_sec\":%.1f,\"rows\":%u}",
 			w ? "," : "", w, r->workers[w].cpu, r->workers[w].envs,
 			r->workers[w].ns_env_per_step, r->workers[w].ns_ring_per_step,
-			r->workers[w].busy_share, r->workers[w].raw_parallel_steps_per_sec);
+			r->workers[w].busy_share, r->workers[w].raw_parallel_steps_per_sec,
+			r->workers[w].rows);
 	fputs("],", f);
 	fprintf(f, "\"build\":\"%s\",", sr_build_info());
 	cli_json_machine(f);
@@ -855,6 +859,7 @@ static void usage(FILE *f)
 		"  --seconds S    active window (default 3); --warmup/--cooldown (default 0.5)\n"
 		"  --no-inline    worker 0 is a thread too (the calling thread only drives)\n"
 		"  --no-groups    async: per-env queues only, no batch groups\n"
+		"  --no-rebalance sync: each worker steps exactly its own slice\n"
 		"  --ring-capacity N  ring slots, a power of two >= 4 x envs (default: 4 x envs,\n"
 		"                 at least 1024)\n"
 		"  --json         one JSON object\n");
@@ -926,6 +931,8 @@ int bench_pool(int argc, char **argv)
 			c.ring_capacity = (uint64_t)cli_int("--ring-capacity", v, 1, 1ll << 40);
 		} else if (cli_opt(argc, argv, &i, "--no-groups", NULL)) {
 			c.no_groups = 1;
+		} else if (cli_opt(argc, argv, &i, "--no-rebalance", NULL)) {
+			c.no_rebalance = 1;
 		} else if (cli_opt(argc, argv, &i, "--json", NULL)) {
 			json = true;
 		} else {
@@ -979,7 +986,11 @@ int bench_pool(int argc, char **argv)
 		       r.threads_used, r.efficiency_parallel);
 	if (r.cpu_balance > 0)
 		printf("  cpu balance   %.3f  (slowest / fastest CPU, raw loops at once%s)\n",
-		       r.cpu_balance, r.cpu_balance < 0.9 ? ": batches wait for the slowest" : "");
+		       r.cpu_balance,
+		       r.cpu_balance >= 0.9 ? ""
+		       : c.async || c.no_rebalance
+			       ? ": batches wait for the slowest"
+			       : ": rebalancing moves rows to the faster (worker lines)");
 	if (r.raw_lockstep_steps_per_sec > 0) {
 		uint32_t per = c.batch / r.threads_used ? c.batch / r.threads_used : 1;
 
@@ -1004,9 +1015,12 @@ int bench_pool(int argc, char **argv)
 
 		if (r.workers[w].cpu >= 0)
 			snprintf(cpu, sizeof(cpu), "%d", r.workers[w].cpu);
-		printf("  worker %-3u    cpu %s  %u envs  env %.1f ns/step  ring %.1f ns/step  "
-		       "busy %.0f%%", w, cpu, r.workers[w].envs, r.workers[w].ns_env_per_step,
-		       r.workers[w].ns_ring_per_step, 100 * r.workers[w].busy_share);
+		printf("  worker %-3u    cpu %s  %u envs", w, cpu, r.workers[w].envs);
+		if (r.workers[w].rows != r.workers[w].envs)
+			printf(" (steps %u)", r.workers[w].rows);
+		printf("  env %.1f ns/step  ring %.1f ns/step  busy %.0f%%",
+		       r.workers[w].ns_env_per_step, r.workers[w].ns_ring_per_step,
+		       100 * r.workers[w].busy_share);
 		if (r.workers[w].raw_parallel_steps_per_sec > 0)
 			printf("  raw %.1f ns/step", 1e9 / r.workers[w].raw_parallel_steps_per_sec);
 		putchar('\n');

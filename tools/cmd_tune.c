@@ -381,7 +381,8 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 	    in->cpu_balance * TUNE_WORKER_SPREAD < 1.0)
 		why(v, "the CPUs themselves step at different speeds: raw env loops on every "
 		       "worker's CPU at once ran at %.2f of the fastest on the slowest (no pool "
-		       "involved), and a sync batch runs at the slowest one's pace",
+		       "involved), and a sync batch waits for the slowest one, less what the "
+		       "pool's rebalancing moves (at most a quarter of a slice each way)",
 		    in->cpu_balance);
 }
 

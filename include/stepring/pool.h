@@ -70,6 +70,11 @@ enum {
 					      * ready first, for envs whose step time
 					      * varies a lot (a group waits for its
 					      * slowest env) */
+	SR_POOL_F_NO_REBALANCE = 1u << 8, /* sync: each worker steps exactly its own
+					   * slice; by default neighbouring workers
+					   * on a NUMA node step some of each other's
+					   * envs, in place, so that workers on CPUs
+					   * of unequal speed end a batch together */
 };
 
 typedef struct sr_pool_opts {
@@ -172,7 +177,10 @@ typedef struct sr_pool_worker_stats {
 	uint32_t first_env;       /* its envs: [first_env, first_env + num_envs) */
 	uint32_t num_envs;
 	int32_t cpu;              /* as sr_pool_worker_cpu: >= 0, or -ENOENT */
-	uint32_t reserved;
+	uint32_t rows;            /* sync: envs it steps in each batch now: its own
+				   * less or plus what rebalancing moved to or from
+				   * its neighbours (see SR_POOL_F_NO_REBALANCE);
+				   * async: num_envs */
 } sr_pool_worker_stats;
 
 /** Statistics of worker @worker (0 .. sr_pool_num_threads - 1); -EINVAL

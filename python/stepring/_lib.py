@@ -107,6 +107,7 @@ SR_POOL_F_RING_NAME = 1 << 2
 SR_POOL_F_FINAL_OBS = 1 << 3
 SR_POOL_F_TOPOLOGY = 1 << 4
 SR_POOL_F_NO_BATCH_GROUPS = 1 << 7
+SR_POOL_F_NO_REBALANCE = 1 << 8
 
 
 class sr_pool_opts(ctypes.Structure):
@@ -168,7 +169,7 @@ class sr_pool_worker_stats(ctypes.Structure):
         ("first_env", c_u32),
         ("num_envs", c_u32),
         ("cpu", ctypes.c_int32),
-        ("reserved", c_u32),
+        ("rows", c_u32),
     ]
 
 

@@ -169,7 +169,8 @@ class VectorEnv:
 
     def __init__(self, env_id, num_envs, *, mode="sync", batch_size=None, num_threads=None,
                  seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
-                 output="numpy", bind="core", cpuset=None, ring_name=None, batch_groups=True):
+                 output="numpy", bind="core", cpuset=None, ring_name=None, batch_groups=True,
+                 rebalance=True):
         self._handle = None
         self._p = None
         self.closed = True
@@ -215,6 +216,7 @@ class VectorEnv:
         self._cpuset = cpuset
         self._ring_name = ring_name
         self._batch_groups = bool(batch_groups)
+        self._rebalance = bool(rebalance)
         self._seed = seed
         self._async = mode == "async"
         self._same_step = autoreset_mode == "same_step"
@@ -264,6 +266,8 @@ class VectorEnv:
             o.ring_name = self._ring_name_b
         if not self._batch_groups:
             o.flags |= _lib.SR_POOL_F_NO_BATCH_GROUPS
+        if not self._rebalance:
+            o.flags |= _lib.SR_POOL_F_NO_REBALANCE
         o.ring_capacity = self._replay_capacity
         # The pool's batches stay on the host (views of the ring); with
         # output 'dlpack' an sr_device lands them where asked (below).
@@ -728,7 +732,7 @@ class VectorEnv:
         for w in range(self.num_threads):
             s = _lib.sr_pool_worker_stats()
             check(lib.sr_pool_worker_stats_get(self._live(), w, ctypes.byref(s)))
-            d = {k: getattr(s, k) for k, _ in s._fields_ if k != "reserved"}
+            d = {k: getattr(s, k) for k, _ in s._fields_}
             if d["cpu"] < 0:
                 d["cpu"] = None
             out.append(d)
@@ -791,7 +795,8 @@ def make_vec(env_id, num_envs, *, mode="sync", batch_size=None, num_threads=None
     'disabled'. device: 'cpu' or 'cuda'. replay_capacity: ring slots (a
     power of two). Extra keywords: output='numpy'|'torch', bind, cpuset,
     ring_name, batch_groups (False: async per-env queues only, see
-    VectorEnv.batch_groups).
+    VectorEnv.batch_groups), rebalance (False: in sync mode each worker
+    steps exactly its own slice; see worker_stats()['rows']).
     Raises LookupError (UnknownEnvError) for an unknown env, ValueError for
     bad options, RuntimeError for other failures, with the C message.
     """

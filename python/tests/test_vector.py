@@ -253,7 +253,7 @@ def test_async_batch_groups():
     with stepring.make_vec("CartPole-v1", 10, mode="async", batch_size=4) as e:
         assert e.batch_groups == 0  # 4 does not divide 10: per-env queues
     with stepring.make_vec("CartPole-v1", 8, mode="async", batch_size=4,
-                           batch_groups=False) as e:
+                           batch_groups=False, rebalance=False) as e:
         assert e.batch_groups == 0  # asked not to
         _, info = e.reset()
         seen = info["env_id"].tolist()
@@ -376,7 +376,27 @@ def test_stats_count_steps(cartpole):
     assert len(ws) == cartpole.num_threads
     assert sum(w["steps"] for w in ws) == s["steps"]
     assert sum(w["num_envs"] for w in ws) == 8
+    assert sum(w["rows"] for w in ws) == 8
     assert [w["first_env"] for w in ws] == sorted(w["first_env"] for w in ws)
+
+
+def test_rebalance_flag():
+    """rebalance=False: in sync mode every worker steps exactly its slice
+    (rows == num_envs); the default may move rows between neighbours, and
+    the results are the same either way."""
+    kw = dict(num_threads=2, seed=4, bind="none")
+    with stepring.make_vec("CartPole-v1", 64, **kw) as a, \
+            stepring.make_vec("CartPole-v1", 64, rebalance=False, **kw) as b:
+        oa, _ = a.reset()
+        ob, _ = b.reset()
+        for k in range(200):
+            act = (np.arange(64) + k) % 2
+            oa, ra, ta, ua, _ = a.step(act.astype(np.int32))
+            ob, rb, tb, ub, _ = b.step(act.astype(np.int32))
+            assert np.array_equal(oa, ob) and np.array_equal(ra, rb)
+            assert np.array_equal(ta, tb) and np.array_equal(ua, ub)
+        assert sum(w["rows"] for w in a.worker_stats()) == 64
+        assert [w["rows"] for w in b.worker_stats()] == [w["num_envs"] for w in b.worker_stats()]
 
 
 def test_dlpack_output_through_the_device_api():
