@@ -233,7 +233,8 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		}
 		for (uint32_t g = 0; g < p->grp_n; g++) {
 			p->grp_cmd[g].acts = malloc((size_t)p->batch_size * p->act_size);
-			if (!p->grp_cmd[g].acts) {
+			p->grp_cmd[g].shift = calloc(T, sizeof(int32_t));
+			if (!p->grp_cmd[g].acts || !p->grp_cmd[g].shift) {
 				err = sr__errorf(-ENOMEM, "out of memory for %u batch groups",
 						 p->grp_n);
 				goto fail;
@@ -265,7 +266,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	for (uint32_t i = 0; i < T; i++)
 		if (p->workers[i].n_envs > p->max_slice)
 			p->max_slice = p->workers[i].n_envs;
-	p->rebalance = !p->async && T > 1 && !(o->flags & SR_POOL_F_NO_REBALANCE);
+	p->rebalance = (!p->async || p->grp_n) && T > 1 && !(o->flags & SR_POOL_F_NO_REBALANCE);
 	atomic_store_explicit(&p->cmd, p->async ? SR__CMD_ASYNC : SR__CMD_NONE,
 			      memory_order_relaxed);
 
@@ -307,9 +308,12 @@ void sr_pool_destroy(sr_pool *p)
 	free(p->last_ids);
 	free(p->async_act);
 	free(p->final_env);
-	if (p->grp_cmd)
-		for (uint32_t g = 0; g < p->grp_n; g++)
+	if (p->grp_cmd) {
+		for (uint32_t g = 0; g < p->grp_n; g++) {
 			free(p->grp_cmd[g].acts);
+			free(p->grp_cmd[g].shift);
+		}
+	}
 	free(p->grp_cmd);
 	free(p);
 }
@@ -448,8 +452,10 @@ static int grp_send(sr_pool *p, uint32_t g, const void *actions)
 	c->g = g;
 	c->reset = !actions;
 	c->seq = seq;
-	if (actions)
+	if (actions) {
 		memcpy(c->acts, actions, (size_t)p->batch_size * p->act_size);
+		sr__grp_shifts(p, c->shift);
+	}
 	sr__grp_mark(p, g, 1);
 	p->n_inflight += p->batch_size;
 	sr__grp_publish(p);

@@ -120,6 +120,8 @@ struct sr__grp_cmd {
 	uint32_t reset;      /* 1: reset those envs (async reset), 0: step them */
 	uint64_t seq;        /* first slot of the group's batch_size contiguous slots */
 	unsigned char *acts; /* batch_size * act_size, in batch row order */
+	int32_t *shift;      /* num_threads: rebalancing's boundaries for this
+			      * command (see sr_pool.shift), fixed at its send */
 };
 
 struct sr__worker {
@@ -226,11 +228,13 @@ struct sr_pool {
 	uint32_t first_thread;      /* 1: worker 0 runs on the calling thread; 0: all are threads */
 	bool caller_bound;        /* SR_POOL_F_BIND_CALLER bound the calling thread (worker 0) */
 	uint32_t *env_worker;       /* env -> worker index */
-	/* Sync steps: shift[w] moves the boundary between the rows stepped by
+	/* Rebalancing: shift[w] moves the boundary between the rows stepped by
 	 * workers w and w+1 (> 0: worker w steps the first shift[w] envs of
-	 * w+1's slice; < 0: w+1 steps the last -shift[w] of w's); shift[T-1]
-	 * is 0. Written by the pool thread between commands (ordered by the
-	 * kick, G0/G1), read by the workers. */
+	 * w+1's share; < 0: w+1 steps the last -shift[w] of w's); shift[T-1]
+	 * is 0. A sync step's shares are the slices: the pool thread writes
+	 * shift between commands (ordered by the kick, G0/G1) and the workers
+	 * read it. A batch group's are the workers' envs of the group: each
+	 * command takes a copy at its send (sr__grp_cmd.shift). */
 	_Atomic int32_t *shift;
 	/* Rebalancing (pool thread, worker.c rebalance): steps since the last
 	 * look, and each worker's steps and busy ns then. */
@@ -315,8 +319,9 @@ static inline uint32_t sr__sync_rows(const sr_pool *p, uint32_t w)
 {
 	int32_t lo = w ? atomic_load_explicit(&p->shift[w - 1], memory_order_relaxed) : 0;
 	int32_t hi = atomic_load_explicit(&p->shift[w], memory_order_relaxed);
+	int32_t per = p->grp_n ? (int32_t)p->grp_n : 1; /* once per group */
 
-	return (uint32_t)((int32_t)p->workers[w].n_envs - lo + hi);
+	return (uint32_t)((int32_t)p->workers[w].n_envs + per * (hi - lo));
 }
 /* Async: queue env (| SR__Q_RESET) to its worker; sr__async_kick publishes.
  * Pool thread only. */
@@ -338,6 +343,9 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max);
  * (inline); whether every worker thread has finished command @k (a
  * predicate for sr__wait_recv). Pool thread only. */
 void sr__grp_publish(sr_pool *p);
+/* Batch groups: the boundaries for the next step command (rebalancing
+ * looks every SR__RB_EVERY sends), into @shift (num_threads). */
+void sr__grp_shifts(sr_pool *p, int32_t *shift);
 /* sr__grp_inline returns the clock at its end; 0: no inline worker 0. */
 uint64_t sr__grp_inline(sr_pool *p, uint64_t k);
 bool sr__grp_done(sr_pool *p, uint64_t k);

@@ -480,56 +480,98 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 	}
 }
 
-/* A range of envs a worker steps in a sync command: local envs [lo, lo +
- * n) of worker v (itself or a neighbour). */
+/* A range of envs a worker steps in a command: local envs [lo, lo + n) of
+ * worker v (itself or a neighbour). */
 struct piece {
 	struct sr__worker *v;
 	uint32_t lo, n;
 };
 
 /*
- * The rows worker @w steps in a sync step, in row order (at most three
- * pieces, consecutive rows): the last -shift[w-1] envs of worker w-1 when
- * that is negative, its own slice less what its neighbours step for it,
- * the first shift[w] envs of worker w+1 when that is positive (see
- * sr_pool.shift). Returns the count of pieces.
+ * What worker @w steps of a command whose shares are worker v's local envs
+ * [base(v), base(v) + size(v)) (a sync step: the slice, base 0; batch
+ * group @g: g * grp_m, grp_m envs), rows in worker order, with the
+ * boundaries between neighbours moved by @a (between w-1 and w) and @b
+ * (between w and w+1; see sr_pool.shift): in row order, the last -a envs
+ * of w-1's share when a < 0, its own share less what its neighbours step,
+ * the first b envs of w+1's share when b > 0. Consecutive rows. Returns the
+ * count of pieces (at most 3).
  */
-static uint32_t sync_pieces(struct sr__worker *w, struct piece *pc)
+static uint32_t pieces(struct sr__worker *w, int32_t a, int32_t b, bool grp, uint32_t g,
+		       struct piece *pc)
 {
 	sr_pool *p = w->pool;
-	uint32_t i = w->index, k = 0, lo = 0, hi = w->n_envs;
-	/* Relaxed: written before the kick (G0), read after it (G1). */
-	int32_t a = i ? atomic_load_explicit(&p->shift[i - 1], memory_order_relaxed) : 0;
-	int32_t b = atomic_load_explicit(&p->shift[i], memory_order_relaxed);
+	uint32_t k = 0, lo = 0, hi = grp ? w->grp_m : w->n_envs, base = grp ? g * w->grp_m : 0;
 
 	if (a < 0) {
-		struct sr__worker *v = &p->workers[i - 1];
+		struct sr__worker *v = &p->workers[w->index - 1];
+		uint32_t end = grp ? (g + 1) * v->grp_m : v->n_envs;
 
-		pc[k++] = (struct piece){v, v->n_envs - (uint32_t)-a, (uint32_t)-a};
+		pc[k++] = (struct piece){v, end - (uint32_t)-a, (uint32_t)-a};
 	} else {
 		lo = (uint32_t)a;
 	}
 	if (b < 0)
 		hi -= (uint32_t)-b;
-	pc[k++] = (struct piece){w, lo, hi - lo};
-	if (b > 0)
-		pc[k++] = (struct piece){&p->workers[i + 1], 0, (uint32_t)b};
+	pc[k++] = (struct piece){w, base + lo, hi - lo};
+	if (b > 0) {
+		struct sr__worker *v = &p->workers[w->index + 1];
+
+		pc[k++] = (struct piece){v, grp ? g * v->grp_m : 0, (uint32_t)b};
+	}
 	return k;
 }
 
+/* The batch row of local env @loc of worker @v: sync, the env; batch
+ * group @g, the worker's rows of the group. */
+static inline uint32_t row_of(const struct sr__worker *v, uint32_t loc, bool grp, uint32_t g)
+{
+	return grp ? v->grp_off + loc - g * v->grp_m : v->first_env + loc;
+}
+
 /*
- * Sync command on worker @w. A step covers its pieces (sync_pieces: its
- * slice, shifted at the ends by the pool thread's rebalancing, with
- * consecutive rows): the env calls of every piece, then each piece's
- * bookkeeping in its owner's arrays (episodes and same-step lists on this
- * worker's own queues), then one publish of the whole row range. A reset
- * covers its own slice.
+ * Step the pieces @pc[0 .. @np) (worker @w; a command whose row 0 is slot
+ * @seq0 and whose actions are @acts, in row order): the env calls of every
+ * piece, then each piece's bookkeeping in its owner's arrays (episodes
+ * and same-step lists on @w's own queues). Env time since @t0 goes to
+ * *@ns_env. Returns the envs stepped; the caller publishes their rows
+ * (consecutive, from the first piece's).
+ */
+static uint32_t step_pieces(struct sr__worker *w, const struct piece *pc, uint32_t np,
+			    bool grp, uint32_t g, uint64_t seq0, const unsigned char *acts,
+			    uint64_t t0, uint64_t *ns_env)
+{
+	sr_pool *p = w->pool;
+	uint32_t n = 0;
+
+	for (uint32_t k = 0; k < np; k++) {
+		uint32_t r = row_of(pc[k].v, pc[k].lo, grp, g);
+
+		env_calls(pc[k].v, pc[k].lo, pc[k].n, (seq0 + r) & (p->ring_cap - 1),
+			  acts + (size_t)r * p->act_size);
+	}
+	*ns_env = sr__now_ns() - t0;
+	for (uint32_t k = 0; k < np; k++) {
+		uint32_t r = row_of(pc[k].v, pc[k].lo, grp, g);
+
+		same_step_fixup(pc[k].v, w,
+				bookkeep(pc[k].v, w, pc[k].lo, pc[k].n, seq0 + r,
+					 acts + (size_t)r * p->act_size, 0));
+		n += pc[k].n;
+	}
+	return n;
+}
+
+/*
+ * Sync command on worker @w. A step covers its slice, shifted at the ends
+ * by the pool thread's rebalancing (pieces, step_pieces), then one publish
+ * of the whole row range. A reset covers its own slice.
  */
 static uint64_t run_sync(struct sr__worker *w, uint32_t cmd)
 {
 	sr_pool *p = w->pool;
-	uint64_t t0, t1, t2, ns_env = 0, seq;
-	uint32_t n = 0;
+	uint64_t t0, t2, ns_env = 0, seq;
+	uint32_t n;
 
 	if (!w->n_envs)
 		return 0;
@@ -541,32 +583,18 @@ static uint64_t run_sync(struct sr__worker *w, uint32_t cmd)
 	 * written once, by the publish). */
 	atomic_thread_fence(memory_order_release);
 	if (cmd == SR__CMD_STEP) {
+		/* Relaxed: written before the kick (G0), read after it (G1). */
+		int32_t a = w->index ? atomic_load_explicit(&p->shift[w->index - 1],
+							    memory_order_relaxed)
+				     : 0;
+		int32_t b = atomic_load_explicit(&p->shift[w->index], memory_order_relaxed);
 		struct piece pc[3];
-		uint32_t np = sync_pieces(w, pc);
+		uint32_t np = pieces(w, a, b, false, 0, pc);
 
-		seq = p->cmd_seq + pc[0].v->first_env + pc[0].lo;
+		seq = p->cmd_seq + row_of(pc[0].v, pc[0].lo, false, 0);
 		/* The env calls start at t0: the fence is a compiler barrier
 		 * on x86-64, and a clock read costs about 30 ns here. */
-		for (uint32_t k = 0; k < np; k++) {
-			struct sr__worker *v = pc[k].v;
-			uint64_t q = p->cmd_seq + v->first_env + pc[k].lo;
-
-			env_calls(v, pc[k].lo, pc[k].n, q & (p->ring_cap - 1),
-				  p->cmd_actions + (size_t)(v->first_env + pc[k].lo) * p->act_size);
-		}
-		t1 = sr__now_ns();
-		ns_env = t1 - t0;
-		for (uint32_t k = 0; k < np; k++) {
-			struct sr__worker *v = pc[k].v;
-			uint64_t q = p->cmd_seq + v->first_env + pc[k].lo;
-
-			same_step_fixup(v, w,
-					bookkeep(v, w, pc[k].lo, pc[k].n, q,
-						 p->cmd_actions +
-							 (size_t)(v->first_env + pc[k].lo) * p->act_size,
-						 0));
-			n += pc[k].n;
-		}
+		n = step_pieces(w, pc, np, false, 0, p->cmd_seq, p->cmd_actions, t0, &ns_env);
 	} else {
 		seq = p->cmd_seq + w->first_env;
 		n = w->n_envs;
@@ -603,9 +631,8 @@ static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 {
 	sr_pool *p = w->pool;
 	const struct sr__grp_cmd *c = &p->grp_cmd[k % p->grp_n];
-	const uint32_t n = w->grp_m, lo = c->g * n;
-	const uint64_t seq = c->seq + w->grp_off;
-	uint64_t t1, ns_env = 0;
+	uint64_t t1, ns_env = 0, seq;
+	uint32_t n;
 
 	if (!t0)
 		t0 = sr__now_ns();
@@ -616,15 +643,18 @@ static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 	 * it before the column writes, as in run_sync. */
 	atomic_thread_fence(memory_order_release);
 	if (c->reset) {
-		reset_range(w, lo, n, seq, NULL, &ns_env);
+		n = w->grp_m;
+		seq = c->seq + w->grp_off;
+		reset_range(w, c->g * n, n, seq, NULL, &ns_env);
 	} else {
-		const unsigned char *acts = c->acts + (size_t)w->grp_off * p->act_size;
-		uint32_t nd;
+		/* The command's own shifts (written with it, GS0/GS1): the
+		 * workers may run different commands at once. */
+		struct piece pc[3];
+		uint32_t np = pieces(w, w->index ? c->shift[w->index - 1] : 0, c->shift[w->index],
+				     true, c->g, pc);
 
-		env_calls(w, lo, n, seq & (p->ring_cap - 1), acts);
-		ns_env = sr__now_ns() - t0;
-		nd = bookkeep(w, w, lo, n, seq, acts, 0);
-		same_step_fixup(w, w, nd);
+		seq = c->seq + row_of(pc[0].v, pc[0].lo, true, c->g);
+		n = step_pieces(w, pc, np, true, c->g, c->seq, c->acts, t0, &ns_env);
 	}
 	/* R1: publish (release) pairs with the collector's acquire. */
 	sr_ring_publish(p->ring, seq, n);
@@ -971,17 +1001,23 @@ void sr__workers_stop(sr_pool *p)
 #define SR__RB_MAX 4
 
 /*
- * Sync rebalancing (pool thread, between steps): give each worker rows in
- * proportion to its speed, measured as its busy time (env calls and
- * bookkeeping) per env step since the last look. A worker whose CPU is
- * slower (another process on it, a slower core, a hypervisor's choice)
- * then no longer makes every batch wait: the boundaries between
- * neighbours' rows move (p->shift), within a NUMA node. The envs stay
- * where they are (states and bookkeeping in their owner's memory, seeded
- * and checkpointed by it); the neighbour steps them in place, and since
- * the boundary moves slowly they stay in its cache.
+ * Rebalancing (pool thread, between sync steps or batch-group sends,
+ * @grp): give each worker rows in proportion to its speed, measured as its
+ * busy time (env calls and bookkeeping) per env step since the last look.
+ * A worker whose CPU is slower (another process on it, a slower core, a
+ * hypervisor's choice) then no longer makes every batch wait: the
+ * boundaries between neighbours' rows move (p->shift), within a NUMA
+ * node. The envs stay where they are (states and bookkeeping in their
+ * owner's memory, seeded and checkpointed by it); the neighbour steps them
+ * in place, and since the boundary moves slowly they stay in its cache.
+ *
+ * With batch groups the boundaries move within each group's rows, and the
+ * trainer thread (inline worker 0) also counts its send and collect time:
+ * the other workers run the queued groups meanwhile, so that work is part
+ * of its share of a batch. (In sync mode every worker waits while it
+ * runs.)
  */
-static void rebalance(sr_pool *p)
+static void rebalance(sr_pool *p, bool grp)
 {
 	uint32_t T = p->num_threads;
 	double *inv = p->rb_inv, sum = 0, acc = 0;
@@ -996,7 +1032,12 @@ static void rebalance(sr_pool *p)
 		uint64_t st = atomic_load_explicit(&w->steps, memory_order_relaxed);
 		uint64_t ns = atomic_load_explicit(&w->ns_env, memory_order_relaxed) +
 			      atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
-		uint64_t dst = st - p->rb_mark[2 * i], dns = ns - p->rb_mark[2 * i + 1];
+		uint64_t dst, dns;
+
+		if (grp && i == 0 && p->first_thread)
+			ns += p->ns_send + p->ns_collect;
+		dst = st - p->rb_mark[2 * i];
+		dns = ns - p->rb_mark[2 * i + 1];
 
 		p->rb_mark[2 * i] = st;
 		p->rb_mark[2 * i + 1] = ns;
@@ -1011,7 +1052,8 @@ static void rebalance(sr_pool *p)
 		return;
 	for (uint32_t i = 0; i + 1 < T; i++) {
 		const struct sr__worker *a = &p->workers[i], *b = &p->workers[i + 1];
-		uint32_t lim = (a->n_envs < b->n_envs ? a->n_envs : b->n_envs) / SR__RB_MAX;
+		const uint32_t sa = grp ? a->grp_m : a->n_envs, sb = grp ? b->grp_m : b->n_envs;
+		uint32_t lim = (sa < sb ? sa : sb) / SR__RB_MAX;
 		uint32_t g = SR__RB_GRAIN;
 		double target, to;
 		int32_t sh;
@@ -1025,14 +1067,14 @@ static void rebalance(sr_pool *p)
 			g /= 2;
 		lim -= lim % g;
 
-		end += a->n_envs;
+		end += sa;
 		acc += inv[i];
 		sh = atomic_load_explicit(&p->shift[i], memory_order_relaxed);
 		if (p->plan->w[i].numa != p->plan->w[i + 1].numa)
 			continue;
 		/* The boundary where rows would go by speed, as a shift from
 		 * the slices' own boundary. */
-		target = (double)p->num_envs * acc / sum - (double)end;
+		target = (double)(grp ? p->batch_size : p->num_envs) * acc / sum - (double)end;
 		if (target > lim)
 			target = lim;
 		if (target < -(double)lim)
@@ -1052,7 +1094,7 @@ uint64_t sr__workers_run(sr_pool *p, uint32_t cmd)
 
 	p->gen++;
 	if (cmd == SR__CMD_STEP && p->rebalance)
-		rebalance(p);
+		rebalance(p, false);
 	atomic_store_explicit(&p->cmd, cmd, memory_order_relaxed);
 	atomic_store_explicit(&p->pending, T - ft, memory_order_relaxed);
 	/* The kicks' release (G0) orders cmd, gen, pending, cmd_* before them. */
@@ -1107,6 +1149,14 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 	inline_account(&p->workers[0], t ? t : sr__now_ns());
 	publish_shm(&p->workers[0]);
 	return n;
+}
+
+void sr__grp_shifts(sr_pool *p, int32_t *shift)
+{
+	if (p->rebalance)
+		rebalance(p, true);
+	for (uint32_t i = 0; i < p->num_threads; i++)
+		shift[i] = atomic_load_explicit(&p->shift[i], memory_order_relaxed);
 }
 
 void sr__grp_publish(sr_pool *p)

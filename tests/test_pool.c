@@ -1314,7 +1314,7 @@ static void slow_step(const sr_env_spec *s, void *st, size_t n, const void *acti
 	}
 }
 
-static sr_pool *mk_rb(const sr_env_spec *s, uint32_t envs, uint32_t flags)
+static sr_pool *mk_rb(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags)
 {
 	sr_pool_opts o;
 	sr_pool *p;
@@ -1323,6 +1323,7 @@ static sr_pool *mk_rb(const sr_env_spec *s, uint32_t envs, uint32_t flags)
 	o.spec = s;
 	o.num_envs = envs;
 	o.num_threads = 3;
+	o.batch_size = batch;
 	o.autoreset = SR_AUTORESET_SAME_STEP;
 	o.bind = SR_BIND_NONE;
 	o.flags = SR_POOL_F_TOPOLOGY | flags;
@@ -1331,13 +1332,30 @@ static sr_pool *mk_rb(const sr_env_spec *s, uint32_t envs, uint32_t flags)
 	return p;
 }
 
+/* Two batches with the same rows, bit for bit. */
+static void same_batch(const sr_batch *x, const sr_batch *y)
+{
+	assert_int_equal(x->n, y->n);
+	assert_memory_equal(x->obs, y->obs, (size_t)x->n * 3 * sizeof(float));
+	assert_memory_equal(x->reward, y->reward, x->n * sizeof(float));
+	assert_memory_equal(x->terminated, y->terminated, x->n);
+	assert_memory_equal(x->truncated, y->truncated, x->n);
+	assert_memory_equal(x->env_id, y->env_id, x->n * sizeof(uint32_t));
+	for (uint32_t i = 0; i < x->n; i++)
+		if (x->terminated[i] || x->truncated[i])
+			assert_memory_equal(x->final_obs + 3 * i, y->final_obs + 3 * i,
+					    3 * sizeof(float));
+}
+
 /*
  * Worker 2's envs cost 30 us a step, the others' nothing: the boundaries
- * move towards worker 2 (rows), as far as a quarter of a slice, and every
+ * move towards worker 2 (rows), as far as a quarter of a share, and every
  * batch (obs, reward, flags, env ids, final obs) and the episode
  * statistics are those of the same pool with SR_POOL_F_NO_REBALANCE.
+ * @batch 0: sync (shares: the slices); 24: async, two batch groups (each
+ * worker's 8 envs of a group).
  */
-static void test_rebalance(void **st)
+static void rebalance_run(uint32_t batch)
 {
 	sr_env_spec s = cnt_spec(5, 7);
 	const uint32_t N = 48, K = 400;
@@ -1348,49 +1366,68 @@ static void test_rebalance(void **st)
 	int32_t act[48];
 	uint32_t rows[3], sum = 0;
 
-	(void)st;
 	s.step = slow_step;
 	s.params[1] = 32; /* worker 2 owns envs 32-47 */
-	a = mk_rb(&s, N, 0);
-	b = mk_rb(&s, N, SR_POOL_F_NO_REBALANCE);
+	a = mk_rb(&s, N, batch, 0);
+	b = mk_rb(&s, N, batch, SR_POOL_F_NO_REBALANCE);
+	assert_int_equal(sr_pool_batch_groups(a), batch ? 2 : 0);
 	assert_int_equal(sr_pool_reset(a, &ba), 0);
 	assert_int_equal(sr_pool_reset(b, &bb), 0);
 	for (uint32_t k = 0; k < K; k++) {
 		for (uint32_t i = 0; i < N; i++)
 			act[i] = (int32_t)((i * 7 + k * 3 + k / 5) % 3);
-		assert_int_equal(sr_pool_step(a, act, &ba), 0);
-		assert_int_equal(sr_pool_step(b, act, &bb), 0);
-		assert_int_equal(ba->n, N);
-		assert_memory_equal(ba->obs, bb->obs, N * 3 * sizeof(float));
-		assert_memory_equal(ba->reward, bb->reward, N * sizeof(float));
-		assert_memory_equal(ba->terminated, bb->terminated, N);
-		assert_memory_equal(ba->truncated, bb->truncated, N);
-		assert_memory_equal(ba->env_id, bb->env_id, N * sizeof(uint32_t));
-		for (uint32_t i = 0; i < N; i++)
-			if (ba->terminated[i] || ba->truncated[i])
-				assert_memory_equal(ba->final_obs + 3 * i, bb->final_obs + 3 * i,
-						    3 * sizeof(float));
+		if (batch) {
+			assert_int_equal(sr_pool_recv(a, &ba), 0);
+			assert_int_equal(sr_pool_recv(b, &bb), 0);
+			assert_int_equal(ba->n, batch);
+			same_batch(ba, bb);
+			assert_int_equal(sr_pool_send(a, act, NULL, batch), 0);
+			assert_int_equal(sr_pool_send(b, act, NULL, batch), 0);
+		} else {
+			assert_int_equal(sr_pool_step(a, act, &ba), 0);
+			assert_int_equal(sr_pool_step(b, act, &bb), 0);
+			assert_int_equal(ba->n, N);
+			same_batch(ba, bb);
+		}
 	}
 	for (uint32_t w = 0; w < 3; w++) {
 		assert_int_equal(sr_pool_worker_stats_get(a, w, &ws), 0);
+		assert_int_equal(ws.num_envs, 16);
 		rows[w] = ws.rows;
 		sum += ws.rows;
 		assert_int_equal(sr_pool_worker_stats_get(b, w, &ws), 0);
 		assert_int_equal(ws.rows, ws.num_envs);
 	}
 	assert_int_equal(sum, N);
-	/* At most a quarter of a 16-env slice moves at each boundary. */
+	/* At most a quarter of a share moves at each boundary (sync: 4 of
+	 * 16 envs; groups: 2 of 8, in each of the 2 groups). */
 	assert_true(rows[2] < 16 && rows[2] >= 8);
 	assert_true(rows[0] > 16 && rows[0] <= 20);
 	assert_int_equal(sr_pool_stats_get(a, &sa), 0);
 	assert_int_equal(sr_pool_stats_get(b, &sb), 0);
 	assert_true(sa.episodes > 0);
-	assert_int_equal(sa.episodes, sb.episodes);
-	assert_int_equal(sa.steps, sb.steps);
-	assert_true(sa.mean_return == sb.mean_return);
-	assert_true(sa.mean_length == sb.mean_length);
+	if (!batch) {
+		/* Async: the worker threads may have stepped the next group
+		 * already, so only sync counts match exactly. */
+		assert_int_equal(sa.episodes, sb.episodes);
+		assert_int_equal(sa.steps, sb.steps);
+		assert_true(sa.mean_return == sb.mean_return);
+		assert_true(sa.mean_length == sb.mean_length);
+	}
 	sr_pool_destroy(a);
 	sr_pool_destroy(b);
+}
+
+static void test_rebalance(void **st)
+{
+	(void)st;
+	rebalance_run(0);
+}
+
+static void test_rebalance_groups(void **st)
+{
+	(void)st;
+	rebalance_run(24);
 }
 
 /* sr_pool_worker_stats_get: each worker's slice and counters, which add
@@ -1510,6 +1547,7 @@ int main(void)
 		cmocka_unit_test(test_worker_cpu),
 		cmocka_unit_test(test_worker_stats),
 		cmocka_unit_test(test_rebalance),
+		cmocka_unit_test(test_rebalance_groups),
 		cmocka_unit_test(test_final_obs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

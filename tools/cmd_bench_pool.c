@@ -859,7 +859,7 @@ static void usage(FILE *f)
 		"  --seconds S    active window (default 3); --warmup/--cooldown (default 0.5)\n"
 		"  --no-inline    worker 0 is a thread too (the calling thread only drives)\n"
 		"  --no-groups    async: per-env queues only, no batch groups\n"
-		"  --no-rebalance sync: each worker steps exactly its own slice\n"
+		"  --no-rebalance each worker steps exactly its own envs (sync, batch groups)\n"
 		"  --ring-capacity N  ring slots, a power of two >= 4 x envs (default: 4 x envs,\n"
 		"                 at least 1024)\n"
 		"  --json         one JSON object\n");
@@ -988,7 +988,7 @@ int bench_pool(int argc, char **argv)
 		printf("  cpu balance   %.3f  (slowest / fastest CPU, raw loops at once%s)\n",
 		       r.cpu_balance,
 		       r.cpu_balance >= 0.9 ? ""
-		       : c.async || c.no_rebalance
+		       : (c.async && !r.batch_groups) || c.no_rebalance
 			       ? ": batches wait for the slowest"
 			       : ": rebalancing moves rows to the faster (worker lines)");
 	if (r.raw_lockstep_steps_per_sec > 0) {

@@ -70,11 +70,12 @@ enum {
 					      * ready first, for envs whose step time
 					      * varies a lot (a group waits for its
 					      * slowest env) */
-	SR_POOL_F_NO_REBALANCE = 1u << 8, /* sync: each worker steps exactly its own
-					   * slice; by default neighbouring workers
-					   * on a NUMA node step some of each other's
-					   * envs, in place, so that workers on CPUs
-					   * of unequal speed end a batch together */
+	SR_POOL_F_NO_REBALANCE = 1u << 8, /* sync steps and async batch groups: each
+					   * worker steps exactly its own envs; by
+					   * default neighbouring workers on a NUMA
+					   * node step some of each other's, in
+					   * place, so that workers on CPUs of unequal
+					   * speed end a batch together */
 };
 
 typedef struct sr_pool_opts {
@@ -177,10 +178,11 @@ typedef struct sr_pool_worker_stats {
 	uint32_t first_env;       /* its envs: [first_env, first_env + num_envs) */
 	uint32_t num_envs;
 	int32_t cpu;              /* as sr_pool_worker_cpu: >= 0, or -ENOENT */
-	uint32_t rows;            /* sync: envs it steps in each batch now: its own
+	uint32_t rows;            /* envs it steps now in each sync batch (batch
+				   * groups: each round of the groups): its own
 				   * less or plus what rebalancing moved to or from
 				   * its neighbours (see SR_POOL_F_NO_REBALANCE);
-				   * async: num_envs */
+				   * async per-env queues: num_envs */
 } sr_pool_worker_stats;
 
 /** Statistics of worker @worker (0 .. sr_pool_num_threads - 1); -EINVAL

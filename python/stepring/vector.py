@@ -795,8 +795,9 @@ def make_vec(env_id, num_envs, *, mode="sync", batch_size=None, num_threads=None
     'disabled'. device: 'cpu' or 'cuda'. replay_capacity: ring slots (a
     power of two). Extra keywords: output='numpy'|'torch', bind, cpuset,
     ring_name, batch_groups (False: async per-env queues only, see
-    VectorEnv.batch_groups), rebalance (False: in sync mode each worker
-    steps exactly its own slice; see worker_stats()['rows']).
+    VectorEnv.batch_groups), rebalance (False: each worker steps exactly
+    its own envs, in sync mode and in batch groups; see
+    worker_stats()['rows']).
     Raises LookupError (UnknownEnvError) for an unknown env, ValueError for
     bad options, RuntimeError for other failures, with the C message.
     """
