@@ -211,7 +211,8 @@ struct sr_pool {
 	size_t act_size;
 	uint32_t obs_dim;
 	uint32_t spin_iters; /* spin before futex_wait */
-	bool rebalance;       /* sync: shift the slices' boundaries (see shift) */
+	bool rebalance;       /* sync steps, batch groups: move the shares' boundaries
+			       * (see shift) */
 	uint32_t max_slice;   /* the most envs any worker owns */
 
 	struct sr__plan *plan; /* placement (affinity.c) */
@@ -313,8 +314,9 @@ void sr__workers_stop(sr_pool *p);
 /* Run a sync command on every worker (worker 0 inline) and wait; returns
  * the clock (sr__now_ns) at the end, for the caller's next interval. */
 uint64_t sr__workers_run(sr_pool *p, uint32_t cmd);
-/* Envs worker @w steps in each sync step now (its slice and the shifts at
- * its two ends; relaxed loads, any thread). */
+/* Envs worker @w steps now in each sync step, or each round of the batch
+ * groups (its envs and the shifts at its two ends; relaxed loads, any
+ * thread). */
 static inline uint32_t sr__sync_rows(const sr_pool *p, uint32_t w)
 {
 	int32_t lo = w ? atomic_load_explicit(&p->shift[w - 1], memory_order_relaxed) : 0;

@@ -79,7 +79,7 @@ static int worker_alloc(struct sr__worker *w)
 	sr_pool *p = w->pool;
 	size_t n = w->n_envs ? w->n_envs : 1, qcap = 1, ecap = 1;
 	/* Scratch and the episode queue also serve the envs it steps for its
-	 * neighbours (sync rebalancing: up to a quarter of each one's slice). */
+	 * neighbours (rebalancing: up to a quarter of each one's share). */
 	size_t ns = n + (p->rebalance ? p->max_slice / 2 : 0);
 	/* 8-byte columns first, then 4-byte, then bytes; each 64-aligned. */
 	size_t o_states = 0;
@@ -992,10 +992,11 @@ void sr__workers_stop(sr_pool *p)
 	}
 }
 
-/* Rebalancing: look every SR__RB_EVERY sync steps; move a boundary half
- * the way to its target, in steps of a grain (a power of two up to
- * SR__RB_GRAIN envs, at most half the limit), and at most 1/SR__RB_MAX of
- * the smaller slice either way. */
+/* Rebalancing: look every SR__RB_EVERY sync steps (batch groups: sends);
+ * move a boundary half the way to its target, in steps of a grain (a power
+ * of two up to SR__RB_GRAIN envs, at most half the limit), and at most
+ * 1/SR__RB_MAX of the smaller share (slice, or envs of a group) either
+ * way. */
 #define SR__RB_EVERY 32
 #define SR__RB_GRAIN 64
 #define SR__RB_MAX 4

@@ -31,7 +31,7 @@ struct bench_pool_cfg {
 	/* added */
 	int no_inline;        /* SR_POOL_F_NO_INLINE: worker 0 is a thread too */
 	int no_groups;        /* SR_POOL_F_NO_BATCH_GROUPS: async per-env queues only */
-	int no_rebalance;     /* SR_POOL_F_NO_REBALANCE: sync, each worker its own slice */
+	int no_rebalance;     /* SR_POOL_F_NO_REBALANCE: each worker its own envs */
 	uint64_t ring_capacity; /* slots, 0: the pool's default (4 x envs, >= 1024) */
 	int lockstep;         /* with T > 1, also T raw loops in lockstep (a round is
 			       * then longer by one raw slice) */
@@ -86,8 +86,9 @@ struct bench_pool_result {
 	struct bench_worker_result {
 		int32_t cpu;              /* >= 0, or -ENOENT (not bound to one CPU) */
 		uint32_t envs;
-		uint32_t rows;            /* envs it stepped per batch at the end
-					   * (sync rebalancing moves some) */
+		uint32_t rows;            /* envs it stepped per batch (groups: per
+					   * round) at the end: rebalancing moves
+					   * some */
 		double ns_env_per_step;   /* env step / reset time per env step */
 		double ns_ring_per_step;  /* ring work per env step */
 		double busy_share;        /* (env + ring time) / active window */
