@@ -1295,7 +1295,7 @@ static void test_bind_caller(void **st)
 
 /* ---- sync rebalancing ---- */
 
-/* The counter env, with the envs from params[1] on busy for 30 us a step. */
+/* The counter env, with the envs from params[1] on busy for 100 us a step. */
 static void slow_step(const sr_env_spec *s, void *st, size_t n, const void *actions, float *obs,
 		      double *reward, uint8_t *term)
 {
@@ -1310,7 +1310,7 @@ static void slow_step(const sr_env_spec *s, void *st, size_t n, const void *acti
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		do
 			clock_gettime(CLOCK_MONOTONIC, &b);
-		while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 30000);
+		while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 100000);
 	}
 }
 
@@ -1348,8 +1348,10 @@ static void same_batch(const sr_batch *x, const sr_batch *y)
 }
 
 /*
- * Worker 2's envs cost 30 us a step, the others' nothing: the boundaries
- * move towards worker 2 (rows), as far as a quarter of a share, and every
+ * Worker 2's envs cost 100 us a step, the others' next to nothing: the
+ * boundaries move towards worker 2 (rows), as far as a quarter of a share
+ * (how far worker 0, the trainer thread, takes rows depends on its own
+ * send and collect time in async mode, and on the machine), and every
  * batch (obs, reward, flags, env ids, final obs) and the episode
  * statistics are those of the same pool with SR_POOL_F_NO_REBALANCE.
  * @batch 0: sync (shares: the slices); 24: async, two batch groups (each
@@ -1358,7 +1360,7 @@ static void same_batch(const sr_batch *x, const sr_batch *y)
 static void rebalance_run(uint32_t batch)
 {
 	sr_env_spec s = cnt_spec(5, 7);
-	const uint32_t N = 48, K = 400;
+	const uint32_t N = 48, K = 300;
 	sr_pool *a, *b;
 	const sr_batch *ba, *bb;
 	sr_pool_worker_stats ws;
@@ -1401,8 +1403,8 @@ static void rebalance_run(uint32_t batch)
 	assert_int_equal(sum, N);
 	/* At most a quarter of a share moves at each boundary (sync: 4 of
 	 * 16 envs; groups: 2 of 8, in each of the 2 groups). */
-	assert_true(rows[2] < 16 && rows[2] >= 8);
-	assert_true(rows[0] > 16 && rows[0] <= 20);
+	assert_true(rows[2] < 16 && rows[2] >= 12);
+	assert_true(rows[0] >= 12 && rows[0] <= 20);
 	assert_int_equal(sr_pool_stats_get(a, &sa), 0);
 	assert_int_equal(sr_pool_stats_get(b, &sb), 0);
 	assert_true(sa.episodes > 0);
