@@ -586,6 +586,8 @@ static void test_async_ring_order(void **st)
 }
 
 static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags);
+static sr_pool *mk3_ar(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags,
+		       uint32_t autoreset);
 
 /*
  * Async batch groups (batch_size divides num_envs): the env ids of group
@@ -911,8 +913,9 @@ static void test_async_ready_no_inline(void **st)
 }
 
 /* Three workers, whatever the machine: a described topology (4 cores),
- * unbound. @batch 0: sync. */
-static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags)
+ * unbound. @batch 0: sync. mk3: next-step autoreset. */
+static sr_pool *mk3_ar(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags,
+		       uint32_t autoreset)
 {
 	sr_pool_opts o;
 	sr_pool *p;
@@ -922,12 +925,18 @@ static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_
 	o.num_envs = envs;
 	o.num_threads = 3;
 	o.batch_size = batch;
+	o.autoreset = autoreset;
 	o.bind = SR_BIND_NONE;
 	o.flags = SR_POOL_F_TOPOLOGY | flags;
 	o.topology = "core:4 pu:1";
 	assert_int_equal(sr_pool_create(&o, &p), 0);
 	assert_int_equal(sr_pool_num_threads(p), 3);
 	return p;
+}
+
+static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags)
+{
+	return mk3_ar(s, envs, batch, flags, SR_AUTORESET_NEXT_STEP);
 }
 
 /*
@@ -1314,24 +1323,6 @@ static void slow_step(const sr_env_spec *s, void *st, size_t n, const void *acti
 	}
 }
 
-static sr_pool *mk_rb(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags)
-{
-	sr_pool_opts o;
-	sr_pool *p;
-
-	sr_pool_opts_init(&o);
-	o.spec = s;
-	o.num_envs = envs;
-	o.num_threads = 3;
-	o.batch_size = batch;
-	o.autoreset = SR_AUTORESET_SAME_STEP;
-	o.bind = SR_BIND_NONE;
-	o.flags = SR_POOL_F_TOPOLOGY | flags;
-	o.topology = "core:4 pu:1";
-	assert_int_equal(sr_pool_create(&o, &p), 0);
-	return p;
-}
-
 /* Two batches with the same rows, bit for bit. */
 static void same_batch(const sr_batch *x, const sr_batch *y)
 {
@@ -1370,8 +1361,8 @@ static void rebalance_run(uint32_t batch)
 
 	s.step = slow_step;
 	s.params[1] = 32; /* worker 2 owns envs 32-47 */
-	a = mk_rb(&s, N, batch, 0);
-	b = mk_rb(&s, N, batch, SR_POOL_F_NO_REBALANCE);
+	a = mk3_ar(&s, N, batch, 0, SR_AUTORESET_SAME_STEP);
+	b = mk3_ar(&s, N, batch, SR_POOL_F_NO_REBALANCE, SR_AUTORESET_SAME_STEP);
 	assert_int_equal(sr_pool_batch_groups(a), batch ? 2 : 0);
 	assert_int_equal(sr_pool_reset(a, &ba), 0);
 	assert_int_equal(sr_pool_reset(b, &bb), 0);
