@@ -3,7 +3,9 @@
  * benchmarks ("spin:cost_us=50,obs_dim=64,ep_len=1000").
  *
  * Parameters (spec->params): cost_us (default 0), obs_dim (16), ep_len
- * (1000), act_n (2). Each step burns cost_us microseconds of dependent
+ * (1000), act_n (2), cost_ns (0). Each step burns cost_us microseconds plus
+ * cost_ns nanoseconds (an env as cheap as CartPole's 30-40 ns, for
+ * benchmarks of the runtime's own cost per step) of dependent
  * floating-point arithmetic: the iterations per microsecond are calibrated
  * once per process (lazily, pthread_once). The obs never depends on the
  * calibration: it is drawn from the instance RNG (one 64-bit draw per step,
@@ -21,7 +23,7 @@
 #include "internal.h"
 #include "envs.h"
 
-enum { P_COST_US, P_OBS_DIM, P_EP_LEN, P_ACT_N };
+enum { P_COST_US, P_OBS_DIM, P_EP_LEN, P_ACT_N, P_COST_NS };
 
 struct spin {
 	sr_rng rng;
@@ -122,8 +124,10 @@ static void spin_step(const sr_env_spec *spec, void *states, size_t n, const voi
 	uint32_t d = (uint32_t)spec->params[P_OBS_DIM];
 	uint64_t ep_len = spec->params[P_EP_LEN], iters = 0;
 
-	if (spec->params[P_COST_US])
-		iters = (uint64_t)((double)spec->params[P_COST_US] * sr__spin_iters_per_us());
+	if (spec->params[P_COST_US] || spec->params[P_COST_NS])
+		iters = (uint64_t)(((double)spec->params[P_COST_US] +
+				    (double)spec->params[P_COST_NS] / 1000.0) *
+				   sr__spin_iters_per_us());
 	for (size_t i = 0; i < n; i++) {
 		uint64_t r = sr_rng_next(&s[i].rng);
 
@@ -161,7 +165,8 @@ const sr_env_spec sr__env_spin = {
 	.act_n = 2,
 	.act_dim = 1,
 	.n_phys = 0,
-	.params = {[P_COST_US] = 0, [P_OBS_DIM] = 16, [P_EP_LEN] = 1000, [P_ACT_N] = 2},
+	.params = {[P_COST_US] = 0, [P_OBS_DIM] = 16, [P_EP_LEN] = 1000, [P_ACT_N] = 2,
+		   [P_COST_NS] = 0},
 	.seed = spin_seed,
 	.reset = spin_reset,
 	.step = spin_step,
@@ -179,6 +184,7 @@ int sr__spin_configure(sr_env_spec *spec, const char *params)
 		{"obs_dim", 1, 1u << 20, P_OBS_DIM},
 		{"ep_len", 1, UINT32_MAX, P_EP_LEN},
 		{"act_n", 1, 1u << 20, P_ACT_N},
+		{"cost_ns", 0, 10000000000ull, P_COST_NS},
 	};
 	char buf[256], *save = NULL, *tok;
 
@@ -199,7 +205,7 @@ int sr__spin_configure(sr_env_spec *spec, const char *params)
 		if (k == sizeof(keys) / sizeof(keys[0]))
 			return sr__errorf(-EINVAL,
 					  "spin: unknown parameter '%s' (known: cost_us, obs_dim, "
-					  "ep_len, act_n)",
+					  "ep_len, act_n, cost_ns)",
 					  tok);
 		errno = 0;
 		v = strtoull(eq + 1, &end, 10);

@@ -370,6 +370,11 @@ static void test_spin_params(void **st)
 	assert_int_equal(s.params[0], 50);
 	assert_int_equal(s.params[2], 7);
 	assert_int_equal(sr_env_validate(&s), 0);
+	assert_int_equal(sr_env_find("spin:cost_ns=250,cost_us=1", &s), 0);
+	assert_int_equal(s.params[0], 1);
+	assert_int_equal(s.params[4], 250);
+	assert_int_equal(sr_env_find("spin:cost_ns=10000000001", &s), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "cost_ns"));
 	assert_int_equal(sr_env_find("Spin-v0:act_n=5", &s), 0);
 	assert_int_equal(s.act_n, 5);
 	assert_int_equal(sr_env_find("spin:obs_dim=0", &s), -EINVAL);
@@ -434,6 +439,21 @@ static void test_spin_behaviour(void **st)
 	}
 	print_message("spin: %.0f iterations/us; 4 x 2000 us took %.2f ms\n",
 		      sr__spin_iters_per_us(), t0 / 1e6);
+	assert_true(t0 >= 4000000);
+	/* cost_ns adds to cost_us: 500 us + 1500000 ns = 2 ms a step (4 steps
+	 * of cost_us alone would take 2 ms, below the bound). */
+	assert_int_equal(sr_env_find("spin:cost_us=500,cost_ns=1500000,obs_dim=8", &s1), 0);
+	s1.seed(&s1, b, N, 3, 0);
+	s1.reset(&s1, b, N, ob);
+	{
+		struct timespec x, y;
+		clock_gettime(CLOCK_MONOTONIC, &x);
+		s1.step(&s1, b, N, act, ob, rb, tb);
+		clock_gettime(CLOCK_MONOTONIC, &y);
+		t0 = (uint64_t)(y.tv_sec - x.tv_sec) * 1000000000ull + (uint64_t)y.tv_nsec -
+		     (uint64_t)x.tv_nsec;
+	}
+	print_message("spin: 4 x (500 us + 1500000 ns) took %.2f ms\n", t0 / 1e6);
 	assert_true(t0 >= 4000000);
 }
 
