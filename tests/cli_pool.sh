@@ -60,6 +60,7 @@ done
 python3 -c 'import json,sys; json.loads(sys.argv[1])' "$j" 2>/dev/null || [ ! -x /usr/bin/python3 ] || fail "bench pool json does not parse"
 grep -q '"ring_capacity":1024,' <<<"$j" || fail "bench pool json: default ring capacity: $j"
 grep -q '"cpu_balance":0.0000,' <<<"$j" || fail "bench pool json: cpu_balance with one thread: $j"
+grep -q '"equal_cpu_rounds":0,' <<<"$j" || fail "bench pool json: equal-CPU rounds with one thread: $j"
 j=$("$SR" bench pool --env CartPole-v1 --envs 64 --threads 1 --seconds 0.05 --warmup 0 --cooldown 0 --ring-capacity 8192 --json) || fail "bench pool --ring-capacity"
 grep -q '"ring_capacity":8192,' <<<"$j" || fail "bench pool json: ring capacity 8192: $j"
 # Two threads (bind none: any machine): the lockstep raw loops, a barrier
@@ -76,6 +77,24 @@ for m in "--mode sync" "--mode async --batch 32"; do
 		fail "bench pool $m: cpu_balance: $j"
 	[ "$(grep -o '"raw_parallel_steps_per_sec":[1-9][0-9.]*,"rows":[0-9]*}' <<<"$j" | wc -l)" -eq 2 ] ||
 		fail "bench pool $m: per-worker raw rates: $j"
+	# Each round's figures, and the equal-CPU rounds' count and median
+	# taken from them (rounds whose raw loops at once scaled >= 0.95 with
+	# balance >= 0.95).
+	if [ -x /usr/bin/python3 ]; then
+		/usr/bin/python3 - "$j" <<'PY' || fail "bench pool $m: round figures: $j"
+import json, statistics, sys
+d = json.loads(sys.argv[1])
+f = d["round_fields"]
+rows = d["round_figures"]
+assert f[:4] == ["efficiency", "efficiency_parallel", "parallel_scaling", "cpu_balance"], f
+assert len(rows) == d["rounds"] and all(len(r) == len(f) for r in rows), rows
+assert all(r[0] > 0 and 0 < r[3] <= 1 for r in rows), rows
+eq = [r[0] for r in rows if r[2] >= 0.95 and r[3] >= 0.95]
+assert d["equal_cpu_rounds"] == len(eq), (d["equal_cpu_rounds"], eq)
+want = statistics.median(eq) if eq else 0
+assert abs(d["efficiency_equal_cpus"] - want) < 1e-3, (d["efficiency_equal_cpus"], want)
+PY
+	fi
 	# Rows per worker add up to the envs.
 	[ "$(grep -o '"rows":[0-9]*' <<<"$j" | awk -F: '{ s += $2 } END { print s }')" -eq 64 ] ||
 		fail "bench pool $m: rows: $j"

@@ -38,6 +38,8 @@ struct bench_pool_cfg {
 };
 
 #define BENCH_MAX_WORKERS 64
+#define BENCH_MAX_ROUNDS 40 /* rounds in an active window: 4 to 40 */
+#define BENCH_EQUAL 0.95    /* see bench_pool_result.equal_rounds */
 
 struct bench_pool_result {
 	double steps_per_sec;     /* env steps per second in the active window */
@@ -110,6 +112,22 @@ struct bench_pool_result {
 	 * steps/s / raw_lockstep (the pool's own overhead). Medians over the
 	 * rounds; 0 when not measured. */
 	double raw_lockstep_steps_per_sec, lockstep_scaling, efficiency_lockstep;
+	/* With T > 1, the rounds in which the CPUs were equal (BENCH_EQUAL):
+	 * the T raw loops at once reached that share of T x raw, and the
+	 * slowest CPU that share of the fastest. Their count, and the median
+	 * of their efficiency and efficiency_lockstep (0 with none): what the
+	 * pool reaches on equal CPUs, from a machine whose CPUs are not always
+	 * equal. An estimate: a round's raw loops run just after its pool
+	 * slice, not during it. */
+	uint32_t equal_rounds;
+	double efficiency_equal, efficiency_lockstep_equal;
+	/* Each round's ratios, in order (the first BENCH_MAX_ROUNDS; the
+	 * lockstep ones 0 when not measured, cpu_balance 0 with one thread). */
+	uint32_t nround_figs;
+	struct bench_round {
+		double efficiency, efficiency_parallel, parallel_scaling, cpu_balance,
+			lockstep_scaling, efficiency_lockstep;
+	} round_figs[BENCH_MAX_ROUNDS];
 };
 
 /* Defaults: CartPole-v1, 1024 envs, threads 0 (one per core), sync, 3 s

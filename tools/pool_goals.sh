@@ -3,7 +3,9 @@
 # the goal (`stepring bench pool ... --json`), then one line per
 # configuration with every run's efficiency, the median against the goal,
 # and what bounds it on this machine (the lockstep loops' scaling, the
-# pool against them, the CPUs' balance). Figures only: a noisy machine
+# pool against them, the CPUs' balance), and the efficiency in the rounds
+# where the CPUs were equal (`bench pool`'s "equal CPUs": the range over
+# the runs that had such rounds, and such rounds / all rounds). Figures only: a noisy machine
 # decides nothing here, so the exit status is 0 whenever the runs ran.
 #
 #   tools/pool_goals.sh [STEPRING]   (default build/stepring)
@@ -53,13 +55,14 @@ for ((i = 1; i <= RUNS; i++)); do
 	done
 done
 
-num() { sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" <<<"$2"; }
+# The first "NAME": number in the JSON line (the run's own figure).
+num() { grep -o "\"$1\":[-0-9.e+]*" <<<"$2" | head -1 | cut -d: -f2; }
 echo "pool goals: $RUNS runs of ${SECS}s each, $("$SR" version | head -1)"
-printf '%-9s %-5s %-26s %-7s %-5s %-13s %-13s %-13s %s\n' config goal efficiency median met \
-	lockstep_scal eff_lockstep cpu_balance steps/s
+printf '%-9s %-5s %-26s %-7s %-5s %-13s %-13s %-13s %-19s %s\n' config goal efficiency median met \
+	lockstep_scal eff_lockstep cpu_balance equal_cpus steps/s
 for c in "${configs[@]}"; do
 	IFS='|' read -r name goal args <<<"$c"
-	effs=() ls=() el=() cb=() sps=()
+	effs=() ls=() el=() cb=() sps=() eq=() eqn=0 rn=0
 	while read -r n j; do
 		[ "$n" = "$name" ] || continue
 		effs+=("$(num efficiency "$j")")
@@ -67,6 +70,13 @@ for c in "${configs[@]}"; do
 		el+=("$(num efficiency_lockstep "$j")")
 		cb+=("$(num cpu_balance "$j")")
 		sps+=("$(num steps_per_sec "$j")")
+		# Runs with rounds of equal CPUs (see bench pool's "equal CPUs").
+		k=$(num equal_cpu_rounds "$j")
+		rn=$((rn + $(num rounds "$j")))
+		if [ "${k:-0}" -gt 0 ]; then
+			eq+=("$(num efficiency_equal_cpus "$j")")
+			eqn=$((eqn + k))
+		fi
 	done <"$OUT"
 	range() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
 		END { if (hi + 0 == 0) print "-"; else printf "%.3f-%.3f", lo, hi }'; }
@@ -75,9 +85,11 @@ for c in "${configs[@]}"; do
 		      else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
 	met=-
 	[ "$goal" != - ] && met=$(awk -v m="$med" -v g="$goal" 'BEGIN { print (m >= g ? "yes" : "no") }')
-	printf '%-9s %-5s %-26s %-7s %-5s %-13s %-13s %-13s %s\n' "$name" "$goal" \
+	eqs=-
+	[ "$eqn" -gt 0 ] && eqs="$(range "${eq[@]}") ($eqn/$rn)"
+	printf '%-9s %-5s %-26s %-7s %-5s %-13s %-13s %-13s %-19s %s\n' "$name" "$goal" \
 		"$(printf '%.3f,' "${effs[@]}" | sed 's/,$//')" "$med" "$met" "$(range "${ls[@]}")" \
-		"$(range "${el[@]}")" "$(range "${cb[@]}")" \
+		"$(range "${el[@]}")" "$(range "${cb[@]}")" "$eqs" \
 		"$(printf '%s\n' "${sps[@]}" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
 			END { if (hi >= 1e6) printf "%.1f-%.1f M", lo / 1e6, hi / 1e6;
 			      else printf "%.1f-%.1f k", lo / 1e3, hi / 1e3 }')"
