@@ -111,4 +111,11 @@ for c in "sync      0.9 " "async     0.85" "spin      0.97" "sync_1t   -" "async
 	grep -q "^$c" <<<"$g" || fail "pool_goals.sh: no line for '$c': $g"
 done
 [ "$(grep -cE ' (yes|no) ' <<<"$g")" -eq 3 ] || fail "pool_goals.sh: met column: $g"
+# The env cost sweep: a line per cost, the raw loop's ns a step rising with it.
+g=$(COSTS="0 400" THREADS=$nt RUNS=1 SECS=0.05 WARMUP=0 COOLDOWN=0 ENVS=64 \
+	bash "$(dirname "$0")/../tools/env_cost_sweep.sh" "$SR") || fail "env_cost_sweep.sh: $g"
+r0=$(awk '$1 == "0" { print $2 }' <<<"$g")
+r1=$(awk '$1 == "400" { print $2 }' <<<"$g")
+awk -v a="$r0" -v b="$r1" 'BEGIN { exit !(a > 0 && b > a + 200) }' ||
+	fail "env_cost_sweep.sh: raw ns a step at cost 0 and 400: $g"
 echo ok
