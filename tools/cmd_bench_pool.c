@@ -733,7 +733,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 			}
 		}
 		if (T > 1 && T <= BENCH_MAX_WORKERS) {
-			/* Before the medians below sort eff and lse in place. */
+			/* From round_figs: the medians above sorted eff and lse in place. */
 			double qe[BENCH_MAX_ROUNDS], ql[BENCH_MAX_ROUNDS];
 			uint32_t m = 0;
 

@@ -5,8 +5,9 @@
 # and what bounds it on this machine (the lockstep loops' scaling, the
 # pool against them, the CPUs' balance), and the efficiency in the rounds
 # where the CPUs were equal (`bench pool`'s "equal CPUs": the range over
-# the runs that had such rounds, and such rounds / all rounds). Figures only: a noisy machine
-# decides nothing here, so the exit status is 0 whenever the runs ran.
+# the runs that had such rounds, and such rounds / all rounds). Figures
+# only: a noisy machine decides nothing here, so the exit status is 0
+# whenever the runs ran.
 #
 #   tools/pool_goals.sh [STEPRING]   (default build/stepring)
 #   env: RUNS (3), SECS (3), WARMUP / COOLDOWN (0.5), THREADS (2),
