@@ -44,11 +44,8 @@ for ((i = 1; i <= RUNS; i++)); do
 	done
 done
 
-# The first "NAME": number in a JSON line (the run's own figure).
-num() { grep -o "\"$1\":[-0-9.e+]*" <<<"$2" | head -1 | cut -d: -f2; }
-# The median of the numbers on stdin, zeros left out (not measured), or -.
-med() { sort -g | awk '$1 + 0 != 0 { v[++n] = $1 } END { NR = n; if (!NR) print "-"; else if (NR % 2)
-	printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# shellcheck source=tools/bench_json.sh
+. tools/bench_json.sh
 echo "env cost sweep: $MODE, $ENVS envs, $THREADS threads, $RUNS runs of ${SECS}s, $("$SR" version | head -1)"
 printf '%-8s %-10s %-10s %-20s %-13s %s\n' cost_ns raw_ns efficiency "equal_cpus (rounds)" \
 	eff_lockstep cpu_balance
@@ -60,12 +57,7 @@ for c in $COSTS; do
 		eff+=("$(num efficiency "$j")")
 		el+=("$(num efficiency_lockstep "$j")")
 		cb+=("$(num cpu_balance "$j")")
-		n=$(num equal_cpu_rounds "$j")
-		rn=$((rn + $(num rounds "$j")))
-		if [ "${n:-0}" -gt 0 ]; then
-			eq+=("$(num efficiency_equal_cpus "$j")")
-			eqn=$((eqn + n))
-		fi
+		eq_add "$j"
 	done <"$OUT"
 	eqs=-
 	[ "$eqn" -gt 0 ] && eqs="$(printf '%s\n' "${eq[@]}" | med) ($eqn/$rn)"

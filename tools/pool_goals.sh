@@ -56,8 +56,8 @@ for ((i = 1; i <= RUNS; i++)); do
 	done
 done
 
-# The first "NAME": number in the JSON line (the run's own figure).
-num() { grep -o "\"$1\":[-0-9.e+]*" <<<"$2" | head -1 | cut -d: -f2; }
+# shellcheck source=tools/bench_json.sh
+. tools/bench_json.sh
 echo "pool goals: $RUNS runs of ${SECS}s each, $("$SR" version | head -1)"
 printf '%-9s %-5s %-26s %-7s %-5s %-13s %-13s %-13s %-19s %s\n' config goal efficiency median met \
 	lockstep_scal eff_lockstep cpu_balance equal_cpus steps/s
@@ -71,25 +71,17 @@ for c in "${configs[@]}"; do
 		el+=("$(num efficiency_lockstep "$j")")
 		cb+=("$(num cpu_balance "$j")")
 		sps+=("$(num steps_per_sec "$j")")
-		# Runs with rounds of equal CPUs (see bench pool's "equal CPUs").
-		k=$(num equal_cpu_rounds "$j")
-		rn=$((rn + $(num rounds "$j")))
-		if [ "${k:-0}" -gt 0 ]; then
-			eq+=("$(num efficiency_equal_cpus "$j")")
-			eqn=$((eqn + k))
-		fi
+		eq_add "$j"
 	done <"$OUT"
 	range() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
 		END { if (hi + 0 == 0) print "-"; else printf "%.3f-%.3f", lo, hi }'; }
-	med=$(printf '%s\n' "${effs[@]}" | sort -g | awk '{ v[NR] = $1 }
-		END { if (NR % 2) printf "%.3f", v[(NR + 1) / 2];
-		      else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+	median=$(printf '%s\n' "${effs[@]}" | med)
 	met=-
-	[ "$goal" != - ] && met=$(awk -v m="$med" -v g="$goal" 'BEGIN { print (m >= g ? "yes" : "no") }')
+	[ "$goal" != - ] && met=$(awk -v m="$median" -v g="$goal" 'BEGIN { print (m >= g ? "yes" : "no") }')
 	eqs=-
 	[ "$eqn" -gt 0 ] && eqs="$(range "${eq[@]}") ($eqn/$rn)"
 	printf '%-9s %-5s %-26s %-7s %-5s %-13s %-13s %-13s %-19s %s\n' "$name" "$goal" \
-		"$(printf '%.3f,' "${effs[@]}" | sed 's/,$//')" "$med" "$met" "$(range "${ls[@]}")" \
+		"$(printf '%.3f,' "${effs[@]}" | sed 's/,$//')" "$median" "$met" "$(range "${ls[@]}")" \
 		"$(range "${el[@]}")" "$(range "${cb[@]}")" "$eqs" \
 		"$(printf '%s\n' "${sps[@]}" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
 			END { if (hi >= 1e6) printf "%.1f-%.1f M", lo / 1e6, hi / 1e6;
