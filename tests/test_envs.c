@@ -387,6 +387,22 @@ static void test_spin_params(void **st)
 	assert_int_equal(sr_env_find("spin:cost_us", &s), -EINVAL);
 }
 
+/* Seed and reset @n instances of @s in @st, then time one step of them
+ * (ns, monotonic clock). */
+static uint64_t seeded_step_ns(const sr_env_spec *s, void *st, size_t n, const int32_t *act,
+			       float *obs, double *rew, uint8_t *term)
+{
+	struct timespec x, y;
+
+	s->seed(s, st, n, 3, 0);
+	s->reset(s, st, n, obs);
+	clock_gettime(CLOCK_MONOTONIC, &x);
+	s->step(s, st, n, act, obs, rew, term);
+	clock_gettime(CLOCK_MONOTONIC, &y);
+	return (uint64_t)(y.tv_sec - x.tv_sec) * 1000000000ull + (uint64_t)y.tv_nsec -
+	       (uint64_t)x.tv_nsec;
+}
+
 /* spin: terminated exactly every ep_len steps, and trajectories do not
  * depend on the cost (the calibration never reaches the obs). */
 static void test_spin_behaviour(void **st)
@@ -427,32 +443,14 @@ static void test_spin_behaviour(void **st)
 	 * (more when the machine is busy, never much less). */
 	assert_true(sr__spin_iters_per_us() > 0);
 	assert_int_equal(sr_env_find("spin:cost_us=2000,obs_dim=8", &s1), 0);
-	s1.seed(&s1, b, N, 3, 0);
-	s1.reset(&s1, b, N, ob);
-	{
-		struct timespec x, y;
-		clock_gettime(CLOCK_MONOTONIC, &x);
-		s1.step(&s1, b, N, act, ob, rb, tb);
-		clock_gettime(CLOCK_MONOTONIC, &y);
-		t0 = (uint64_t)(y.tv_sec - x.tv_sec) * 1000000000ull + (uint64_t)y.tv_nsec -
-		     (uint64_t)x.tv_nsec;
-	}
+	t0 = seeded_step_ns(&s1, b, N, act, ob, rb, tb);
 	print_message("spin: %.0f iterations/us; 4 x 2000 us took %.2f ms\n",
 		      sr__spin_iters_per_us(), t0 / 1e6);
 	assert_true(t0 >= 4000000);
 	/* cost_ns adds to cost_us: 500 us + 1500000 ns = 2 ms a step (4 steps
 	 * of cost_us alone would take 2 ms, below the bound). */
 	assert_int_equal(sr_env_find("spin:cost_us=500,cost_ns=1500000,obs_dim=8", &s1), 0);
-	s1.seed(&s1, b, N, 3, 0);
-	s1.reset(&s1, b, N, ob);
-	{
-		struct timespec x, y;
-		clock_gettime(CLOCK_MONOTONIC, &x);
-		s1.step(&s1, b, N, act, ob, rb, tb);
-		clock_gettime(CLOCK_MONOTONIC, &y);
-		t0 = (uint64_t)(y.tv_sec - x.tv_sec) * 1000000000ull + (uint64_t)y.tv_nsec -
-		     (uint64_t)x.tv_nsec;
-	}
+	t0 = seeded_step_ns(&s1, b, N, act, ob, rb, tb);
 	print_message("spin: 4 x (500 us + 1500000 ns) took %.2f ms\n", t0 / 1e6);
 	assert_true(t0 >= 4000000);
 }
