@@ -339,30 +339,24 @@ static int check_actions(const sr_pool *p, const void *actions, const uint32_t *
 				return sr__errorf(-EINVAL, "env %u: action %d is out of range [0, %u)",
 						  ids ? ids[i] : i, (int32_t)a[i], s->act_n);
 	} else {
+		/* Box actions: only non-finite values are refused. Values outside
+		 * [act_low, act_high] reach the env, which clips them the way its
+		 * reference does (Gymnasium's Pendulum and MountainCarContinuous
+		 * clip the force; MountainCarContinuous's reward uses the raw
+		 * action). */
 		const float *a = actions;
-		const uint32_t d = s->act_dim;
+		const size_t m = (size_t)n * s->act_dim;
 		int bad = 0;
-		for (uint32_t i = 0; i < n; i++)
-			for (uint32_t k = 0; k < d; k++) {
-				float v = a[(size_t)i * d + k];
-				/* false for NaN, so NaN is caught too; inf is outside any
-				 * finite bound, and bounds may be infinite: check finiteness
-				 * separately below */
-				bad |= !(v >= s->act_low[k] && v <= s->act_high[k]) | (v - v != 0.0f);
-			}
+		for (size_t i = 0; i < m; i++)
+			bad |= a[i] - a[i] != 0.0f; /* NaN or inf: inf - inf is NaN */
 		if (SR_LIKELY(!bad))
 			return 0;
-		for (uint32_t i = 0; i < n; i++)
-			for (uint32_t k = 0; k < d; k++) {
-				float v = a[(size_t)i * d + k];
-				if (!isfinite(v))
-					return sr__errorf(-EINVAL, "env %u: action[%u] is %s", ids ? ids[i] : i,
-							  k, isnan(v) ? "NaN" : "infinite");
-				if (v < s->act_low[k] || v > s->act_high[k])
-					return sr__errorf(-EINVAL, "env %u: action[%u] = %g is outside "
-							  "[%g, %g]", ids ? ids[i] : i, k, v,
-							  s->act_low[k], s->act_high[k]);
-			}
+		for (size_t i = 0; i < m; i++)
+			if (!isfinite(a[i]))
+				return sr__errorf(-EINVAL, "env %u: action[%u] is %s",
+						  ids ? ids[i / s->act_dim] : (uint32_t)(i / s->act_dim),
+						  (uint32_t)(i % s->act_dim),
+						  isnan(a[i]) ? "NaN" : "infinite");
 	}
 	return 0;
 }

@@ -13,8 +13,10 @@
  *
  * Instance i of a batch lives at (char *)states + i * spec->state_size.
  * Observations are float32, obs_dim per instance, contiguous.
- * Actions: discrete -> one int32 per instance; box -> act_dim float32 per
- * instance. sr_env_action_size() gives the byte size of one action.
+ * Actions: discrete -> one int32 per instance, in [0, act_n); box -> act_dim
+ * float32 per instance, finite but possibly outside [act_low, act_high]:
+ * the env clips them as its reference does (the runtime refuses NaN and
+ * inf). sr_env_action_size() gives the byte size of one action.
  * Rewards are written as double (Gymnasium returns Python floats); the
  * runtime stores float32 in the ring.
  *
@@ -41,7 +43,7 @@ extern "C" {
 
 enum sr_space_kind {
 	SR_SPACE_DISCRETE = 1, /* int32 in [0, act_n) */
-	SR_SPACE_BOX = 2,      /* act_dim float32 in [act_low, act_high] */
+	SR_SPACE_BOX = 2,      /* act_dim float32, bounds act_low, act_high (the env clips) */
 };
 
 typedef struct sr_env_spec sr_env_spec;

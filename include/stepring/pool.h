@@ -128,7 +128,10 @@ SR_EXPORT void sr_pool_destroy(sr_pool *p);
  * ready and recv returns them). */
 SR_EXPORT int sr_pool_reset(sr_pool *p, const sr_batch **out);
 /** Sync step: @actions holds num_envs actions (sr_env_action_size each).
- * NaN or out-of-range actions: -EINVAL, nothing is stepped. */
+ * Discrete actions outside [0, act_n) and NaN or infinite box values:
+ * -EINVAL, nothing is stepped. Finite box values outside [act_low,
+ * act_high] are stepped: the env clips them (as Gymnasium's Pendulum and
+ * MountainCarContinuous do). */
 SR_EXPORT int sr_pool_step(sr_pool *p, const void *actions, const sr_batch **out);
 /** Async: send @n actions to envs @env_ids (NULL = envs of the last batch). */
 SR_EXPORT int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint32_t n);
