@@ -28,22 +28,41 @@ const sr_env_spec *sr_env_at(size_t i)
 	return i < N_BUILTIN ? builtin[i] : NULL;
 }
 
+/* The id of a spec whose version is unknown, if its size says it has one. */
+static const char *spec_id(const sr_env_spec *s)
+{
+	return s->spec_size >= offsetof(sr_env_spec, name) + sizeof(char *) && s->id ? s->id : "?";
+}
+
+static int check_version(const sr_env_spec *s)
+{
+	if (s->abi_version < SR_ENV_ABI_VERSION_MIN || s->abi_version > SR_ENV_ABI_VERSION)
+		return sr__errorf(-EPROTO,
+				  "env '%s' was built for env ABI version %u, this stepring "
+				  "expects version %u (or version %u): rebuild the plugin against "
+				  "this stepring",
+				  spec_id(s), s->abi_version, SR_ENV_ABI_VERSION,
+				  SR_ENV_ABI_VERSION_MIN);
+	return 0;
+}
+
 int sr_env_validate(const sr_env_spec *s)
 {
 	uint64_t prod = 1;
+	uint32_t want;
+	int err;
 
 	if (!s)
 		return sr__errorf(-EINVAL, "env spec is NULL");
-	if (s->abi_version != SR_ENV_ABI_VERSION)
+	err = check_version(s);
+	if (err)
+		return err;
+	want = s->abi_version == 1 ? SR_ENV_SPEC_SIZE_V1 : (uint32_t)sizeof(sr_env_spec);
+	if (s->spec_size != want)
 		return sr__errorf(-EPROTO,
-				  "env '%s' was built for env ABI version %u, this stepring "
-				  "expects version %u: rebuild the plugin against this stepring",
-				  s->spec_size >= offsetof(sr_env_spec, name) + sizeof(char *) &&
-						  s->id ? s->id : "?",
-				  s->abi_version, SR_ENV_ABI_VERSION);
-	if (s->spec_size != sizeof(sr_env_spec))
-		return sr__errorf(-EPROTO, "env spec size %u != %zu (ABI mismatch)", s->spec_size,
-				  sizeof(sr_env_spec));
+				  "env spec size %u != %u expected for env ABI version %u (ABI "
+				  "mismatch)",
+				  s->spec_size, want, s->abi_version);
 	if (!s->id || !s->name || !s->id[0] || !s->name[0])
 		return sr__errorf(-EINVAL, "env spec has no id or name");
 	if (!s->seed || !s->reset || !s->step || !s->observe)
@@ -73,6 +92,46 @@ int sr_env_validate(const sr_env_spec *s)
 	}
 	if (s->n_phys && (!s->get_phys || !s->set_phys))
 		return sr__errorf(-EINVAL, "env '%s': n_phys > 0 needs get_phys and set_phys", s->id);
+	if (s->abi_version == 1)
+		return 0; /* no v2 tail to read */
+	if (s->flags & ~SR_ENV_F_KNOWN)
+		return sr__errorf(-EINVAL, "env '%s': unknown flags 0x%x", s->id,
+				  s->flags & ~SR_ENV_F_KNOWN);
+	if (s->flags & SR_ENV_F_OPAQUE) {
+		if (!s->create || !s->destroy || !s->save || !s->load)
+			return sr__errorf(-EINVAL,
+					  "env '%s': opaque state needs create, destroy, save and "
+					  "load",
+					  s->id);
+		if (s->save_max == 0)
+			return sr__errorf(-EINVAL, "env '%s': opaque state needs save_max > 0",
+					  s->id);
+	} else if (s->create || s->destroy || s->save || s->load || s->save_max) {
+		return sr__errorf(-EINVAL,
+				  "env '%s': create, destroy, save, load and save_max are for "
+				  "opaque state (SR_ENV_F_OPAQUE)",
+				  s->id);
+	}
+	return 0;
+}
+
+int sr_env_spec_upgrade(const sr_env_spec *in, sr_env_spec *out)
+{
+	sr_env_spec tmp;
+	int err;
+
+	if (!out)
+		return sr__errorf(-EINVAL, "sr_env_spec_upgrade: NULL argument");
+	err = sr_env_validate(in);
+	if (err)
+		return err;
+	/* Copy only the bytes the spec's version has: a v1 spec compiled
+	 * elsewhere may end where the v2 tail starts. */
+	memset(&tmp, 0, sizeof(tmp));
+	memcpy(&tmp, in, in->spec_size);
+	tmp.abi_version = SR_ENV_ABI_VERSION;
+	tmp.spec_size = sizeof(sr_env_spec);
+	*out = tmp;
 	return 0;
 }
 
@@ -128,21 +187,20 @@ int sr_env_load_plugin(const char *path, sr_env_spec *out)
 				  SR_ENV_PLUGIN_SYMBOL);
 	}
 	/* Read abi_version first: it is the one field every ABI version keeps. */
-	if (s->abi_version != SR_ENV_ABI_VERSION) {
+	if (s->abi_version < SR_ENV_ABI_VERSION_MIN || s->abi_version > SR_ENV_ABI_VERSION) {
 		err = sr__errorf(-EPROTO,
 				 "env plugin '%s' was built for env ABI version %u, this stepring "
-				 "expects version %u: rebuild it against this stepring",
-				 path, s->abi_version, SR_ENV_ABI_VERSION);
+				 "expects version %u (or version %u): rebuild it against this "
+				 "stepring",
+				 path, s->abi_version, SR_ENV_ABI_VERSION, SR_ENV_ABI_VERSION_MIN);
 		dlclose(h);
 		return err;
 	}
-	err = sr_env_validate(s);
-	if (err) {
+	/* The library stays loaded: the spec's pointers live in it. */
+	err = sr_env_spec_upgrade(s, out);
+	if (err)
 		dlclose(h);
-		return err;
-	}
-	*out = *s; /* the library stays loaded: the spec's pointers live in it */
-	return 0;
+	return err;
 }
 
 volatile double sr__pow_two = 2.0;

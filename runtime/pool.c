@@ -109,10 +109,9 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		return sr__errorf(-ENOMEM, "out of memory");
 	p->start_ns = sr__now_ns();
 	if (o->spec) {
-		err = sr_env_validate(o->spec);
+		err = sr_env_spec_upgrade(o->spec, &p->spec); /* v1 or v2 */
 		if (err)
 			goto fail;
-		p->spec = *o->spec;
 	} else {
 		err = sr_env_find(o->env, &p->spec);
 		if (err)

@@ -401,6 +401,9 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_checkpoint: NULL argument");
+	if (sr_env_is_opaque(&p->spec))
+		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: env '%s' has opaque state; "
+				  "this build checkpoints plain-data states only", p->spec.id);
 	if (opts)
 		o = *opts;
 	else
@@ -766,6 +769,9 @@ int sr_pool_restore(sr_pool *p, const char *path)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_restore: NULL argument");
+	if (sr_env_is_opaque(&p->spec))
+		return sr__errorf(-ENOTSUP, "sr_pool_restore: env '%s' has opaque state; "
+				  "this build restores plain-data states only", p->spec.id);
 	c = reg_get(p, false);
 	if (c && c->job)
 		finish_job(c, true);

@@ -74,6 +74,11 @@ static size_t align64(size_t x)
 	return (x + 63) & ~(size_t)63;
 }
 
+static inline unsigned char *state_of(struct sr__worker *w, uint32_t loc)
+{
+	return w->states + (size_t)loc * w->pool->spec.state_size;
+}
+
 static int worker_alloc(struct sr__worker *w)
 {
 	sr_pool *p = w->pool;
@@ -133,9 +138,33 @@ static int worker_alloc(struct sr__worker *w)
 	w->q_mask = (uint32_t)qcap - 1;
 	for (uint32_t i = 0; i < w->n_envs; i++)
 		w->prev_seq[i] = SR_RING_NO_PREV;
+	/* Opaque envs (a physics world per instance): create each one here, on
+	 * the owning thread, so that its heap is first touched on this node. */
+	if (sr_env_is_opaque(&p->spec)) {
+		for (uint32_t i = 0; i < w->n_envs; i++) {
+			int err = p->spec.create(&p->spec, state_of(w, i));
+			if (err) {
+				while (i--)
+					p->spec.destroy(&p->spec, state_of(w, i));
+				free(m);
+				w->mem = NULL;
+				return err < 0 ? err : -ENOMEM;
+			}
+		}
+	}
 	if (w->n_envs)
 		p->spec.seed(&p->spec, w->states, w->n_envs, p->seed, w->first_env);
 	return 0;
+}
+
+/* Destroy a worker's opaque instances and free its memory. */
+static void worker_free(sr_pool *p, struct sr__worker *w)
+{
+	if (w->mem && sr_env_is_opaque(&p->spec))
+		for (uint32_t i = 0; i < w->n_envs; i++)
+			p->spec.destroy(&p->spec, w->states + (size_t)i * p->spec.state_size);
+	free(w->mem);
+	w->mem = NULL;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -152,10 +181,6 @@ static inline uint64_t le64(uint64_t v)
 #endif
 }
 
-static inline unsigned char *state_of(struct sr__worker *w, uint32_t loc)
-{
-	return w->states + (size_t)loc * w->pool->spec.state_size;
-}
 
 /* The first index >= @i below @n whose byte in @a is not 0, or @n:
  * eight bytes at a time (done flags are rare: usually one load per 8). */
@@ -968,7 +993,8 @@ int sr__workers_start(sr_pool *p)
 	wait_done(p);
 	for (uint32_t i = ft; i < T; i++)
 		if (p->workers[i].alloc_err)
-			return sr__errorf(-ENOMEM, "worker %u cannot allocate the state of its %u envs",
+			return sr__errorf(p->workers[i].alloc_err,
+					  "worker %u cannot allocate or create the state of its %u envs",
 					  i, p->workers[i].n_envs);
 	return 0;
 }
@@ -986,10 +1012,8 @@ void sr__workers_stop(sr_pool *p)
 			pthread_join(p->workers[i].thread, NULL);
 		p->workers[i].started = false;
 	}
-	for (uint32_t i = 0; i < p->num_threads; i++) {
-		free(p->workers[i].mem);
-		p->workers[i].mem = NULL;
-	}
+	for (uint32_t i = 0; i < p->num_threads; i++)
+		worker_free(p, &p->workers[i]);
 }
 
 /* Rebalancing: look every SR__RB_EVERY sync steps (batch groups: sends);

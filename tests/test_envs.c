@@ -455,6 +455,31 @@ static void test_spin_behaviour(void **st)
 	assert_true(t0 >= 4000000);
 }
 
+static int fake_check(const sr_env_spec *spec, const void *state)
+{
+	return 0;
+}
+
+static int fake_create(const sr_env_spec *spec, void *state)
+{
+	return 0;
+}
+
+static void fake_destroy(const sr_env_spec *spec, void *state)
+{
+}
+
+static int fake_save(const sr_env_spec *spec, const void *state, void *buf, size_t cap,
+		     size_t *len)
+{
+	return -ENOSPC;
+}
+
+static int fake_load(const sr_env_spec *spec, void *state, const void *buf, size_t len)
+{
+	return -EINVAL;
+}
+
 static void test_validate(void **st)
 {
 	const sr_env_spec *cp = sr_env_at(0);
@@ -470,8 +495,15 @@ static void test_validate(void **st)
 		assert_non_null(strstr(sr_last_error(), text));                            \
 	} while (0)
 	BAD(s.abi_version = 7, -EPROTO, "version 7");
+	BAD(s.abi_version = 7, -EPROTO, "version 2");
 	BAD(s.abi_version = 7, -EPROTO, "version 1");
+	BAD(s.abi_version = 0, -EPROTO, "version 0");
 	BAD(s.spec_size = 16, -EPROTO, "size");
+	BAD(s.abi_version = 1, -EPROTO, "size"); /* v1 with the v2 size */
+	BAD(s.spec_size = SR_ENV_SPEC_SIZE_V1, -EPROTO, "size"); /* v2 with the v1 size */
+	BAD(s.flags = 2, -EINVAL, "unknown flags");
+	BAD(s.flags = SR_ENV_F_OPAQUE, -EINVAL, "create, destroy, save and load");
+	BAD((s.save_max = 64, s.flags = 0), -EINVAL, "SR_ENV_F_OPAQUE");
 	BAD(s.id = NULL, -EINVAL, "no id");
 	BAD(s.name = "", -EINVAL, "no id");
 	BAD(s.step = NULL, -EINVAL, "required");
@@ -486,7 +518,6 @@ static void test_validate(void **st)
 	BAD((s.act_kind = SR_SPACE_BOX, s.act_low = NULL), -EINVAL, "bounds");
 	BAD(s.act_kind = 9, -EINVAL, "unknown action kind");
 	BAD(s.get_phys = NULL, -EINVAL, "get_phys");
-#undef BAD
 	s = *cp;
 	s.act_kind = SR_SPACE_BOX;
 	s.act_low = lo;
@@ -497,6 +528,69 @@ static void test_validate(void **st)
 	s.get_phys = NULL;
 	s.set_phys = NULL;
 	assert_int_equal(sr_env_validate(&s), 0);
+	/* check_state alone is fine for plain data. */
+	s = *cp;
+	s.check_state = fake_check;
+	assert_int_equal(sr_env_validate(&s), 0);
+	/* An opaque spec with every hook and a save bound. */
+	s.flags = SR_ENV_F_OPAQUE;
+	s.create = fake_create;
+	s.destroy = fake_destroy;
+	s.save = fake_save;
+	s.load = fake_load;
+	BAD((s.flags = SR_ENV_F_OPAQUE, s.create = fake_create, s.destroy = fake_destroy,
+	     s.save = fake_save, s.load = fake_load),
+	    -EINVAL, "save_max > 0");
+	s.save_max = 64;
+	assert_int_equal(sr_env_validate(&s), 0);
+	assert_true(sr_env_is_opaque(&s));
+	BAD((s.flags = SR_ENV_F_OPAQUE, s.create = fake_create, s.destroy = fake_destroy,
+	     s.save = fake_save, s.load = NULL, s.save_max = 64),
+	    -EINVAL, "opaque state needs");
+#undef BAD
+}
+
+/* A version 1 spec, in a buffer that ends where the v2 tail would start
+ * (ASan reports any read past it), validates and upgrades with a zero
+ * tail; a bad one leaves the output untouched. */
+static void test_validate_v1(void **st)
+{
+	const sr_env_spec *cp = sr_env_at(0);
+	sr_env_spec *v1 = malloc(SR_ENV_SPEC_SIZE_V1), out;
+
+	assert_non_null(v1);
+	memcpy(v1, cp, SR_ENV_SPEC_SIZE_V1);
+	v1->abi_version = 1;
+	v1->spec_size = SR_ENV_SPEC_SIZE_V1;
+	assert_int_equal(sr_env_validate(v1), 0);
+	memset(&out, 0xa5, sizeof(out));
+	assert_int_equal(sr_env_spec_upgrade(v1, &out), 0);
+	assert_int_equal(out.abi_version, SR_ENV_ABI_VERSION);
+	assert_int_equal(out.spec_size, sizeof(sr_env_spec));
+	assert_int_equal(out.flags, 0);
+	assert_int_equal(out.save_max, 0);
+	assert_null(out.check_state);
+	assert_null(out.create);
+	assert_null(out.load);
+	assert_ptr_equal(out.step, cp->step);
+	assert_int_equal(sr_env_validate(&out), 0);
+	/* A pool takes a v1 spec too (it upgrades its copy). */
+	sr_pool_opts po;
+	sr_pool *pool;
+	sr_pool_opts_init(&po);
+	po.spec = v1;
+	po.num_envs = 4;
+	po.num_threads = 1;
+	assert_int_equal(sr_pool_create(&po, &pool), 0);
+	assert_int_equal(sr_pool_spec(pool)->abi_version, SR_ENV_ABI_VERSION);
+	assert_null(sr_pool_spec(pool)->create);
+	sr_pool_destroy(pool);
+	v1->spec_size = 16;
+	memset(&out, 0x5a, sizeof(out));
+	assert_int_equal(sr_env_spec_upgrade(v1, &out), -EPROTO);
+	assert_int_equal(out.abi_version, 0x5a5a5a5au);
+	assert_int_equal(sr_env_spec_upgrade(cp, NULL), -EINVAL);
+	free(v1);
 }
 
 /* Disjoint slices may be stepped from different threads at once, and
@@ -590,6 +684,7 @@ int main(void)
 		cmocka_unit_test(test_spin_params),
 		cmocka_unit_test(test_spin_behaviour),
 		cmocka_unit_test(test_validate),
+		cmocka_unit_test(test_validate_v1),
 		cmocka_unit_test(test_threads_disjoint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -75,8 +75,46 @@ static void test_wrong_abi(void **st)
 	msg = sr_last_error();
 	print_message("%s\n", msg);
 	assert_non_null(strstr(msg, "version 99"));
+	assert_non_null(strstr(msg, "version 2"));
 	assert_non_null(strstr(msg, "version 1"));
 	assert_non_null(strstr(msg, SR_PLUGIN_WRONG_ABI));
+}
+
+/* A plugin built for env ABI version 1 (a spec without the v2 tail) loads:
+ * the copy says the current version, its tail is zero, and it steps. */
+static void test_v1_plugin(void **st)
+{
+	sr_env_spec spec, good;
+	char states[2 * 64] __attribute__((aligned(64)));
+	float obs[2];
+	double rew[2];
+	uint8_t term[2];
+	int32_t act[2] = {1, 0};
+
+	memset(&spec, 0xa5, sizeof(spec));
+	assert_int_equal(sr_env_load_plugin(SR_PLUGIN_V1, &spec), 0);
+	assert_int_equal(spec.abi_version, SR_ENV_ABI_VERSION);
+	assert_int_equal(spec.spec_size, sizeof(sr_env_spec));
+	assert_int_equal(spec.flags, 0);
+	assert_int_equal(spec.save_max, 0);
+	assert_null(spec.check_state);
+	assert_null(spec.create);
+	assert_null(spec.destroy);
+	assert_null(spec.save);
+	assert_null(spec.load);
+	assert_false(sr_env_is_opaque(&spec));
+	assert_int_equal(sr_env_validate(&spec), 0);
+	assert_int_equal(sr_env_load_plugin(SR_PLUGIN_GOOD, &good), 0);
+	assert_string_equal(spec.id, good.id);
+	assert_int_equal(spec.state_size, good.state_size);
+	assert_int_equal(spec.obs_dim, good.obs_dim);
+	assert_int_equal(spec.act_n, good.act_n);
+	assert_int_equal(spec.n_phys, good.n_phys);
+	assert_non_null(spec.set_phys); /* the last v1 field is copied */
+	spec.seed(&spec, states, 2, 1, 0);
+	spec.reset(&spec, states, 2, obs);
+	spec.step(&spec, states, 2, act, obs, rew, term);
+	assert_true(rew[0] == -0.01 || rew[0] == 1.0);
 }
 
 static void test_missing(void **st)
@@ -99,6 +137,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_load_and_step),
 		cmocka_unit_test(test_wrong_abi),
+		cmocka_unit_test(test_v1_plugin),
 		cmocka_unit_test(test_missing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

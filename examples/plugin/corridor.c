@@ -12,8 +12,14 @@
  */
 #include <stepring/env.h>
 
-#ifndef CORRIDOR_ABI_VERSION /* the wrong-ABI test build overrides it */
+#ifndef CORRIDOR_ABI_VERSION /* the wrong-ABI and v1 test builds override it */
 #define CORRIDOR_ABI_VERSION SR_ENV_ABI_VERSION
+#endif
+/* A spec built for ABI version 1 ends where the v2 tail starts. */
+#if CORRIDOR_ABI_VERSION == 1
+#define CORRIDOR_SPEC_SIZE SR_ENV_SPEC_SIZE_V1
+#else
+#define CORRIDOR_SPEC_SIZE sizeof(sr_env_spec)
 #endif
 
 #define CELLS 10
@@ -80,7 +86,7 @@ static void corridor_set_phys(const sr_env_spec *spec, void *state, const double
 
 __attribute__((visibility("default"))) const sr_env_spec sr_env_plugin_spec = {
 	.abi_version = CORRIDOR_ABI_VERSION,
-	.spec_size = sizeof(sr_env_spec),
+	.spec_size = CORRIDOR_SPEC_SIZE,
 	.id = "Corridor-v0",
 	.name = "corridor",
 	.state_size = sizeof(struct corridor),

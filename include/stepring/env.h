@@ -23,8 +23,17 @@
  * Thread safety: the functions touch only the instances passed in, so
  * disjoint slices may be stepped concurrently.
  *
+ * Opaque state (ABI v2, SR_ENV_F_OPAQUE): an env whose instance is not
+ * plain data (a physics engine's heap of bodies and contacts) keeps a
+ * handle in its state_size bytes, and declares create/destroy (called once
+ * per instance by the runtime, before seed and after the last use) and
+ * save/load (serialize one instance to at most save_max bytes and back; a
+ * loaded instance continues bit-exactly). Such states must never be copied
+ * with memcpy: checkpoints and exact resume go through save/load.
+ *
  * Plugins: a shared object exporting `const sr_env_spec sr_env_plugin_spec`
- * (SR_ENV_PLUGIN_SYMBOL) with abi_version = SR_ENV_ABI_VERSION. See
+ * (SR_ENV_PLUGIN_SYMBOL) with abi_version = SR_ENV_ABI_VERSION (version 1
+ * specs, without the v2 tail, still load: the tail reads as zero). See
  * docs/envs.md.
  */
 #ifndef STEPRING_ENV_H
@@ -36,8 +45,12 @@
 extern "C" {
 #endif
 
-/* Bump on any change of sr_env_spec's layout or of a function's contract. */
-#define SR_ENV_ABI_VERSION 1u
+/* Bump on any change of sr_env_spec's layout or of a function's contract.
+ * Version 2 appended the tail after set_phys (flags .. load); a version 1
+ * spec (spec_size == SR_ENV_SPEC_SIZE_V1) is still accepted, its tail
+ * reading as zero. */
+#define SR_ENV_ABI_VERSION 2u
+#define SR_ENV_ABI_VERSION_MIN 1u
 #define SR_ENV_PLUGIN_SYMBOL "sr_env_plugin_spec"
 #define SR_ENV_MAX_DIMS 4
 
@@ -98,7 +111,40 @@ struct sr_env_spec {
 	 * n_phys == 0). set_phys leaves the RNG alone. */
 	void (*get_phys)(const sr_env_spec *spec, const void *state, double *phys);
 	void (*set_phys)(const sr_env_spec *spec, void *state, const double *phys);
+
+	/* ---- ABI v2 (absent, i.e. zero, in a v1 spec) ---- */
+	uint32_t flags;      /* SR_ENV_F_OPAQUE: the state holds pointers; use the hooks */
+	uint32_t save_max;   /* SR_ENV_F_OPAQUE: upper bound of save()'s bytes per instance */
+	/* 0 when @state is one step() may take (finite, within the env's bounds), else -EINVAL.
+	 * Used by checkpoint restore and set_phys callers. NULL: every state is accepted. */
+	int (*check_state)(const sr_env_spec *spec, const void *state);
+	/* SR_ENV_F_OPAQUE: create/destroy per instance (state_size bytes hold the handle).
+	 * create returns 0 or -errno (-ENOMEM) and leaves nothing to destroy on
+	 * failure; destroy accepts an instance whose create failed or that was
+	 * zeroed and never created (a no-op then). */
+	int (*create)(const sr_env_spec *spec, void *state);
+	void (*destroy)(const sr_env_spec *spec, void *state);
+	/* SR_ENV_F_OPAQUE: serialize one instance, RNG included (a loaded instance
+	 * continues bit-exactly). save writes *len <= save_max bytes, -ENOSPC if
+	 * cap is too small. load takes a created instance and returns -EINVAL for
+	 * bytes that are not a save of this env type (the instance then stays
+	 * valid, in an unspecified state). */
+	int (*save)(const sr_env_spec *spec, const void *state, void *buf, size_t cap, size_t *len);
+	int (*load)(const sr_env_spec *spec, void *state, const void *buf, size_t len);
 };
+
+/* flags */
+#define SR_ENV_F_OPAQUE 1u /* state holds pointers: create/destroy/save/load required */
+#define SR_ENV_F_KNOWN 1u
+
+/* The size of a version 1 spec: everything before the v2 tail. */
+#define SR_ENV_SPEC_SIZE_V1 ((uint32_t)offsetof(sr_env_spec, flags))
+
+/** True when instances of @spec are opaque (never memcpy them). */
+static inline int sr_env_is_opaque(const sr_env_spec *spec)
+{
+	return (spec->flags & SR_ENV_F_OPAQUE) != 0;
+}
 
 /** Bytes of one action: 4 for discrete (int32), 4 * act_dim for box. */
 static inline size_t sr_env_action_size(const sr_env_spec *spec)
@@ -108,10 +154,20 @@ static inline size_t sr_env_action_size(const sr_env_spec *spec)
 
 /**
  * Check a spec for consistency (ABI version, sizes, function pointers).
- * Returns 0, -EPROTO on an ABI version mismatch, -EINVAL otherwise, with
- * the reason in sr_last_error().
+ * Version 1 specs (spec_size SR_ENV_SPEC_SIZE_V1) are checked without
+ * reading the v2 tail. Returns 0, -EPROTO on an ABI version or spec_size
+ * mismatch (the message names both versions), -EINVAL otherwise, with the
+ * reason in sr_last_error().
  */
 SR_EXPORT int sr_env_validate(const sr_env_spec *spec);
+
+/**
+ * Copy a valid spec of any accepted ABI version into a current one: a v1
+ * spec gets its tail zeroed, and @out says version SR_ENV_ABI_VERSION with
+ * spec_size sizeof(sr_env_spec). Returns sr_env_validate's result; @out is
+ * untouched on error.
+ */
+SR_EXPORT int sr_env_spec_upgrade(const sr_env_spec *in, sr_env_spec *out);
 
 /**
  * Find an env type by Gymnasium id ("CartPole-v1") or short name

@@ -89,6 +89,14 @@ class sr_env_spec(ctypes.Structure):
         ("observe", c_vp),
         ("get_phys", c_vp),
         ("set_phys", c_vp),
+        # ABI v2 tail
+        ("flags", c_u32),
+        ("save_max", c_u32),
+        ("check_state", c_vp),
+        ("create", c_vp),
+        ("destroy", c_vp),
+        ("save", c_vp),
+        ("load", c_vp),
     ]
 
 
