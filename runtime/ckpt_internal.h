@@ -67,7 +67,8 @@ struct sr__ckpt_pool_sect {
 	uint64_t seed;
 	uint64_t steps;
 	uint64_t ring_capacity;
-	uint64_t reserved[8];
+	uint64_t first_env; /* global index of env 0 (SR_POOL_F_FIRST_ENV), else 0 */
+	uint64_t reserved[7];
 };
 
 /* Replay meta section (SR_CKPT_SECT_REPLAY_META). The replay section holds

@@ -29,7 +29,8 @@
 
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
 		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER | \
-		       SR_POOL_F_NO_INLINE | SR_POOL_F_NO_BATCH_GROUPS | SR_POOL_F_NO_REBALANCE)
+		       SR_POOL_F_NO_INLINE | SR_POOL_F_NO_BATCH_GROUPS | SR_POOL_F_NO_REBALANCE | \
+		       SR_POOL_F_FIRST_ENV)
 
 void sr_pool_opts_init(sr_pool_opts *o)
 {
@@ -79,6 +80,9 @@ static int check_opts(const sr_pool_opts *o)
 		return sr__errorf(-EINVAL, "SR_POOL_F_RING_NAME set but ring_name is empty");
 	if ((o->flags & SR_POOL_F_TOPOLOGY) && !o->topology)
 		return sr__errorf(-EINVAL, "SR_POOL_F_TOPOLOGY set but topology is NULL");
+	if ((o->flags & SR_POOL_F_FIRST_ENV) && o->first_env > UINT64_MAX - o->num_envs)
+		return sr__errorf(-EINVAL, "first_env %llu + num_envs %u overflows",
+				  (unsigned long long)o->first_env, o->num_envs);
 	if (o->ring_capacity && (o->ring_capacity & (o->ring_capacity - 1)))
 		return sr__errorf(-EINVAL, "ring_capacity %llu is not a power of two",
 				  (unsigned long long)o->ring_capacity);
@@ -123,6 +127,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	p->autoreset = o->autoreset;
 	p->keep_final = o->autoreset == SR_AUTORESET_SAME_STEP || (o->flags & SR_POOL_F_FINAL_OBS);
 	p->seed = (o->flags & SR_POOL_F_SEED) ? o->seed : 0;
+	p->env_base = (o->flags & SR_POOL_F_FIRST_ENV) ? o->first_env : 0;
 	p->act_size = sr_env_action_size(&p->spec);
 	p->obs_dim = p->spec.obs_dim;
 	p->dev_kind = o->device;

@@ -374,6 +374,7 @@ static void fill_pool_sect(const sr_pool *p, struct sr__ckpt_pool_sect *ps)
 	ps->pool_flags = p->keep_final ? SR_POOL_F_FINAL_OBS : 0;
 	ps->max_episode_steps = p->spec.max_episode_steps;
 	ps->seed = p->seed;
+	ps->first_env = p->env_base;
 	ps->steps = pool_steps(p);
 	ps->ring_capacity = p->ring_cap;
 }
@@ -661,6 +662,7 @@ static int check_geometry(const sr_pool *p, const struct sr__ckpt_pool_sect *ps,
 		return sr__errorf(-EINVAL, "restore: env differs: checkpoint has '%s', pool has '%s'",
 				  ps->env_id, p->spec.id);
 	GEOM("num_envs", ps->num_envs, p->num_envs);
+	GEOM("first env (global index)", ps->first_env, p->env_base);
 	GEOM("batch_size", ps->batch_size, p->batch_size);
 	GEOM("obs_dim", ps->obs_dim, p->obs_dim);
 	GEOM("action size", ps->act_size, p->act_size);

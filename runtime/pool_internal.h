@@ -208,6 +208,7 @@ struct sr_pool {
 	uint32_t autoreset;
 	bool keep_final;  /* final_obs kept (SAME_STEP or SR_POOL_F_FINAL_OBS) */
 	uint64_t seed;
+	uint64_t env_base; /* SR_POOL_F_FIRST_ENV: global index of env 0 (seeding only) */
 	size_t act_size;
 	uint32_t obs_dim;
 	uint32_t spin_iters; /* spin before futex_wait */

@@ -153,7 +153,7 @@ static int worker_alloc(struct sr__worker *w)
 		}
 	}
 	if (w->n_envs)
-		p->spec.seed(&p->spec, w->states, w->n_envs, p->seed, w->first_env);
+		p->spec.seed(&p->spec, w->states, w->n_envs, p->seed, p->env_base + w->first_env);
 	return 0;
 }
 

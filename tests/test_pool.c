@@ -1532,10 +1532,61 @@ static void test_worker_cpu(void **st)
 	assert_int_equal(sched_setaffinity(0, sizeof(before), &before), 0);
 }
 
+/* SR_POOL_F_FIRST_ENV: a pool of envs [4, 10) of a run steps exactly like
+ * those envs of one pool of all 10 (seeded from the global index), and
+ * only that index changes (a pool without it is envs [0, 6)). */
+static void test_first_env(void **st)
+{
+	sr_pool_opts o;
+	sr_pool *a = NULL, *b = NULL, *c = NULL;
+	const sr_batch *ba, *bb, *bc;
+	int32_t act[10];
+	bool differs = false;
+
+	sr_pool_opts_init(&o);
+	o.env = "CartPole-v1";
+	o.flags = SR_POOL_F_SEED;
+	o.seed = 11;
+	o.bind = SR_BIND_NONE;
+	o.num_threads = 1;
+	o.num_envs = 10;
+	assert_int_equal(sr_pool_create(&o, &a), 0);
+	o.num_envs = 6;
+	assert_int_equal(sr_pool_create(&o, &c), 0);
+	o.flags |= SR_POOL_F_FIRST_ENV;
+	o.first_env = 4;
+	assert_int_equal(sr_pool_create(&o, &b), 0);
+	assert_int_equal(sr_pool_reset(a, &ba), 0);
+	assert_int_equal(sr_pool_reset(b, &bb), 0);
+	assert_int_equal(sr_pool_reset(c, &bc), 0);
+	for (int t = 0; t < 300; t++) {
+		assert_int_equal(bb->n, 6);
+		for (uint32_t i = 0; i < 6; i++) {
+			assert_int_equal(bb->env_id[i], i); /* ids stay local */
+			assert_memory_equal(bb->obs + i * 4, ba->obs + (4 + i) * 4, 4 * sizeof(float));
+			assert_int_equal(bb->terminated[i], ba->terminated[4 + i]);
+			differs |= memcmp(bc->obs + i * 4, bb->obs + i * 4, 4 * sizeof(float)) != 0;
+		}
+		for (int e = 0; e < 10; e++)
+			act[e] = (t * 7 + e * 3) % 5 < 2;
+		assert_int_equal(sr_pool_step(a, act, &ba), 0);
+		assert_int_equal(sr_pool_step(b, act + 4, &bb), 0);
+		assert_int_equal(sr_pool_step(c, act + 4, &bc), 0);
+	}
+	assert_true(differs);
+	sr_pool_destroy(a);
+	sr_pool_destroy(b);
+	sr_pool_destroy(c);
+	o.first_env = UINT64_MAX - 2;
+	assert_int_equal(sr_pool_create(&o, &b), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "overflows"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_options),
+		cmocka_unit_test(test_first_env),
 		cmocka_unit_test(test_next_step),
 		cmocka_unit_test(test_same_step),
 		cmocka_unit_test(test_disabled_and_truncation),

@@ -76,6 +76,8 @@ enum {
 					   * node step some of each other's, in
 					   * place, so that workers on CPUs of unequal
 					   * speed end a batch together */
+	SR_POOL_F_FIRST_ENV = 1u << 9, /* first_env is set: this pool is one part of
+					* a larger run (a rank of stepring/mpi.h) */
 };
 
 typedef struct sr_pool_opts {
@@ -94,6 +96,10 @@ typedef struct sr_pool_opts {
 	uint32_t device;         /* enum sr_device_kind */
 	int32_t device_index;    /* GPU ordinal */
 	const char *topology;    /* with SR_POOL_F_TOPOLOGY: hwloc synthetic description */
+	uint64_t first_env;      /* with SR_POOL_F_FIRST_ENV: the global index of env 0;
+				  * env i is seeded from (seed, first_env + i), so
+				  * parts of a run seed like one pool of all its envs.
+				  * Batches' env_id stay local (0 .. num_envs - 1). */
 } sr_pool_opts;
 
 /** Defaults: sync, NEXT_STEP, bind core, host device, seed 0. */
