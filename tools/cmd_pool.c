@@ -8,6 +8,12 @@
  * FNV-1a 64, and the K+1 per-env hashes are hashed in env order. Actions
  * come from one RNG per env seeded from (seed, e), so the hash does not
  * depend on the thread count, the binding, or sync versus async mode.
+ *
+ * Under mpirun / srun (tools/cli_mpi.h) --envs is the global count: rank r
+ * steps the block of envs sr_mpi_env_range gives it, env e seeded (and
+ * its actions drawn) from (seed, global e); rank 0 gathers the per-env
+ * hashes in global env order and hashes them the same way, so the hash
+ * equals the one-rank hash for any number of ranks.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,6 +21,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_mpi.h"
 #include "device_priv.h"
 #include "pool_internal.h"
 #include "stepring.h"
@@ -104,7 +111,9 @@ int cmd_rollout(int argc, char **argv)
 	sr_env_spec spec;
 	const sr_batch *b;
 	const char *v, *env = NULL, *mode = "sync";
-	uint64_t steps = 100, seed = 0, all;
+	uint64_t steps = 100, seed = 0, all, first_env, *hall = NULL;
+	struct cli_mpi_pool *mp;
+	uint32_t nglob;
 	bool hash = false;
 	struct roll R;
 	unsigned char *acts;
@@ -177,11 +186,10 @@ int cmd_rollout(int argc, char **argv)
 				o.batch_size, o.num_envs);
 		o.batch_size = 0;
 	}
-	err = sr_pool_create(&o, &p);
-	if (err)
-		cli_die("rollout: %s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
+	nglob = o.num_envs;
+	mp = cli_mpi_pool_create("rollout", &o, &p, &first_env);
 
-	R.n = o.num_envs;
+	R.n = sr_pool_num_envs(p);
 	R.od = spec.obs_dim;
 	R.spec = sr_pool_spec(p);
 	R.asz = sr_env_action_size(R.spec);
@@ -194,7 +202,7 @@ int cmd_rollout(int argc, char **argv)
 		cli_die("rollout: out of memory");
 	for (uint32_t e = 0; e < R.n; e++) {
 		R.h[e] = FNV_OFF;
-		sr_rng_seed(&R.rng[e], seed ^ 0x5ca1ab1eull, e);
+		sr_rng_seed(&R.rng[e], seed ^ 0x5ca1ab1eull, first_env + e);
 	}
 
 	err = sr_pool_reset(p, &b);
@@ -235,20 +243,30 @@ int cmd_rollout(int argc, char **argv)
 				goto fail;
 		}
 	}
+	if (cli_mpi_rank() == 0 && !(hall = malloc((size_t)nglob * sizeof(*hall))))
+		cli_die("rollout: out of memory");
+	cli_mpi_gather_envs(mp, R.h, sizeof(*R.h), hall);
 	all = FNV_OFF;
-	for (uint32_t e = 0; e < R.n; e++)
-		all = fnv(all, &R.h[e], sizeof(R.h[e]));
+	for (uint32_t e = 0; cli_mpi_rank() == 0 && e < nglob; e++)
+		all = fnv(all, &hall[e], sizeof(hall[e]));
+	free(hall);
 	sr_pool_stats_get(p, &st);
-	if (hash) {
+	if (cli_mpi_rank() != 0) {
+		/* rank 0 prints */
+	} else if (hash) {
 		printf("%016llx\n", (unsigned long long)all);
 	} else {
-		printf("rollout %s: %u envs x %llu steps, %u threads, %s\n", spec.id, R.n,
+		printf("rollout %s: %u envs x %llu steps, %u threads, %s", spec.id, nglob,
 		       (unsigned long long)steps, sr_pool_num_threads(p), mode);
+		if (cli_mpi_size() > 1)
+			printf(", %d ranks (rank 0: %u envs, %u threads; statistics below are "
+			       "rank 0's)", cli_mpi_size(), R.n, sr_pool_num_threads(p));
+		printf("\n");
 		printf("  episodes %llu  mean return %.3f  mean length %.1f (last 100)\n",
 		       (unsigned long long)st.episodes, st.mean_return, st.mean_length);
 		printf("  hash %016llx\n", (unsigned long long)all);
 	}
-	sr_pool_destroy(p);
+	cli_mpi_pool_destroy(mp);
 	free(R.h);
 	free(R.cnt);
 	free(R.rng);
@@ -257,7 +275,7 @@ int cmd_rollout(int argc, char **argv)
 	return 0;
 fail:
 	fprintf(stderr, "stepring: rollout: %s\n", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
-	sr_pool_destroy(p);
+	cli_mpi_pool_destroy(mp);
 	return 1;
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_mpi.h"
 #include "stepring.h"
 
 /* Weak: a subcommand whose file is not in this build is simply absent. */
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
 		printf("%s\n", sr_build_info());
 		return 0;
 	}
+	cli_mpi_init(&argc, &argv); /* only when started by mpirun / srun */
 	fn = lookup(argv[1]);
 	if (!fn) {
 		fprintf(stderr, "stepring: unknown command '%s'\n", argv[1]);

@@ -1,0 +1,119 @@
+/*
+ * stepring across MPI ranks: one run's envs spread over the ranks of a
+ * communicator (Open MPI; launched with mpirun or srun).
+ *
+ * Installed only by a build with MPI (SR_CONFIG_WITH_MPI in
+ * stepring/config.h); the other stepring headers never include <mpi.h>.
+ * Compile with mpicc, or add MPI's include directory.
+ *
+ * A distributed pool has a global num_envs. Rank r of R hosts the
+ * contiguous block of envs sr_mpi_env_range(num_envs, R, r) and steps
+ * them in an ordinary local sr_pool whose env i is global env
+ * first_env + i, seeded from (seed, first_env + i) (SR_POOL_F_FIRST_ENV):
+ * the trajectories of global env e are the same for any number of ranks
+ * and threads. Ranks step independently; nothing is exchanged per step.
+ *
+ * COLLECTIVE calls (marked so) must be made by every rank of the
+ * communicator in the same order. They never wait forever: when a rank
+ * does not arrive within the timeout (it died, or hangs), they return
+ * -ETIMEDOUT with a message naming the call; an MPI error (a peer whose
+ * connection broke) returns -EIO. The communicator is then unusable: the
+ * caller should report sr_last_error() and MPI_Abort.
+ *
+ * Bad input is detected collectively: sr_mpi_pool_create compares the
+ * options of every rank and fails on every rank, with the same message,
+ * when they differ, when num_envs < ranks, or when any rank's local pool
+ * cannot be created.
+ */
+#ifndef STEPRING_MPI_H
+#define STEPRING_MPI_H
+
+#include <mpi.h>
+
+#include "stepring/common.h"
+#include "stepring/pool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* sr_mpi_opts.flags */
+enum {
+	SR_MPI_F_TIMEOUT = 1u << 0,  /* timeout_s is set (default 60 s, or $STEPRING_MPI_TIMEOUT) */
+	SR_MPI_F_NO_SPLIT = 1u << 1, /* do not split the node's CPUs between its ranks */
+};
+
+typedef struct sr_mpi_opts {
+	uint32_t flags;
+	uint32_t reserved0;
+	double timeout_s; /* collective calls give up after this many seconds */
+} sr_mpi_opts;
+
+SR_EXPORT void sr_mpi_opts_init(sr_mpi_opts *o);
+
+typedef struct sr_mpi_pool sr_mpi_pool;
+
+typedef struct sr_mpi_pool_info {
+	uint32_t rank, size;             /* in the pool's communicator */
+	uint32_t local_rank, local_size; /* among the ranks of this node */
+	uint32_t node;                   /* index of this node (0 .. nodes - 1) */
+	uint32_t nodes;
+	uint64_t num_envs;               /* global */
+	uint64_t first_env;              /* global index of this rank's env 0 */
+	uint32_t local_envs;             /* envs hosted here */
+	uint32_t num_threads;            /* of the local pool */
+	char cpus[256];                  /* CPUs this rank's pool may use ("0-3") */
+} sr_mpi_pool_info;
+
+/**
+ * The block of global envs rank @rank of @size hosts: envs
+ * [*first, *first + *n), the first num_envs % size ranks one more than the
+ * others. -EINVAL when num_envs < size (a rank would host none) or rank
+ * >= size. Pure; needs no MPI (re-sharding a saved run uses it too).
+ */
+SR_EXPORT int sr_mpi_env_range(uint64_t num_envs, uint32_t size, uint32_t rank, uint64_t *first,
+			       uint32_t *n);
+
+/**
+ * COLLECTIVE over @comm: create this rank's part of a pool of
+ * @opts->num_envs global envs. Every rank passes the same options (env,
+ * num_envs, seed, mode, autoreset; num_threads and the cpuset may differ).
+ * opts->first_env must not be set (the pool sets it). The ranks on one
+ * node split its allowed CPUs in contiguous blocks of cores (unless the
+ * launcher already bound them to distinct CPUs, or SR_MPI_F_NO_SPLIT);
+ * each rank's pool then places its workers there with the usual plan
+ * (with a GPU, pass each rank its device_index, e.g. its local rank).
+ * An async pool (0 < batch_size < num_envs) gets a local batch of
+ * batch_size * local_envs / num_envs (at least 1). @mopts may be NULL. Returns 0 on every rank, or the
+ * same error on every rank.
+ */
+SR_EXPORT int sr_mpi_pool_create(MPI_Comm comm, const sr_pool_opts *opts,
+				 const sr_mpi_opts *mopts, sr_mpi_pool **out);
+/** As sr_mpi_pool_create, with a Fortran handle (MPI_Comm_c2f; mpi4py's
+ * comm.py2f()): for bindings that cannot pass an MPI_Comm. */
+SR_EXPORT int sr_mpi_pool_create_f(int64_t fcomm, const sr_pool_opts *opts,
+				   const sr_mpi_opts *mopts, sr_mpi_pool **out);
+/** COLLECTIVE: destroy the local pool and free the communicator. NULL is a no-op. */
+SR_EXPORT void sr_mpi_pool_destroy(sr_mpi_pool *mp);
+/** This rank's pool (step it like any pool; its env_id are local). */
+SR_EXPORT sr_pool *sr_mpi_pool_local(const sr_mpi_pool *mp);
+SR_EXPORT int sr_mpi_pool_info_get(const sr_mpi_pool *mp, sr_mpi_pool_info *out);
+/** A duplicate of the communicator the pool was created on (owned by the pool). */
+SR_EXPORT MPI_Comm sr_mpi_pool_comm(const sr_mpi_pool *mp);
+
+/** COLLECTIVE: wait for every rank (a heartbeat), with the timeout. */
+SR_EXPORT int sr_mpi_pool_barrier(sr_mpi_pool *mp);
+
+/**
+ * COLLECTIVE: gather one fixed-size record per local env into global env
+ * order at rank @root: rank r's @local (local_envs * @size bytes) lands at
+ * @out + first_env * @size. @out (num_envs * @size bytes) is used at
+ * @root only. For per-env hashes, returns, checkpoint indexes.
+ */
+SR_EXPORT int sr_mpi_pool_gather_envs(sr_mpi_pool *mp, const void *local, size_t size, void *out,
+				      int root);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
