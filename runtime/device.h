@@ -54,10 +54,6 @@ struct sr__device_ops {
 			       sr_batch *out);
 	/* The caller is done with the batch (a device may recycle buffers). */
 	void (*release)(struct sr__device *dev, sr_batch *b);
-	/* Optional (NULL = none): run a policy on the batch where it lives and
-	 * write one action per row into @actions (host memory). This is where
-	 * the synthetic "mlp:WxD" policy plugs in. */
-	int (*policy)(struct sr__device *dev, const sr_batch *b, void *actions);
 	void (*close)(struct sr__device *dev);
 };
 

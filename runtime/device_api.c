@@ -58,7 +58,6 @@ struct sr_device {
 	uint32_t next;       /* producer only: where to look for a free batch first */
 	uint32_t act_size;
 	struct sr__cuda *cuda;
-	sr_policy *policy;
 	bool registered, staging;
 	char name[96];
 	_Atomic uint32_t free_mask; /* bit i: batch i is free (R2/A2) */
@@ -273,6 +272,10 @@ int sr_device_info_get(const sr_device *d, sr_device_info *out)
 	out->batches = atomic_load_explicit(&((struct sr_device *)d)->batches,
 					    memory_order_relaxed);
 	out->waits = atomic_load_explicit(&((struct sr_device *)d)->waits, memory_order_relaxed);
+	out->max_rows = d->opts.max_rows;
+	out->obs_dim = d->opts.obs_dim;
+	out->act_kind = d->opts.act_kind;
+	out->act_dim = d->opts.act_dim;
 	return 0;
 }
 
@@ -677,43 +680,7 @@ int sr_ring_dlpack(const sr_ring *r, int field, uint64_t first_seq, uint32_t n,
 	return 0;
 }
 
-/* ---- policy and actions ------------------------------------------------------ */
-
-int sr_device_set_policy(sr_device *d, sr_policy *p)
-{
-	const struct sr__policy_desc *pd;
-	uint32_t out_dim;
-
-	if (!d || !p)
-		return sr__errorf(-EINVAL, "device policy: NULL argument");
-	pd = sr__policy_desc(p);
-	out_dim = pd->dims[pd->nlayers];
-	if (pd->dims[0] != d->opts.obs_dim)
-		return sr__errorf(-EINVAL, "device policy: policy obs_dim %u != device obs_dim %u",
-				  pd->dims[0], d->opts.obs_dim);
-	if (pd->act_kind != d->opts.act_kind ||
-	    (pd->act_kind == SR_SPACE_BOX && out_dim != d->opts.act_dim))
-		return sr__errorf(-EINVAL, "device policy: action space does not match the device");
-	if (d->kind == SR_DEVICE_CUDA) {
-		int err = sr__cuda_set_policy(d->cuda, pd);
-
-		if (err)
-			return err;
-	}
-	d->policy = p;
-	return 0;
-}
-
-int sr_device_policy_forward(sr_device *d, sr_device_batch *b)
-{
-	if (!d || !b)
-		return sr__errorf(-EINVAL, "device policy: NULL argument");
-	if (!d->policy)
-		return sr__errorf(-EINVAL, "device policy: no policy set (sr_device_set_policy)");
-	if (d->kind == SR_DEVICE_CUDA)
-		return sr__cuda_forward(d->cuda, b->index, b->n);
-	return sr_policy_forward(d->policy, b->obs, b->n, b->actions);
-}
+/* ---- actions ---------------------------------------------------------------- */
 
 int sr_device_actions(sr_device *d, sr_device_batch *b, const void *src, const void **host)
 {
@@ -737,7 +704,6 @@ int sr_device_actions(sr_device *d, sr_device_batch *b, const void *src, const v
 struct pool_cuda {
 	sr_device *d;
 	sr_device_batch *cur;
-	sr_policy *policy;
 	void *gather;   /* host block for gathers */
 	float *g_obs, *g_reward;
 	uint8_t *g_term, *g_trunc;
@@ -838,22 +804,6 @@ static int pool_cuda_batch(struct sr__device *dev, const struct sr__batch_req *r
 	return 0;
 }
 
-static int pool_cuda_policy(struct sr__device *dev, const sr_batch *b, void *actions)
-{
-	struct pool_cuda *pc = dev->priv;
-	const void *h;
-	int err;
-
-	if (!pc->policy || !pc->cur)
-		return sr__errorf(-EINVAL, "cuda device: no policy or no batch");
-	err = sr_device_policy_forward(pc->d, pc->cur);
-	if (!err)
-		err = sr_device_actions(pc->d, pc->cur, NULL, &h);
-	if (!err)
-		memcpy(actions, h, (size_t)pc->cur->n * pc->cur->act_size);
-	return err;
-}
-
 static void pool_cuda_close(struct sr__device *dev)
 {
 	struct pool_cuda *pc = dev->priv;
@@ -869,7 +819,6 @@ static const struct sr__device_ops pool_cuda_ops = {
 	.name = "cuda",
 	.batch_from_ring = pool_cuda_batch,
 	.release = pool_cuda_release,
-	.policy = pool_cuda_policy,
 	.close = pool_cuda_close,
 };
 
@@ -927,33 +876,5 @@ err_free:
 		free(pc->gather);
 	free(pc);
 	free(dev);
-	return err;
-}
-
-int sr__device_set_policy(struct sr__device *dev, sr_policy *p)
-{
-	struct pool_cuda *pc;
-	int err;
-
-	if (!dev || dev->ops != &pool_cuda_ops)
-		return sr__errorf(-ENOSYS, "device policy: only the cuda device runs a policy "
-					   "itself (the host runs sr_policy_forward)");
-	pc = dev->priv;
-	{
-		/* The pool only told us the action's size: a box of one float
-		 * and a discrete action are both 4 bytes. Take the policy's
-		 * word for which it is when the sizes agree. */
-		const struct sr__policy_desc *pd = sr__policy_desc(p);
-		uint32_t od = pd->dims[pd->nlayers];
-		uint32_t sz = pd->act_kind == SR_SPACE_DISCRETE ? 4u : 4u * od;
-
-		if (sz == pc->d->act_size) {
-			pc->d->opts.act_kind = pd->act_kind;
-			pc->d->opts.act_dim = pd->act_kind == SR_SPACE_DISCRETE ? 1 : od;
-		}
-	}
-	err = sr_device_set_policy(pc->d, p);
-	if (!err)
-		pc->policy = p;
 	return err;
 }

@@ -1,20 +1,21 @@
 /*
  * The CUDA backend: the only file of stepring that includes the CUDA
- * runtime. It moves bytes and runs the synthetic policy's kernels; which
- * batch is free or held is decided by device_api.c.
+ * runtime. It moves bytes; which batch is free or held is decided by
+ * device_api.c.
  *
  * DESIGN
  *
  * One dedicated non-blocking stream per device; everything this file
- * enqueues goes there, so the copies, the policy and the action copy-back
- * of a batch run in order without host waits in between. Each of the N
+ * enqueues goes there, so the copies, whatever the caller enqueues on the
+ * batch's stream (a policy's kernels) and the action copy-back of a batch
+ * run in order without host waits in between. Each of the N
  * batches owns:
  *   - one device block: obs | reward | terminated | truncated | flags |
  *     env_id | actions, each column 256-byte aligned;
  *   - one pinned host block of the same layout, used as the staging buffer
  *     when a source is not pinned, and for actions coming back;
  *   - one event, recorded after the last operation enqueued for the batch
- *     (copy, policy, or action copy-back); sr__cuda_sync waits on it.
+ *     (copy or action copy-back); sr__cuda_sync waits on it.
  *
  * Copies: when the ring segment is registered (cudaHostRegister at open),
  * each column of a batch goes host-to-device in one cudaMemcpyAsync (two
@@ -25,15 +26,6 @@
  * event, so an earlier copy out of it is finished (the consumer may have
  * released the batch without syncing).
  *
- * The policy: one kernel launch per hidden layer (one thread per row and
- * output unit, W x + bias with W stored transposed so that neighbouring
- * threads read neighbouring weights, then the activation), then a head kernel:
- * discrete, one thread per row computes every logit and keeps the first
- * maximum; box, one thread per row and output writes shift + scale * tanh.
- * Products and sums use __fmul_rn/__fadd_rn in the host's order and the
- * tanh is the shared rational sr__tanh, so the actions are the host
- * policy's, bit for bit.
- *
  * Errors: cudaError_t maps to -ENOMEM (allocation), -ENODEV (no driver,
  * no device, bad ordinal), -EIO (anything else), with the CUDA string in
  * sr_last_error().
@@ -42,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "device_priv.h"
 extern "C" {
@@ -67,11 +58,6 @@ struct sr__cuda {
 	const char *reg_base;
 	size_t reg_len;
 	bool reg_ours;        /* we registered it, so we unregister it */
-	/* Policy on the device. */
-	struct sr__policy_desc pd;
-	float *d_params, *d_scale, *d_shift;
-	float *d_scratch[2];  /* max_rows * max_dim floats each */
-	bool have_policy;
 };
 
 static int cuda_err(cudaError_t e, const char *what)
@@ -151,11 +137,6 @@ extern "C" void sr__cuda_close(struct sr__cuda *c)
 		if (c->b[i].host)
 			cudaFreeHost(c->b[i].host);
 	}
-	cudaFree(c->d_params);
-	cudaFree(c->d_scale);
-	cudaFree(c->d_shift);
-	cudaFree(c->d_scratch[0]);
-	cudaFree(c->d_scratch[1]);
 	if (c->reg_ours)
 		cudaHostUnregister((void *)c->reg_base);
 	if (c->stream)
@@ -329,157 +310,6 @@ extern "C" int sr__cuda_sync(struct sr__cuda *c, uint32_t bi)
 	return 0;
 }
 
-/* ---- policy kernels ---------------------------------------------------------- */
-
-/* Output j of one dense layer for input row xr: the same operations in the
- * same order as the host policy (round-to-nearest, no FMA contraction), so
- * GPU and host actions agree bit for bit. */
-__device__ static float neuron(const float *__restrict__ wt, uint32_t in, uint32_t on,
-			       const float *__restrict__ xr, uint32_t j)
-{
-	float s = 0.0f;
-
-	for (uint32_t k = 0; k < in; k++)
-		s = __fadd_rn(s, __fmul_rn(wt[(size_t)k * on + j], xr[k]));
-	return __fadd_rn(s, wt[(size_t)in * on + j]);
-}
-
-__global__ void k_dense(const float *__restrict__ wt, uint32_t in, uint32_t on,
-			const float *__restrict__ x, float *__restrict__ y, uint32_t n, int act)
-{
-	size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-	uint32_t r, j;
-	const float *xr;
-	float s;
-
-	if (t >= (size_t)n * on)
-		return;
-	/* Neighbouring threads: neighbouring outputs j of one row, so the
-	 * weight reads (W transposed: wt[k][j]) coalesce and x[r][k] is a
-	 * broadcast. */
-	r = (uint32_t)(t / on);
-	j = (uint32_t)(t % on);
-	xr = x + (size_t)r * in;
-	s = neuron(wt, in, on, xr, j);
-	if (act == 1)
-		s = sr__tanh(s);
-	else if (act == 2)
-		s = s > 0.0f ? s : 0.0f;
-	y[(size_t)r * on + j] = s;
-}
-
-__global__ void k_head_argmax(const float *__restrict__ wt, uint32_t in, uint32_t on,
-			      const float *__restrict__ x, int32_t *__restrict__ act, uint32_t n)
-{
-	uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
-	const float *xr;
-	float best = 0.0f;
-	int32_t bi = 0;
-
-	if (r >= n)
-		return;
-	xr = x + (size_t)r * in;
-	for (uint32_t j = 0; j < on; j++) {
-		float s = neuron(wt, in, on, xr, j);
-
-		if (j == 0 || s > best) {
-			best = s;
-			bi = (int32_t)j;
-		}
-	}
-	act[r] = bi;
-}
-
-__global__ void k_head_box(const float *__restrict__ wt, uint32_t in, uint32_t on,
-			   const float *__restrict__ x, const float *__restrict__ scale,
-			   const float *__restrict__ shift, float *__restrict__ act, uint32_t n)
-{
-	size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-	uint32_t r, j;
-	const float *xr;
-	float s;
-
-	if (t >= (size_t)n * on)
-		return;
-	r = (uint32_t)(t / on);
-	j = (uint32_t)(t % on);
-	xr = x + (size_t)r * in;
-	s = neuron(wt, in, on, xr, j);
-	act[t] = __fadd_rn(shift[j], __fmul_rn(scale[j], sr__tanh(s)));
-}
-
-extern "C" int sr__cuda_set_policy(struct sr__cuda *c, const struct sr__policy_desc *pd)
-{
-	uint32_t od = pd->dims[pd->nlayers];
-	size_t scratch = (size_t)c->max_rows * pd->max_dim * sizeof(float);
-
-	CU(cudaSetDevice(c->index), "cudaSetDevice");
-	CU(cudaStreamSynchronize(c->stream), "cudaStreamSynchronize");
-	cudaFree(c->d_params);
-	cudaFree(c->d_scale);
-	cudaFree(c->d_shift);
-	cudaFree(c->d_scratch[0]);
-	cudaFree(c->d_scratch[1]);
-	c->d_params = c->d_scale = c->d_shift = c->d_scratch[0] = c->d_scratch[1] = NULL;
-	c->have_policy = false;
-	c->pd = *pd;
-	CU(cudaMalloc((void **)&c->d_params, pd->nparams * sizeof(float)), "cudaMalloc weights");
-	CU(cudaMalloc((void **)&c->d_scratch[0], scratch), "cudaMalloc policy scratch");
-	CU(cudaMalloc((void **)&c->d_scratch[1], scratch), "cudaMalloc policy scratch");
-	/* The transposed layout: see k_dense. */
-	CU(cudaMemcpy(c->d_params, pd->wt, pd->nparams * sizeof(float), cudaMemcpyHostToDevice),
-	   "cudaMemcpy weights");
-	if (pd->act_kind == SR_SPACE_BOX) {
-		CU(cudaMalloc((void **)&c->d_scale, od * sizeof(float)), "cudaMalloc scale");
-		CU(cudaMalloc((void **)&c->d_shift, od * sizeof(float)), "cudaMalloc shift");
-		CU(cudaMemcpy(c->d_scale, pd->scale, od * sizeof(float), cudaMemcpyHostToDevice),
-		   "cudaMemcpy scale");
-		CU(cudaMemcpy(c->d_shift, pd->shift, od * sizeof(float), cudaMemcpyHostToDevice),
-		   "cudaMemcpy shift");
-	}
-	/* The host copy may go away: keep only device pointers. */
-	c->pd.params = c->pd.wt = NULL;
-	c->pd.scale = c->pd.shift = NULL;
-	c->have_policy = true;
-	return 0;
-}
-
-extern "C" int sr__cuda_forward(struct sr__cuda *c, uint32_t bi, uint32_t n)
-{
-	struct cuda_batch *b = &c->b[bi];
-	const struct sr__policy_desc *pd = &c->pd;
-	const float *x = (const float *)(b->dev + b->off[SR__COL_OBS]);
-	void *act = b->dev + b->off[SR__NCOLS];
-	uint32_t last = pd->nlayers - 1, threads = 128;
-	int hid = pd->activation == SR_ACT_RELU ? 2 : 1;
-
-	if (!c->have_policy)
-		return sr__errorf(-EINVAL, "cuda: no policy uploaded");
-	CU(cudaSetDevice(c->index), "cudaSetDevice");
-	for (uint32_t l = 0; l < last; l++) {
-		size_t total = (size_t)n * pd->dims[l + 1];
-		float *y = c->d_scratch[l & 1];
-
-		k_dense<<<(unsigned)((total + threads - 1) / threads), threads, 0, c->stream>>>(
-			c->d_params + pd->off[l], pd->dims[l], pd->dims[l + 1], x, y, n, hid);
-		x = y;
-	}
-	if (pd->act_kind == SR_SPACE_DISCRETE) {
-		k_head_argmax<<<(n + threads - 1) / threads, threads, 0, c->stream>>>(
-			c->d_params + pd->off[last], pd->dims[last], pd->dims[last + 1], x,
-			(int32_t *)act, n);
-	} else {
-		size_t total = (size_t)n * pd->dims[last + 1];
-
-		k_head_box<<<(unsigned)((total + threads - 1) / threads), threads, 0, c->stream>>>(
-			c->d_params + pd->off[last], pd->dims[last], pd->dims[last + 1], x,
-			c->d_scale, c->d_shift, (float *)act, n);
-	}
-	CU(cudaGetLastError(), "policy kernel launch");
-	CU(cudaEventRecord(b->ev, c->stream), "cudaEventRecord");
-	return 0;
-}
-
 extern "C" int sr__cuda_actions(struct sr__cuda *c, uint32_t bi, uint32_t n, const void *src,
 				const void **host)
 {
@@ -509,60 +339,11 @@ extern "C" int sr__cuda_actions(struct sr__cuda *c, uint32_t bi, uint32_t n, con
 	return 0;
 }
 
-/* ---- test and benchmark helpers ---------------------------------------------- */
+/* ---- test helpers ---------------------------------------------- */
 
 extern "C" int sr__cuda_d2h(int index, void *dst, const void *src, size_t len)
 {
 	CU(cudaSetDevice(index), "cudaSetDevice");
 	CU(cudaMemcpy(dst, src, len, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
 	return 0;
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Timed like the ring path in `bench loop --h2d`: host wall clock around
- * the enqueue and the wait, so both figures carry the same overheads. */
-extern "C" int sr__cuda_pinned_h2d(int index, size_t bytes, int reps, double *gbs)
-{
-	void *h = NULL, *dv = NULL;
-	cudaStream_t st = NULL;
-	double best = 1e30;
-	int err = 0;
-
-	*gbs = 0;
-	CU(cudaSetDevice(index), "cudaSetDevice");
-	CU(cudaHostAlloc(&h, bytes, cudaHostAllocDefault), "cudaHostAlloc");
-	if (cudaMalloc(&dv, bytes) != cudaSuccess ||
-	    cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
-		err = sr__errorf(-ENOMEM, "cuda: pinned H2D setup: %s",
-				 cudaGetErrorString(cudaGetLastError()));
-		goto out;
-	}
-	memset(h, 1, bytes);
-	for (int i = 0; i <= reps; i++) {
-		double t0 = mono_s(), t;
-
-		if (cudaMemcpyAsync(dv, h, bytes, cudaMemcpyHostToDevice, st) != cudaSuccess ||
-		    cudaStreamSynchronize(st) != cudaSuccess) {
-			err = cuda_err(cudaGetLastError(), "pinned H2D");
-			goto out;
-		}
-		t = mono_s() - t0;
-		if (i > 0 && t < best) /* the first one warms up */
-			best = t;
-	}
-	*gbs = (double)bytes / best / 1e9;
-out:
-	if (st)
-		cudaStreamDestroy(st);
-	cudaFree(dv);
-	cudaFreeHost(h);
-	(void)cudaGetLastError();
-	return err;
 }

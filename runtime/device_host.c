@@ -102,7 +102,6 @@ static const struct sr__device_ops host_ops = {
 	.name = "host",
 	.batch_from_ring = host_batch,
 	.release = host_release,
-	.policy = NULL,
 	.close = host_close,
 };
 

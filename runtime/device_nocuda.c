@@ -39,16 +39,6 @@ int sr__cuda_sync(struct sr__cuda *c, uint32_t bi)
 	return sr__errorf(-ENOSYS, "device: no CUDA in this build");
 }
 
-int sr__cuda_set_policy(struct sr__cuda *c, const struct sr__policy_desc *pd)
-{
-	return sr__errorf(-ENOSYS, "device: no CUDA in this build");
-}
-
-int sr__cuda_forward(struct sr__cuda *c, uint32_t bi, uint32_t n)
-{
-	return sr__errorf(-ENOSYS, "device: no CUDA in this build");
-}
-
 int sr__cuda_actions(struct sr__cuda *c, uint32_t bi, uint32_t n, const void *src,
 		     const void **host)
 {
@@ -56,11 +46,6 @@ int sr__cuda_actions(struct sr__cuda *c, uint32_t bi, uint32_t n, const void *sr
 }
 
 int sr__cuda_d2h(int index, void *dst, const void *src, size_t len)
-{
-	return sr__errorf(-ENOSYS, "device: no CUDA in this build");
-}
-
-int sr__cuda_pinned_h2d(int index, size_t bytes, int reps, double *gbs)
 {
 	return sr__errorf(-ENOSYS, "device: no CUDA in this build");
 }

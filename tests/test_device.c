@@ -1,6 +1,7 @@
 /* The device layer on the host path: DLPack views of the ring and of
  * device batches (shapes, dtypes, strides, data pointers, deleters), N in
- * flight with release and backpressure, the synthetic MLP policy, and the
+ * flight with release and backpressure, the synthetic MLP policy of the
+ * benchmark library (tools/bench) on a host device batch, and the
  * CUDA device refusing cleanly where there is none. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 #include "stepring/device.h"
 #include "device.h"
 #include "device_priv.h"
+#include "mlp_priv.h"
 
 #define OBS 3
 #define CAP 64
@@ -416,7 +418,6 @@ static void test_bad_opts_and_cuda_absent(void **st)
 
 		assert_true(err == -ENOSYS || err == -ENODEV);
 		assert_null(pd);
-		assert_int_equal(sr__device_set_policy(NULL, NULL), -ENOSYS);
 		sr_ring_destroy(r);
 	}
 }
@@ -425,29 +426,29 @@ static void test_bad_opts_and_cuda_absent(void **st)
 
 static void test_policy_parse(void **st)
 {
-	sr_policy_opts o = {0};
+	struct mlp_opts o = {0};
 
 	(void)st;
-	assert_int_equal(sr_policy_parse("mlp:64x2", &o), 0);
+	assert_int_equal(mlp_parse("mlp:64x2", &o), 0);
 	assert_int_equal(o.width, 64);
 	assert_int_equal(o.depth, 2);
-	assert_int_equal(o.activation, SR_ACT_TANH);
-	assert_int_equal(sr_policy_parse("mlp:8x1:relu", &o), 0);
-	assert_int_equal(o.activation, SR_ACT_RELU);
+	assert_int_equal(o.activation, MLP_TANH);
+	assert_int_equal(mlp_parse("mlp:8x1:relu", &o), 0);
+	assert_int_equal(o.activation, MLP_RELU);
 	const char *bad[] = {"mlp", "mlp:", "mlp:64", "mlp:x2", "mlp:64x", "mlp:0x2", "mlp:64x0",
 			     "mlp:-1x2", "mlp:64x2:sigmoid", "mlp:64x2x", "cnn:64x2",
 			     "mlp:99999x1", "mlp:4x1000"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_int_equal(sr_policy_parse(bad[i], &o), -EINVAL);
-		assert_true(strlen(sr_last_error()) > 0);
+		assert_int_equal(mlp_parse(bad[i], &o), -EINVAL);
+		assert_true(strlen(mlp_error()) > 0);
 	}
 }
 
 static void test_policy_discrete(void **st)
 {
 	sr_env_spec spec;
-	sr_policy_opts o = {.width = 16, .depth = 2, .seed = 7};
-	sr_policy *p = NULL, *q = NULL, *z = NULL;
+	struct mlp_opts o = {.width = 16, .depth = 2, .seed = 7};
+	struct mlp *p = NULL, *q = NULL, *z = NULL;
 	enum { N = 256 };
 	float obs[N * 4];
 	int32_t a[N], b[N], c[N];
@@ -455,17 +456,17 @@ static void test_policy_discrete(void **st)
 
 	(void)st;
 	assert_int_equal(sr_env_find("CartPole-v1", &spec), 0);
-	assert_int_equal(sr_policy_create(&spec, &o, &p), 0);
-	assert_int_equal(sr_policy_create(&spec, &o, &q), 0);
+	assert_int_equal(mlp_create(&spec, &o, &p), 0);
+	assert_int_equal(mlp_create(&spec, &o, &q), 0);
 	o.seed = 8;
-	assert_int_equal(sr_policy_create(&spec, &o, &z), 0);
-	assert_int_equal(sr_policy_num_params(p), 4 * 16 + 16 + 16 * 16 + 16 + 16 * 2 + 2);
-	assert_int_equal(sr_policy_macs(p), 4 * 16 + 16 * 16 + 16 * 2);
+	assert_int_equal(mlp_create(&spec, &o, &z), 0);
+	assert_int_equal(mlp_num_params(p), 4 * 16 + 16 + 16 * 16 + 16 + 16 * 2 + 2);
+	assert_int_equal(mlp_macs(p), 4 * 16 + 16 * 16 + 16 * 2);
 	for (int i = 0; i < N * 4; i++)
 		obs[i] = (float)sin(i * 0.37) * 2.0f;
-	assert_int_equal(sr_policy_forward(p, obs, N, a), 0);
-	assert_int_equal(sr_policy_forward(q, obs, N, b), 0);
-	assert_int_equal(sr_policy_forward(z, obs, N, c), 0);
+	assert_int_equal(mlp_forward(p, obs, N, a), 0);
+	assert_int_equal(mlp_forward(q, obs, N, b), 0);
+	assert_int_equal(mlp_forward(z, obs, N, c), 0);
 	assert_memory_equal(a, b, sizeof(a)); /* same seed, same actions */
 	for (int i = 0; i < N; i++) {
 		assert_true(a[i] == 0 || a[i] == 1);
@@ -477,35 +478,35 @@ static void test_policy_discrete(void **st)
 	assert_true(hist[0] > 0 && hist[1] > 0);
 	assert_true(differ > 0);
 	/* Row r depends on obs row r only. */
-	assert_int_equal(sr_policy_forward(p, obs + 4 * 10, 1, b), 0);
+	assert_int_equal(mlp_forward(p, obs + 4 * 10, 1, b), 0);
 	assert_int_equal(b[0], a[10]);
-	assert_int_equal(sr_policy_forward(p, obs, 0, a), 0);
-	assert_int_equal(sr_policy_forward(NULL, obs, 1, a), -EINVAL);
+	assert_int_equal(mlp_forward(p, obs, 0, a), 0);
+	assert_int_equal(mlp_forward(NULL, obs, 1, a), -EINVAL);
 	o.width = 0;
-	sr_policy *bad = NULL;
-	assert_int_equal(sr_policy_create(&spec, &o, &bad), -EINVAL);
+	struct mlp *bad = NULL;
+	assert_int_equal(mlp_create(&spec, &o, &bad), -EINVAL);
 	assert_null(bad);
-	sr_policy_destroy(p);
-	sr_policy_destroy(q);
-	sr_policy_destroy(z);
-	sr_policy_destroy(NULL);
+	mlp_destroy(p);
+	mlp_destroy(q);
+	mlp_destroy(z);
+	mlp_destroy(NULL);
 }
 
 static void test_policy_box(void **st)
 {
 	sr_env_spec spec;
-	sr_policy_opts o = {.width = 32, .depth = 3, .activation = SR_ACT_RELU, .seed = 1};
-	sr_policy *p = NULL;
+	struct mlp_opts o = {.width = 32, .depth = 3, .activation = MLP_RELU, .seed = 1};
+	struct mlp *p = NULL;
 	enum { N = 128 };
 	float obs[N * 3], a[N], lo = 1e9f, hi = -1e9f;
 
 	(void)st;
 	assert_int_equal(sr_env_find("Pendulum-v1", &spec), 0);
 	assert_int_equal(spec.act_kind, SR_SPACE_BOX);
-	assert_int_equal(sr_policy_create(&spec, &o, &p), 0);
+	assert_int_equal(mlp_create(&spec, &o, &p), 0);
 	for (int i = 0; i < N * 3; i++)
 		obs[i] = (float)cos(i * 0.11) * 3.0f;
-	assert_int_equal(sr_policy_forward(p, obs, N, a), 0);
+	assert_int_equal(mlp_forward(p, obs, N, a), 0);
 	for (int i = 0; i < N; i++) {
 		assert_true(isfinite(a[i]));
 		assert_true(a[i] >= spec.act_low[0] && a[i] <= spec.act_high[0]);
@@ -513,7 +514,7 @@ static void test_policy_box(void **st)
 		hi = a[i] > hi ? a[i] : hi;
 	}
 	assert_true(hi > lo); /* not constant */
-	sr_policy_destroy(p);
+	mlp_destroy(p);
 }
 
 /* The policy's rational tanh: close to tanh, odd, monotone up to a few ulp
@@ -524,17 +525,17 @@ static void test_policy_tanh(void **st)
 
 	(void)st;
 	for (int i = -200000; i <= 200000; i++) {
-		float x = (float)i * 1e-4f * 1.5f, y = sr__tanh(x);
+		float x = (float)i * 1e-4f * 1.5f, y = mlp_tanh(x);
 
 		assert_true(fabs((double)y - tanh((double)x)) < 1e-4);
-		assert_true(y == -sr__tanh(-x));
+		assert_true(y == -mlp_tanh(-x));
 		assert_true(y >= prev - 3e-7f);
 		assert_true(y >= -1.0f && y <= 1.0f);
 		prev = y;
 	}
-	assert_true(sr__tanh(1e30f) == 1.0f);
-	assert_true(sr__tanh(-INFINITY) == -1.0f);
-	assert_true(sr__tanh(0.0f) == 0.0f);
+	assert_true(mlp_tanh(1e30f) == 1.0f);
+	assert_true(mlp_tanh(-INFINITY) == -1.0f);
+	assert_true(mlp_tanh(0.0f) == 0.0f);
 }
 
 /* The host device runs the policy where the batch lives and gives the
@@ -542,8 +543,8 @@ static void test_policy_tanh(void **st)
 static void test_device_policy_host(void **st)
 {
 	sr_env_spec spec, pend;
-	sr_policy_opts po = {.width = 8, .depth = 1, .seed = 3};
-	sr_policy *p = NULL, *pp = NULL;
+	struct mlp_opts po = {.width = 8, .depth = 1, .seed = 3};
+	struct mlp *p = NULL, *pp = NULL;
 	sr_ring *r = mk_ring();
 	sr_device_opts o;
 	sr_device *d = NULL;
@@ -554,30 +555,29 @@ static void test_device_policy_host(void **st)
 	(void)st;
 	assert_int_equal(sr_env_find("CartPole-v1", &spec), 0);
 	spec.obs_dim = OBS; /* the test ring's width */
-	assert_int_equal(sr_policy_create(&spec, &po, &p), 0);
+	assert_int_equal(mlp_create(&spec, &po, &p), 0);
 	sr_device_opts_init(&o);
 	o.max_rows = 16;
 	o.obs_dim = OBS;
 	assert_int_equal(sr_device_open(&o, &d), 0);
 	assert_int_equal(sr_device_submit_ring(d, r, 5, 16, 0, &b), 0);
-	assert_int_equal(sr_device_policy_forward(d, b), -EINVAL); /* no policy yet */
-	assert_int_equal(sr_device_set_policy(d, p), 0);
-	assert_int_equal(sr_device_policy_forward(d, b), 0);
+	assert_int_equal(mlp_forward_batch(p, d, b), 0);
 	assert_int_equal(sr_device_actions(d, b, NULL, &h), 0);
 	assert_ptr_equal(h, b->actions);
-	assert_int_equal(sr_policy_forward(p, sr_ring_obs_col(r) + 5 * OBS, 16, want), 0);
+	assert_int_equal(mlp_forward(p, sr_ring_obs_col(r) + 5 * OBS, 16, want), 0);
 	assert_memory_equal(h, want, sizeof(want));
 	assert_int_equal(sr_device_actions(d, b, mine, &h), 0);
 	assert_ptr_equal(h, mine);
 
 	/* A policy for another action space is refused. */
 	assert_int_equal(sr_env_find("Pendulum-v1", &pend), 0);
-	assert_int_equal(sr_policy_create(&pend, &po, &pp), 0);
-	assert_int_equal(sr_device_set_policy(d, pp), -EINVAL);
+	assert_int_equal(mlp_create(&pend, &po, &pp), 0);
+	assert_int_equal(mlp_forward_batch(pp, d, b), -EINVAL);
+	assert_true(strstr(mlp_error(), "action kind") != NULL);
 	assert_int_equal(sr_device_release(d, b), 0);
 	sr_device_close(d);
-	sr_policy_destroy(p);
-	sr_policy_destroy(pp);
+	mlp_destroy(p);
+	mlp_destroy(pp);
 	sr_ring_destroy(r);
 }
 

@@ -18,6 +18,7 @@
 #include "stepring.h"
 #include "stepring/device.h"
 #include "device_priv.h"
+#include "mlp.h"
 
 #define OBS 5
 #define CAP 256
@@ -188,8 +189,8 @@ static void test_dlpack_actions_backpressure(void **st)
 static void policy_vs_host(const char *env, const char *desc)
 {
 	sr_env_spec spec;
-	sr_policy_opts po = {.seed = 11};
-	sr_policy *p = NULL;
+	struct mlp_opts po = {.seed = 11};
+	struct mlp *p = NULL;
 	sr_device_opts o;
 	sr_device *d = NULL;
 	sr_device_batch *b;
@@ -204,8 +205,8 @@ static void policy_vs_host(const char *env, const char *desc)
 	int agree = 0;
 
 	assert_int_equal(sr_env_find(env, &spec), 0);
-	assert_int_equal(sr_policy_parse(desc, &po), 0);
-	assert_int_equal(sr_policy_create(&spec, &po, &p), 0);
+	assert_int_equal(mlp_parse(desc, &po), 0);
+	assert_int_equal(mlp_create(&spec, &po, &p), 0);
 	asz = sr_env_action_size(&spec);
 	obs = malloc((size_t)N * spec.obs_dim * 4);
 	reward = calloc(N, 4);
@@ -214,7 +215,7 @@ static void policy_vs_host(const char *env, const char *desc)
 	host = malloc(N * asz);
 	for (size_t i = 0; i < (size_t)N * spec.obs_dim; i++)
 		obs[i] = (float)sin((double)i * 0.731) * 2.0f;
-	assert_int_equal(sr_policy_forward(p, obs, N, host), 0);
+	assert_int_equal(mlp_forward(p, obs, N, host), 0);
 
 	sr_device_opts_init(&o);
 	o.kind = SR_DEVICE_CUDA;
@@ -223,7 +224,6 @@ static void policy_vs_host(const char *env, const char *desc)
 	o.act_kind = spec.act_kind;
 	o.act_dim = spec.act_dim;
 	assert_int_equal(sr_device_open(&o, &d), 0);
-	assert_int_equal(sr_device_set_policy(d, p), 0);
 	src.n = N;
 	src.obs_dim = spec.obs_dim;
 	src.obs = obs;
@@ -232,7 +232,7 @@ static void policy_vs_host(const char *env, const char *desc)
 	src.truncated = z;
 	src.env_id = ids;
 	assert_int_equal(sr_device_submit(d, &src, 0, &b), 0);
-	assert_int_equal(sr_device_policy_forward(d, b), 0);
+	assert_int_equal(mlp_forward_batch(p, d, b), 0);
 	assert_int_equal(sr_device_actions(d, b, NULL, &h), 0);
 	if (spec.act_kind == SR_SPACE_DISCRETE) {
 		for (int i = 0; i < N; i++) {
@@ -248,7 +248,7 @@ static void policy_vs_host(const char *env, const char *desc)
 	assert_memory_equal(h, host, N * asz);
 	assert_int_equal(sr_device_release(d, b), 0);
 	sr_device_close(d);
-	sr_policy_destroy(p);
+	mlp_destroy(p);
 	free(obs);
 	free(reward);
 	free(z);

@@ -24,10 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_loop.h"
 #include "cli.h"
-#include "device_priv.h"
+#include "mlp.h"
+#include "policy_step.h"
 #include "stepring.h"
+#include "device_priv.h" /* sr__bind_self_near_cuda */
 #include "stepring/config.h"
 #include "stepring/device.h"
 
@@ -107,111 +108,6 @@ static void *fixed_actions(const sr_env_spec *s, uint32_t rows)
 	return a;
 }
 
-/* ---- the policy step, shared with bench_pool_run (bench_loop.h) ---------- */
-
-struct bench_policy {
-	sr_pool *pool;
-	sr_policy *pol;
-	sr_device *dev;
-	sr_device_batch *held; /* the previous batch: its actions are still in use */
-	sr_device_info info;
-};
-
-int bench_policy_open(const char *desc, sr_pool *pool, int device, uint64_t seed,
-		      struct bench_policy **out, char *msg, size_t len)
-{
-	const sr_env_spec *spec = sr_pool_spec(pool);
-	struct bench_policy *bp;
-	sr_policy_opts po;
-	sr_device_opts o;
-	int err;
-
-	*out = NULL;
-	if (!desc || !strcmp(desc, "none"))
-		return 0;
-	memset(&po, 0, sizeof(po));
-	po.seed = seed;
-	bp = calloc(1, sizeof(*bp));
-	if (!bp) {
-		snprintf(msg, len, "out of memory");
-		return -ENOMEM;
-	}
-	bp->pool = pool;
-	err = sr_policy_parse(desc, &po);
-	if (!err)
-		err = sr_policy_create(spec, &po, &bp->pol);
-	if (!err) {
-		sr_device_opts_init(&o);
-		o.kind = (uint32_t)device;
-		o.max_rows = sr_pool_batch_size(pool);
-		o.obs_dim = spec->obs_dim;
-		o.act_kind = spec->act_kind;
-		o.act_dim = spec->act_dim;
-		o.flags = SR_DEVICE_F_RING;
-		o.ring = sr_pool_ring(pool);
-		err = sr_device_open(&o, &bp->dev);
-	}
-	if (!err)
-		err = sr_device_set_policy(bp->dev, bp->pol);
-	if (err) {
-		snprintf(msg, len, "policy %s: %s", desc, sr_last_error());
-		bench_policy_close(bp);
-		return err;
-	}
-	sr_device_info_get(bp->dev, &bp->info);
-	*out = bp;
-	return 0;
-}
-
-int bench_policy_act(struct bench_policy *bp, const sr_batch *b, const void **actions,
-		     uint64_t *ns_copy, uint64_t *ns_policy)
-{
-	sr_device_batch *db;
-	uint64_t t0 = cli_now_ns(), t1;
-	int err;
-
-	/* The caller has handed the previous actions to the pool (send and
-	 * step copy them): that batch can go back. */
-	if (bp->held)
-		sr_device_release(bp->dev, bp->held);
-	bp->held = NULL;
-	if (b->first_seq != UINT64_MAX)
-		err = sr_device_submit_ring(bp->dev, sr_pool_ring(bp->pool), b->first_seq, b->n, 0,
-					    &db);
-	else
-		err = sr_device_submit(bp->dev, b, 0, &db);
-	if (err)
-		return err;
-	t1 = cli_now_ns();
-	err = sr_device_policy_forward(bp->dev, db);
-	if (!err)
-		err = sr_device_actions(bp->dev, db, NULL, actions);
-	if (err) {
-		sr_device_release(bp->dev, db);
-		return err;
-	}
-	bp->held = db;
-	*ns_copy = t1 - t0;
-	*ns_policy = cli_now_ns() - t1;
-	return 0;
-}
-
-const char *bench_policy_where(const struct bench_policy *bp)
-{
-	return bp ? bp->info.name : "none";
-}
-
-void bench_policy_close(struct bench_policy *bp)
-{
-	if (!bp)
-		return;
-	if (bp->held)
-		sr_device_release(bp->dev, bp->held);
-	sr_device_close(bp->dev);
-	sr_policy_destroy(bp->pol);
-	free(bp);
-}
-
 static double window(const struct loop_cfg *c, sr_pool *p, const sr_batch **b,
 		     struct bench_policy *bp, const void *fixed, struct loop_res *r, bool measure)
 {
@@ -229,7 +125,7 @@ static double window(const struct loop_cfg *c, sr_pool *p, const sr_batch **b,
 
 		if (bp) {
 			if (bench_policy_act(bp, *b, &act, &nc, &np))
-				cli_die("bench loop: policy: %s", sr_last_error());
+				cli_die("bench loop: policy: %s", bench_policy_error(bp));
 			ns_copy += nc;
 			ns_pol += np;
 		}
@@ -263,7 +159,7 @@ static void run_loop(const struct loop_cfg *c)
 	sr_env_spec spec;
 	struct bench_policy *bp = NULL;
 	sr_device_info info;
-	sr_policy *pol;
+	const struct mlp *pol;
 	const sr_batch *b;
 	struct loop_res r;
 	char msg[512];
@@ -295,8 +191,8 @@ static void run_loop(const struct loop_cfg *c)
 	err = bench_policy_open(c->policy, p, c->device, c->seed, &bp, msg, sizeof(msg));
 	if (err || !bp)
 		cli_die("bench loop: %s", err ? msg : "--policy none has no loop to close");
-	pol = bp->pol;
-	info = bp->info;
+	pol = bench_policy_mlp(bp);
+	info = *bench_policy_device(bp);
 	snprintf(r.device, sizeof(r.device), "%s", info.name);
 	/* This thread runs the collector and drives the GPU: put it near
 	 * the GPU (the workers are bound already). */
@@ -324,7 +220,7 @@ static void run_loop(const struct loop_cfg *c)
 		       "\"ratio\":%.4f,\"batches\":%llu,\"us_env\":%.2f,\"us_copy\":%.2f,"
 		       "\"us_policy\":%.2f,\"collector_cpus\":\"%s\",\"build\":\"%s\"}\n",
 		       spec.id, c->envs, r.threads, r.rows, c->async ? "async" : "sync", c->policy,
-		       (unsigned long long)sr_policy_macs(pol),
+		       (unsigned long long)mlp_macs(pol),
 		       info.kind == SR_DEVICE_CUDA ? "cuda" : "host", r.device,
 		       r.registered ? "true" : "false", (unsigned long long)c->seed, c->seconds,
 		       r.env_sps, r.loop_sps, r.ratio, (unsigned long long)r.batches, r.us_env,
@@ -333,7 +229,7 @@ static void run_loop(const struct loop_cfg *c)
 		printf("bench loop: %s, %u envs, %u threads, %s batches of %u, policy %s "
 		       "(%llu MACs/row) on %s%s\n",
 		       spec.id, c->envs, r.threads, c->async ? "async" : "sync", r.rows, c->policy,
-		       (unsigned long long)sr_policy_macs(pol), r.device,
+		       (unsigned long long)mlp_macs(pol), r.device,
 		       info.kind == SR_DEVICE_CUDA
 			       ? (r.registered ? " (ring pinned)" : " (pinned staging)")
 			       : "");
@@ -402,9 +298,9 @@ static void run_h2d(const struct loop_cfg *c)
 		ring_gbs[m] = (double)rows * (double)row / best; /* bytes/ns = GB/s */
 		sr_device_close(d);
 	}
-	err = sr__cuda_pinned_h2d(0, (size_t)rows * row, reps, &pinned);
+	err = bench_cuda_pinned_h2d(0, (size_t)rows * row, reps, &pinned);
 	if (err)
-		cli_die("--h2d: pinned reference: %s", sr_last_error());
+		cli_die("--h2d: pinned reference: %s", mlp_error());
 	if (c->json) {
 		printf("{\"bench\":\"h2d\",\"bytes\":%zu,\"rows\":%u,\"ring_registered\":%s,"
 		       "\"ring_gbs\":%.2f,\"staging_gbs\":%.2f,\"pinned_gbs\":%.2f,"
@@ -450,10 +346,10 @@ int bench_loop(int argc, char **argv)
 		} else if (cli_opt(argc, argv, &i, "--batch", &v)) {
 			c.batch = (uint32_t)cli_int("--batch", v, 1, 1 << 24);
 		} else if (cli_opt(argc, argv, &i, "--policy", &v)) {
-			sr_policy_opts po;
+			struct mlp_opts po;
 
-			if (sr_policy_parse(v, &po))
-				cli_die("--policy: %s", sr_last_error());
+			if (mlp_parse(v, &po))
+				cli_die("--policy: %s", mlp_error());
 			c.policy = v;
 		} else if (cli_opt(argc, argv, &i, "--device", &v)) {
 			c.device = cli_device(v);

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_loop.h"
+#include "policy_step.h"
 #include "bench_pool.h"
 #include "cli.h"
 #include "internal.h"

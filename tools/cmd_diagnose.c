@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "stepring.h"
+#include "mlp.h"
 #include "tune.h"
 
 int cmd_diagnose(int argc, char **argv);
@@ -82,8 +83,8 @@ static int own_loop(const struct bench_pool_cfg *c, struct bench_pool_result *r)
 	enum { MAX_LAT = 1 << 16 };
 	sr_pool_opts o;
 	sr_pool *p = NULL;
-	sr_policy *pol = NULL;
-	sr_policy_opts po;
+	struct mlp *pol = NULL;
+	struct mlp_opts po;
 	sr_pool_stats s0, s1;
 	const sr_batch *b;
 	sr_env_spec spec;
@@ -99,8 +100,10 @@ static int own_loop(const struct bench_pool_cfg *c, struct bench_pool_result *r)
 		goto fail;
 	memset(&po, 0, sizeof(po));
 	po.seed = c->seed;
-	if ((err = sr_policy_parse(c->policy, &po)) || (err = sr_policy_create(&spec, &po, &pol)))
-		goto fail;
+	if ((err = mlp_parse(c->policy, &po)) || (err = mlp_create(&spec, &po, &pol))) {
+		snprintf(r->msg, sizeof(r->msg), "%s", mlp_error());
+		goto out;
+	}
 	sr_pool_opts_init(&o);
 	o.env = c->env;
 	o.num_envs = c->envs;
@@ -122,7 +125,7 @@ static int own_loop(const struct bench_pool_cfg *c, struct bench_pool_result *r)
 		goto fail;
 	if (c->async && (err = sr_pool_recv(p, &b)))
 		goto fail;
-	if ((err = sr_policy_forward(pol, b->obs, b->n, acts)))
+	if ((err = mlp_forward(pol, b->obs, b->n, acts)))
 		goto fail;
 	for (int phase = 0; phase < 3; phase++) {
 		double secs = phase == 0 ? c->warmup : phase == 1 ? c->seconds : c->cooldown;
@@ -141,7 +144,7 @@ static int own_loop(const struct bench_pool_cfg *c, struct bench_pool_result *r)
 			if (err)
 				goto fail;
 			t1 = cli_now_ns();
-			if ((err = sr_policy_forward(pol, b->obs, b->n, acts)))
+			if ((err = mlp_forward(pol, b->obs, b->n, acts)))
 				goto fail;
 			t2 = cli_now_ns();
 			if (phase == 1) {
@@ -190,7 +193,7 @@ fail:
 								  : sr_strerror(err));
 out:
 	sr_pool_destroy(p);
-	sr_policy_destroy(pol);
+	mlp_destroy(pol);
 	free(acts);
 	free(lat);
 	r->err = err;
@@ -238,8 +241,8 @@ static bool bench(const struct diag *d, const char *env, const char *policy, boo
 static double policy_alone(const struct diag *d, const sr_env_spec *spec, uint32_t rows,
 			   double *us_per_call, const char **where, char *note, size_t note_len)
 {
-	sr_policy_opts po;
-	sr_policy *pol = NULL;
+	struct mlp_opts po;
+	struct mlp *pol = NULL;
 	sr_device *dev = NULL;
 	float *obs = NULL;
 	void *act = NULL;
@@ -250,11 +253,11 @@ static double policy_alone(const struct diag *d, const sr_env_spec *spec, uint32
 
 	memset(&po, 0, sizeof(po));
 	po.seed = d->seed;
-	if (sr_policy_parse(d->policy, &po))
-		cli_die("--policy: %s", sr_last_error());
-	err = sr_policy_create(spec, &po, &pol);
+	if (mlp_parse(d->policy, &po))
+		cli_die("--policy: %s", mlp_error());
+	err = mlp_create(spec, &po, &pol);
 	if (err) {
-		snprintf(note, note_len, "policy not created: %s", sr_last_error());
+		snprintf(note, note_len, "policy not created: %s", mlp_error());
 		return 0;
 	}
 	cuda = d->device == SR_DEVICE_CUDA ||
@@ -286,8 +289,6 @@ static double policy_alone(const struct diag *d, const sr_env_spec *spec, uint32
 		o.act_dim = spec->act_dim;
 		o.flags = SR_DEVICE_F_QUIET;
 		err = sr_device_open(&o, &dev);
-		if (!err)
-			err = sr_device_set_policy(dev, pol);
 		if (err) {
 			snprintf(note, note_len, "CUDA device: %s", sr_last_error());
 			goto out;
@@ -311,10 +312,17 @@ static double policy_alone(const struct diag *d, const sr_env_spec *spec, uint32
 				sr_device_batch *db;
 				const void *h;
 
-				if (sr_device_submit(dev, &b, 0, &db) ||
-				    sr_device_policy_forward(dev, db) ||
-				    sr_device_actions(dev, db, NULL, &h) || sr_device_release(dev, db)) {
-					snprintf(note, note_len, "CUDA policy: %s", sr_last_error());
+				if (sr_device_submit(dev, &b, 0, &db)) {
+					snprintf(note, note_len, "CUDA submit: %s", sr_last_error());
+					goto out;
+				}
+				if (mlp_forward_batch(pol, dev, db)) {
+					snprintf(note, note_len, "CUDA policy: %s", mlp_error());
+					sr_device_release(dev, db);
+					goto out;
+				}
+				if (sr_device_actions(dev, db, NULL, &h) || sr_device_release(dev, db)) {
+					snprintf(note, note_len, "CUDA actions: %s", sr_last_error());
 					goto out;
 				}
 				calls++;
@@ -328,8 +336,8 @@ static double policy_alone(const struct diag *d, const sr_env_spec *spec, uint32
 			t_end = t0 + (uint64_t)(len * 1e9);
 			calls = 0;
 			do {
-				if (sr_policy_forward(pol, obs, rows, act))
-					cli_die("diagnose: policy forward: %s", sr_last_error());
+				if (mlp_forward(pol, obs, rows, act))
+					cli_die("diagnose: policy forward: %s", mlp_error());
 				calls++;
 			} while (cli_now_ns() < t_end);
 		}
@@ -342,7 +350,7 @@ static double policy_alone(const struct diag *d, const sr_env_spec *spec, uint32
 	}
 out:
 	sr_device_close(dev);
-	sr_policy_destroy(pol);
+	mlp_destroy(pol);
 	free(obs);
 	free(act);
 	return rate;
@@ -511,10 +519,10 @@ int cmd_diagnose(int argc, char **argv)
 		cli_die("--policy: '%s' is not mlp:WxD (e.g. mlp:64x2); diagnose needs a policy",
 			d.policy);
 	{
-		sr_policy_opts po;
+		struct mlp_opts po;
 
-		if (sr_policy_parse(d.policy, &po))
-			cli_die("--policy: %s", sr_last_error());
+		if (mlp_parse(d.policy, &po))
+			cli_die("--policy: %s", mlp_error());
 	}
 	if (d.device == SR_DEVICE_CUDA && !sr_device_cuda_available(0))
 		cli_die("--device cuda: no CUDA device answers (a build without CUDA, no driver "

@@ -1,7 +1,6 @@
 /*
  * stepring devices: where batches land (host memory or a CUDA GPU), their
- * export as DLPack tensors, actions coming back, and a synthetic MLP policy
- * for closed-loop benchmarks.
+ * export as DLPack tensors, and actions coming back.
  *
  * A device owns N "device batches" (N in flight, 2..8, default 3). The
  * producer (the collector, or any single thread) submits a batch: each
@@ -18,8 +17,12 @@
  * ring; where registration fails it copies through a pinned staging buffer
  * and says so once (stderr and sr_device_info().staging).
  *
- * Thread safety: submit, policy_forward and actions are called by one
- * producer thread; sync, dlpack and release by consumers on any thread;
+ * A policy runs where the batch lives: on the host it reads b->obs and
+ * writes b->actions; on CUDA it enqueues its kernels on b->stream, after
+ * the batch's copies and before sr_device_actions() brings the actions
+ * back.
+ *
+ * Thread safety: submit and actions are called by one producer thread; sync, dlpack and release by consumers on any thread;
  * release and the DLPack deleters are thread safe.
  *
  * DLPack: dlpack.h (v0.6+, Debian's libdlpack-dev) defines
@@ -96,7 +99,7 @@ typedef struct sr_device_batch {
 	uint8_t *truncated;     /* n */
 	uint8_t *flags;         /* n, SR_SLOT_* (0 when submitted from an sr_batch) */
 	uint32_t *env_id;       /* n */
-	void *actions;          /* n * act_size, written by sr_device_policy_forward */
+	void *actions;          /* n * act_size, for the policy to write */
 	uint64_t first_seq;     /* ring sequence of row 0 (from the source) */
 	void *stream;           /* cudaStream_t of the device, NULL on the host */
 } sr_device_batch;
@@ -116,6 +119,10 @@ typedef struct sr_device_info {
 	char name[96];         /* "host" or the GPU's name */
 	uint64_t batches;      /* submitted since open */
 	uint64_t waits;        /* submits that had to wait (backpressure) */
+	uint32_t max_rows;     /* as opened */
+	uint32_t obs_dim;
+	uint32_t act_kind;     /* enum sr_space_kind */
+	uint32_t act_dim;
 } sr_device_info;
 
 /** Defaults: host, index 0, 3 in flight, discrete actions. */
@@ -172,7 +179,8 @@ SR_EXPORT int sr_device_submit(sr_device *d, const sr_batch *src, unsigned flags
 SR_EXPORT int sr_device_submit_ring(sr_device *d, const sr_ring *r, uint64_t first_seq,
 				    uint32_t n, unsigned flags, sr_device_batch **out);
 
-/** Wait until the batch's copies (and policy, if run) are done. 0 or -EIO. */
+/** Wait until the batch's copies are done (not work a caller enqueued on
+ * b->stream since: sr_device_actions orders after that). 0 or -EIO. */
 SR_EXPORT int sr_device_batch_sync(sr_device_batch *b);
 
 /**
@@ -196,7 +204,7 @@ SR_EXPORT int sr_device_release(sr_device *d, sr_device_batch *b);
 
 /**
  * Actions back to the host for the pool: @src is NULL (the batch's own
- * actions, written by sr_device_policy_forward), a device pointer (copied
+ * actions column, as a policy wrote it on b->stream), a device pointer (copied
  * device-to-host into a pinned buffer) or a host pointer (used as is).
  * *@host gets n * act_size bytes valid until the batch is recycled.
  * Waits for the copy. Returns 0, -EIO.
@@ -216,68 +224,6 @@ SR_EXPORT int sr_device_actions(sr_device *d, sr_device_batch *b, const void *sr
  */
 SR_EXPORT int sr_ring_dlpack(const sr_ring *r, int field, uint64_t first_seq, uint32_t n,
 			     struct DLManagedTensor **out);
-
-/* ---- synthetic MLP policy ------------------------------------------------ */
-
-enum sr_activation {
-	SR_ACT_TANH = 0,
-	SR_ACT_RELU = 1,
-};
-
-typedef struct sr_policy_opts {
-	uint32_t flags;      /* none yet: must be 0 */
-	uint32_t width;      /* hidden width W >= 1 */
-	uint32_t depth;      /* hidden layers D >= 1 */
-	uint32_t activation; /* enum sr_activation */
-	uint64_t seed;       /* weights are a function of the seed only */
-} sr_policy_opts;
-
-typedef struct sr_policy sr_policy;
-
-/**
- * Parse "mlp:WxD" or "mlp:WxD:relu" (tanh by default) into @o (seed left
- * as it is). Returns 0 or -EINVAL with the reason.
- */
-SR_EXPORT int sr_policy_parse(const char *desc, sr_policy_opts *o);
-
-/**
- * Create an MLP for @spec: obs_dim -> D hidden layers of width W -> act_n
- * logits (discrete: argmax, int32) or act_dim outputs (box: tanh scaled to
- * [act_low, act_high], float32). Glorot-uniform weights drawn from
- * (seed, layer) with the env RNG: the same seed gives the same policy on
- * every machine. Returns 0, -EINVAL, -ENOMEM.
- */
-SR_EXPORT int sr_policy_create(const sr_env_spec *spec, const sr_policy_opts *o,
-			       sr_policy **out);
-/** NULL is a no-op. */
-SR_EXPORT void sr_policy_destroy(sr_policy *p);
-
-/**
- * Host forward pass: @n rows of obs (obs_dim floats each) to @n actions
- * (sr_env_action_size bytes each). Allocates nothing; uses the policy's
- * scratch, so one caller at a time per policy. Returns 0 or -EINVAL.
- */
-SR_EXPORT int sr_policy_forward(sr_policy *p, const float *obs, uint32_t n, void *actions);
-
-/** Multiply-adds per row (for benchmark figures). */
-SR_EXPORT uint64_t sr_policy_macs(const sr_policy *p);
-/** Parameter count (weights and biases). */
-SR_EXPORT size_t sr_policy_num_params(const sr_policy *p);
-
-/**
- * Use @p for sr_device_policy_forward on @d (CUDA: uploads the weights
- * once). @p must outlive its use on @d. Returns 0, -EINVAL (obs_dim or
- * action space do not match the device), -ENOMEM, -EIO.
- */
-SR_EXPORT int sr_device_set_policy(sr_device *d, sr_policy *p);
-
-/**
- * Run the policy on the batch's obs where the batch lives (CUDA kernel on
- * the device's stream, or the host forward pass) and write b->actions.
- * Async on CUDA; sr_device_actions(d, b, NULL, &h) brings them back.
- * Returns 0, -EINVAL (no policy set), -EIO.
- */
-SR_EXPORT int sr_device_policy_forward(sr_device *d, sr_device_batch *b);
 
 #ifdef __cplusplus
 }
