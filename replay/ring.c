@@ -136,10 +136,9 @@ static void bind_columns(struct sr_ring *r)
 int sr_ring_create(const sr_ring_opts *opts, sr_ring **out)
 {
 	struct sr__ring_hdr geo;
+	struct sr__shm_seg seg;
 	struct sr_ring *r;
-	size_t len;
-	int err, fd;
-	void *base;
+	int err;
 
 	if (!opts || !out)
 		return sr__errorf(-EINVAL, "ring: opts and out must not be NULL");
@@ -149,60 +148,34 @@ int sr_ring_create(const sr_ring_opts *opts, sr_ring **out)
 	memset(&geo, 0, sizeof(geo));
 	if (sr__ring_layout(opts->capacity, opts->obs_dim, opts->act_size, &geo))
 		return sr__errorf(-EINVAL,
-				  "ring: bad geometry capacity=%llu (power of two >= 2 needed) "
-				  "obs_dim=%u act_size=%u (>= 1 each)",
+				  "ring: bad geometry capacity=%llu (power of two in [2, 2^40] "
+				  "needed) obs_dim=%u act_size=%u (in [1, 2^24] each)",
 				  (unsigned long long)opts->capacity, opts->obs_dim,
 				  opts->act_size);
-	len = (size_t)geo.total_size;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return sr__errorf(-ENOMEM, "ring: out of memory");
 	r->fd = -1;
-	if (opts->flags & SR_RING_SHM) {
-		if (sr__ring_norm_name(opts->name, r->name)) {
-			err = sr__errorf(-EINVAL, "ring: bad segment name '%s' (use \"sr-foo\")",
-					 opts->name ? opts->name : "(null)");
-			goto err_free;
-		}
-		fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-		if (fd < 0) {
-			err = -errno;
-			err = sr__errorf(err, "ring: cannot create '%s': %s", r->name,
-					 err == -EEXIST ? "already exists (stepring ring rm?)"
-							: strerror(-err));
-			goto err_free;
-		}
-		r->named = true;
-	} else {
-		fd = memfd_create("stepring-ring", MFD_CLOEXEC);
-		if (fd < 0) {
-			err = sr__errorf(-errno, "ring: memfd_create: %s", strerror(errno));
-			goto err_free;
-		}
+	if ((opts->flags & SR_RING_SHM) && sr__ring_norm_name(opts->name, r->name)) {
+		err = sr__errorf(-EINVAL, "ring: bad segment name '%s' (use \"sr-foo\")",
+				 opts->name ? opts->name : "(null)");
+		goto err_free;
 	}
-	r->fd = fd;
-	if (ftruncate(fd, (off_t)len)) {
-		err = -errno;
-		err = sr__errorf(err == -EFBIG ? -ENOMEM : err, "ring: ftruncate %zu bytes: %s", len,
-				 strerror(-err));
-		goto err_unlink;
-	}
-	/* Pre-fault: allocate every page of the tmpfs file now, so that a
-	 * too-small /dev/shm fails here (ENOSPC) instead of SIGBUS later. */
-	err = posix_fallocate(fd, 0, (off_t)len);
+	/* Room, lock, size, allocate (every page: a too-small /dev/shm fails
+	 * here, never later with SIGBUS), map; the name comes last. */
+	err = sr__shm_make("ring", (opts->flags & SR_RING_SHM) ? r->name : NULL,
+			   (size_t)geo.total_size, &seg);
 	if (err) {
-		err = sr__errorf(-err, "ring: cannot allocate %zu bytes of shared memory%s: %s",
-				 len, r->named ? " in /dev/shm" : "", strerror(err));
-		goto err_unlink;
+		if (err == -EEXIST)
+			err = sr__errorf(err, "ring: cannot create '%s': already exists "
+					      "(stepring ring rm?)", r->name);
+		goto err_free;
 	}
-	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-	if (base == MAP_FAILED) {
-		err = sr__errorf(-errno, "ring: mmap %zu bytes: %s", len, strerror(errno));
-		goto err_unlink;
-	}
-	r->base = base;
-	r->len = len;
-	r->hdr = base;
+	r->named = opts->flags & SR_RING_SHM;
+	r->fd = seg.fd;
+	r->base = seg.base;
+	r->len = seg.len;
+	r->hdr = seg.base;
 	r->owner = true;
 
 	/* A fresh tmpfs file reads as zeros: seq 0 means "never published",
@@ -222,13 +195,14 @@ int sr_ring_create(const sr_ring_opts *opts, sr_ring **out)
 	bind_columns(r);
 	/* R4: everything above is visible to an attacher that sees ready. */
 	atomic_store_explicit(&r->hdr->ready, 1, memory_order_release);
+	err = sr__shm_link(&seg, "ring");
+	if (err)
+		goto err_abandon;
 	*out = r;
 	return 0;
 
-err_unlink:
-	if (r->named)
-		shm_unlink(r->name);
-	close(fd);
+err_abandon:
+	sr__shm_abandon(&seg);
 err_free:
 	free(r);
 	return err;
@@ -239,6 +213,7 @@ int sr_ring_attach(const char *name, unsigned flags, sr_ring **out)
 	struct sr__ring_hdr want, *h;
 	struct sr_ring *r;
 	struct stat st;
+	uint32_t ready;
 	int err, fd;
 	bool rw = flags & SR_RING_RDWR;
 	void *base;
@@ -270,6 +245,9 @@ int sr_ring_attach(const char *name, unsigned flags, sr_ring **out)
 		err = sr__errorf(-errno, "ring attach: fstat '%s': %s", r->name, strerror(errno));
 		goto err_close;
 	}
+	err = sr__shm_trusted(&st, "ring attach", r->name);
+	if (err)
+		goto err_close;
 	if ((uint64_t)st.st_size < sizeof(struct sr__ring_hdr)) {
 		err = sr__errorf(-EBADMSG,
 				 "ring attach: '%s' is not a stepring ring (%lld bytes, too small "
@@ -299,8 +277,23 @@ int sr_ring_attach(const char *name, unsigned flags, sr_ring **out)
 		goto err_unmap;
 	}
 	/* R4: the geometry is only trusted once ready is seen with acquire. */
-	if (atomic_load_explicit(&h->ready, memory_order_acquire) != 1) {
-		err = sr__errorf(-EAGAIN, "ring attach: '%s' is still being created", r->name);
+	ready = atomic_load_explicit(&h->ready, memory_order_acquire);
+	if (ready != 1) {
+		/* Only a creator that still holds its lock will finish it: a
+		 * header of a dead creator, or with any other value, is never
+		 * worth a retry. */
+		if (ready == 0 && sr__shm_in_use(fd) == 1)
+			err = sr__errorf(-EAGAIN, "ring attach: '%s' is still being created",
+					 r->name);
+		else if (ready == 0)
+			err = sr__errorf(-EBADMSG,
+					 "ring attach: '%s' is incomplete: its creator died while "
+					 "making it (stepring ring rm --stale)",
+					 r->name);
+		else
+			err = sr__errorf(-EBADMSG,
+					 "ring attach: '%s' has a corrupt header (ready = %u)",
+					 r->name, ready);
 		goto err_unmap;
 	}
 	memset(&want, 0, sizeof(want));
@@ -540,7 +533,10 @@ static int reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq, bool w
 			uint64_t need = pad + n <= r->cap ? h + pad + n : h + pad;
 
 			if (need - cur > r->cap)
-				return -EAGAIN;
+				return sr__errorf(-EAGAIN,
+						  "ring try_reserve: no room for %u slots (the "
+						  "consumer lags a full capacity)",
+						  n);
 			if (pad + n > r->cap) {
 				/* The range cannot fit before the pad is consumed:
 				 * claim and publish the pad alone, ask to retry. */
@@ -550,7 +546,10 @@ static int reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq, bool w
 					continue;
 				atomic_thread_fence(memory_order_release); /* R3 */
 				write_pad(r, h, pad);
-				return -EAGAIN;
+				return sr__errorf(-EAGAIN,
+						  "ring try_reserve: lap end padded, no room for "
+						  "%u contiguous slots yet",
+						  n);
 			}
 		}
 		if (atomic_compare_exchange_weak_explicit(&r->hdr->head, &h, h + pad + n,
@@ -629,17 +628,29 @@ uint32_t sr_ring_peek(sr_ring *r, uint32_t max, uint64_t *first)
 	return n;
 }
 
-void sr_ring_consume(sr_ring *r, uint32_t n)
+int sr_ring_consume(sr_ring *r, uint32_t n)
 {
 	uint64_t c;
 
 	if (!n)
-		return;
+		return 0;
 	c = atomic_load_explicit(&r->hdr->cursor, memory_order_relaxed);
+	/* Only a published run may be consumed: a cursor past a slot that is
+	 * not published would let producers lap slots nobody read, and one
+	 * past head would wedge the ring (peek never matches again). The last
+	 * slot of the run is on a line peek just read. R1 (acquire). */
+	if (SR_UNLIKELY(n > r->cap ||
+			atomic_load_explicit(&r->seq[(c + n - 1) & r->mask],
+					     memory_order_acquire) != c + n))
+		return sr__errorf(-EINVAL,
+				  "ring consume: %u slots from cursor %llu are not all "
+				  "published (consume at most what sr_ring_peek returned)",
+				  n, (unsigned long long)c);
 	/* R2: the consumer's reads of [c, c + n) happen before a producer
 	 * that sees the new cursor overwrites them. */
 	atomic_store_explicit(&r->hdr->cursor, c + n, memory_order_release);
 	atomic_fetch_add_explicit(&r->hdr->consumed_batches, 1, memory_order_relaxed);
+	return 0;
 }
 
 uint64_t sr_ring_head(const sr_ring *r)

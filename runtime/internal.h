@@ -11,6 +11,43 @@ int sr__errorf(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* Forget the thread's last error message. */
 void sr__clear_error(void);
 
+/*
+ * Shared-memory segments (replay/shm.c): room checks before allocating,
+ * whole-or-nothing creation, the creator lock that tells a live segment
+ * from a leftover across PID namespaces, and the owner check of a reader.
+ */
+struct stat;
+struct sr__shm_seg {
+	int fd;                /* holds the creator lock (flock LOCK_EX) */
+	void *base;            /* mapped read-write, every page allocated */
+	size_t len;
+	bool linked;           /* reachable by its name (or unnamed: memfd) */
+	bool unlink_on_error;  /* created under its name (no O_TMPFILE) */
+	char name[256];        /* "/foo" or "" */
+};
+/* "/dev/shm" */
+const char *sr__shm_dir(void);
+/* 0 when @bytes of shared memory fit: -EFBIG above RLIMIT_FSIZE, -ENOMEM
+ * above what the machine (MemAvailable, memory cgroup) can give, -ENOSPC
+ * above the free space of /dev/shm (@named). The message names both
+ * numbers; @what prefixes it. */
+int sr__shm_room(uint64_t bytes, bool named, const char *what);
+/* Make a locked, allocated, mapped segment of @len bytes: a memfd when
+ * @name is NULL, else an unnamed file in /dev/shm that sr__shm_link names
+ * once the caller has initialised it. 0 or -errno (message set). */
+int sr__shm_make(const char *what, const char *name, size_t len, struct sr__shm_seg *s);
+/* Give a segment from sr__shm_make its name: 0, -EEXIST or -errno. */
+int sr__shm_link(struct sr__shm_seg *s, const char *what);
+/* Unmap and close a segment that failed before or at sr__shm_link. */
+void sr__shm_abandon(struct sr__shm_seg *s);
+/* 1 when a creator holds the segment's lock (alive), 0 when nobody does
+ * (a leftover), -errno when it cannot be told. By fd or by shm name. */
+int sr__shm_in_use(int fd);
+int sr__shm_in_use_name(const char *name);
+/* 0 when @st is a regular file owned by this effective uid, else -EPERM
+ * or -EBADMSG with a message naming the owner. */
+int sr__shm_trusted(const struct stat *st, const char *what, const char *name);
+
 #define SR_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SR_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SR_CACHELINE 128 /* two 64-byte lines: defeats the adjacent-line prefetcher */

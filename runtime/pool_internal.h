@@ -306,6 +306,7 @@ struct sr_pool {
 	struct sr_stats_shm *shm;
 	size_t shm_len;
 	char *shm_name;
+	int shm_fd;                /* holds the block's creator lock (liveness) */
 	uint64_t start_ns;
 };
 

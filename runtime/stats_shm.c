@@ -28,38 +28,30 @@ int sr__stats_shm_open(sr_pool *p, const char *ring_name)
 {
 	const char *base = ring_name[0] == '/' ? ring_name + 1 : ring_name;
 	size_t len = sizeof(struct sr_stats_shm);
+	struct sr__shm_seg seg;
 	struct sr_stats_shm *s;
 	char *name;
-	int fd;
+	int err;
 
 	name = malloc(strlen(base) + 16);
 	if (!name)
 		return sr__errorf(-ENOMEM, "out of memory");
 	sprintf(name, "/%s.stats", base);
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0) {
-		int err = -errno;
-		sr__errorf(err, "cannot create the stats segment '%s': %s", name, sr_strerror(err));
-		free(name);
-		return err;
-	}
-	if (ftruncate(fd, (off_t)len) < 0) {
-		int err = -errno;
-		close(fd);
+	/* Allocated in full before it has a name, like the ring: a /dev/shm
+	 * that fits the ring but not this block fails here, not with SIGBUS. */
+	err = sr__shm_make("stats segment", name, len, &seg);
+	if (err == -EEXIST && sr__shm_in_use_name(name) == 0) {
+		/* A leftover of a dead pool of this name (nobody holds its
+		 * lock, and this pool just made the ring of that name): the
+		 * pool's segments go together, so replace it. */
 		shm_unlink(name);
-		sr__errorf(err, "cannot size the stats segment '%s': %s", name, sr_strerror(err));
+		err = sr__shm_make("stats segment", name, len, &seg);
+	}
+	if (err) {
 		free(name);
 		return err;
 	}
-	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (s == MAP_FAILED) {
-		int err = -errno;
-		shm_unlink(name);
-		sr__errorf(err, "cannot map the stats segment '%s': %s", name, sr_strerror(err));
-		free(name);
-		return err;
-	}
+	s = seg.base;
 	memset(s, 0, len);
 	s->version = SR_STATS_VERSION;
 	s->state = SR_STATS_STATE_RUNNING;
@@ -78,6 +70,15 @@ int sr__stats_shm_open(sr_pool *p, const char *ring_name)
 		p->workers[i].shm = &s->workers[i];
 	/* Magic last, with release: a reader that sees it sees the rest. */
 	__atomic_store_n(&s->magic, SR_STATS_MAGIC, __ATOMIC_RELEASE);
+	err = sr__shm_link(&seg, "stats segment");
+	if (err) {
+		for (uint32_t i = 0; i < p->num_threads && i < SR_STATS_MAX_WORKERS; i++)
+			p->workers[i].shm = NULL;
+		sr__shm_abandon(&seg);
+		free(name);
+		return err;
+	}
+	p->shm_fd = seg.fd; /* holds the creator lock while the pool lives */
 	p->shm = s;
 	p->shm_len = len;
 	p->shm_name = name;
@@ -127,6 +128,8 @@ void sr__stats_shm_close(sr_pool *p)
 		p->workers[i].shm = NULL;
 	munmap(p->shm, p->shm_len);
 	shm_unlink(p->shm_name);
+	close(p->shm_fd);
+	p->shm_fd = -1;
 	free(p->shm_name);
 	p->shm = NULL;
 }

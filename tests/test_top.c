@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,6 +30,7 @@ struct fake {
 	char name[64], seg[80];
 	sr_stats_shm *s;
 	pthread_t thr;
+	int fd; /* holds the creator lock while the fake pool "lives" */
 	int run; /* atomic: the stepping thread polls it */
 	int started;
 };
@@ -86,8 +88,16 @@ static void fake_create(struct fake *f, int64_t pid, bool thread)
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, sizeof(sr_stats_shm)), 0);
 	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
 	assert_true(s != MAP_FAILED);
+	/* The contract's liveness signal: a live pool holds flock(LOCK_EX) on
+	 * its block; a fake of a dead pool (another pid) holds nothing. */
+	if (pid == getpid()) {
+		assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+		f->fd = fd;
+	} else {
+		close(fd);
+		f->fd = -1;
+	}
 	f->s = s;
 	s->version = SR_STATS_VERSION;
 	s->state = SR_STATS_STATE_RUNNING;
@@ -130,6 +140,9 @@ static void fake_end(struct fake *f, bool unlink_it)
 		munmap(f->s, sizeof(*f->s));
 		f->s = NULL;
 	}
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
 	if (unlink_it)
 		shm_unlink(f->seg);
 }

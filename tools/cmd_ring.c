@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "ring_internal.h"
 #include "stepring.h"
+#include "stepring/stats.h"
 
 int cmd_ring(int argc, char **argv);
 
@@ -45,20 +46,20 @@ static void usage(FILE *f)
 struct seg {
 	char name[256];
 	bool ring;      /* our magic */
+	bool stats;     /* a pool's statistics block */
 	uint32_t version;
 	struct sr__ring_hdr h; /* valid when ring && version == ours */
 	off_t size;
-	bool alive;
+	uid_t uid;
+	int err;        /* -EACCES: exists, but this user cannot read it */
+	bool alive;     /* a creator holds the segment's lock */
+	bool incomplete; /* ring header without ready = 1 */
 };
 
-static bool pid_alive(int64_t pid)
-{
-	if (pid <= 0)
-		return false;
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
-}
-
-/* Read the header of /dev/shm/@name without mapping it. 0 or -errno. */
+/* Read the header of /dev/shm/@name without mapping it (pread: a segment
+ * truncated meanwhile gives a short read, never SIGBUS), and probe its
+ * creator lock (liveness across PID namespaces, see replay/shm.c).
+ * 0, or -errno with s->err set (the name is still filled in). */
 static int peek_seg(const char *name, struct seg *s)
 {
 	char path[512];
@@ -69,15 +70,19 @@ static int peek_seg(const char *name, struct seg *s)
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	snprintf(path, sizeof(path), SHM_DIR "/%s", name);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
-		return -errno;
+		return s->err = -errno;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return -EINVAL;
+		return s->err = -EINVAL;
 	}
 	s->size = st.st_size;
+	s->uid = st.st_uid;
+	s->alive = sr__shm_in_use(fd) == 1;
 	got = pread(fd, &s->h, sizeof(s->h), 0);
+	if (got >= 16 && s->h.magic == SR_STATS_MAGIC)
+		s->stats = true;
 	close(fd);
 	if (got < 16 || s->h.magic != SR_RING_MAGIC)
 		return 0; /* not a ring */
@@ -90,8 +95,26 @@ static int peek_seg(const char *name, struct seg *s)
 	if (got != (ssize_t)sizeof(s->h))
 		return 0; /* truncated: not a usable ring */
 	s->ring = true;
-	s->alive = pid_alive(s->h.creator_pid);
+	s->incomplete = s->h.ready != 1;
 	return 0;
+}
+
+/* A segment name for a terminal: bytes outside printable ASCII as \xNN
+ * (a name is chosen by whoever made the segment). */
+static const char *safe_name(const char *in, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	for (; *in && o + 5 < len; in++) {
+		unsigned char c = (unsigned char)*in;
+
+		if (c < 0x20 || c >= 0x7f || c == '\\')
+			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
+		else
+			buf[o++] = (char)c;
+	}
+	buf[o] = '\0';
+	return buf;
 }
 
 static void json_str(FILE *f, const char *s)
@@ -100,8 +123,8 @@ static void json_str(FILE *f, const char *s)
 	for (; *s; s++) {
 		if (*s == '"' || *s == '\\')
 			fputc('\\', f);
-		if ((unsigned char)*s < 0x20)
-			fprintf(f, "\\u%04x", *s);
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			fprintf(f, "\\u%04x", (unsigned char)*s);
 		else
 			fputc(*s, f);
 	}
@@ -117,7 +140,8 @@ static int ring_ls(int argc, char **argv)
 {
 	bool json = false, all = false;
 	struct seg *segs = NULL;
-	size_t n = 0, capn = 0;
+	size_t n = 0, capn = 0, denied = 0;
+	char nb[1024];
 	struct dirent *de;
 	DIR *d;
 
@@ -140,9 +164,13 @@ static int ring_ls(int argc, char **argv)
 
 		if (de->d_name[0] == '.')
 			continue;
-		if (peek_seg(de->d_name, &s))
-			continue;
-		if (!s.ring && !all)
+		if (peek_seg(de->d_name, &s)) {
+			/* Say so rather than hide it: "no rings" would be a lie. */
+			if (s.err == -EACCES || s.err == -EPERM)
+				denied++;
+			if (!all || (s.err != -EACCES && s.err != -EPERM))
+				continue;
+		} else if (!s.ring && !all)
 			continue;
 		if (n == capn) {
 			capn = capn ? 2 * capn : 16;
@@ -160,38 +188,55 @@ static int ring_ls(int argc, char **argv)
 	for (size_t i = 0; i < n; i++) {
 		struct seg *s = &segs[i];
 		bool ours = s->ring && s->version == SR_RING_FORMAT_VERSION;
-		const char *owner = !s->ring ? "not a ring"
-				    : !ours  ? "other format version"
-				    : s->alive ? "alive"
-					       : "dead (stale: stepring ring rm --stale)";
+		const char *owner = s->err     ? "permission denied (another user's)"
+				    : s->stats ? (s->alive ? "statistics block, pool alive"
+							   : "statistics block, pool gone")
+				    : !s->ring ? "not a ring"
+				    : !ours    ? "other format version"
+				    : s->alive ? (s->incomplete ? "being created" : "alive")
+				    : s->incomplete ? "incomplete, creator gone (stale: stepring ring rm --stale)"
+						    : "dead (stale: stepring ring rm --stale)";
 
 		if (json) {
 			printf("{\"name\":");
 			json_str(stdout, s->name);
-			printf(",\"ring\":%s,\"version\":%u,\"bytes\":%lld", s->ring ? "true" : "false",
-			       s->version, (long long)s->size);
+			if (s->err) {
+				printf(",\"error\":\"permission denied\"}\n");
+				continue;
+			}
+			printf(",\"ring\":%s,\"version\":%u,\"bytes\":%lld,\"uid\":%u",
+			       s->ring ? "true" : "false", s->version, (long long)s->size,
+			       (unsigned)s->uid);
 			if (ours)
 				printf(",\"capacity\":%llu,\"obs_dim\":%u,\"act_size\":%u,"
-				       "\"head\":%llu,\"cursor\":%llu,\"pid\":%lld,\"alive\":%s",
+				       "\"head\":%llu,\"cursor\":%llu,\"pid\":%lld,\"alive\":%s,"
+				       "\"complete\":%s",
 				       (unsigned long long)s->h.capacity, s->h.obs_dim, s->h.act_size,
 				       (unsigned long long)s->h.head,
 				       (unsigned long long)s->h.cursor, (long long)s->h.creator_pid,
-				       s->alive ? "true" : "false");
+				       s->alive ? "true" : "false", s->incomplete ? "false" : "true");
 			printf("}\n");
 		} else if (ours) {
-			printf("%-28s %4u %10llu %7u %8u %10.1f %12llu %12llu %8lld %s\n", s->name,
+			printf("%-28s %4u %10llu %7u %8u %10.1f %12llu %12llu %8lld %s\n",
+			       safe_name(s->name, nb, sizeof(nb)),
 			       s->version, (unsigned long long)s->h.capacity, s->h.obs_dim,
 			       s->h.act_size, (double)s->size / (1 << 20),
 			       (unsigned long long)s->h.head, (unsigned long long)s->h.cursor,
 			       (long long)s->h.creator_pid, owner);
 		} else {
-			printf("%-28s %4s %10s %7s %8s %10.1f %12s %12s %8s %s\n", s->name,
+			printf("%-28s %4s %10s %7s %8s %10.1f %12s %12s %8s %s\n",
+			       safe_name(s->name, nb, sizeof(nb)),
 			       s->ring ? "?" : "-", "-", "-", "-", (double)s->size / (1 << 20), "-",
 			       "-", "-", owner);
 		}
 	}
 	if (!json && n == 0)
-		printf("(no rings in " SHM_DIR ")\n");
+		printf("(no rings in " SHM_DIR "%s)\n", denied ? " that this user can read" : "");
+	if (denied)
+		fprintf(stderr,
+			"stepring: ring ls: %zu segment%s in " SHM_DIR " could not be read "
+			"(permission denied: another user's; root or their owner can list them%s)\n",
+			denied, denied == 1 ? "" : "s", all ? "" : ", --all names them");
 	free(segs);
 	return 0;
 }
@@ -225,7 +270,7 @@ static int ring_inspect(int argc, char **argv)
 	const struct sr__ring_hdr *h = r->hdr;
 	uint64_t head = sr_ring_head(r), cursor = sr_ring_cursor(r), oldest = sr_ring_oldest(r);
 	uint64_t published = 0, pads = 0, firsts = 0, terms = 0, truncs = 0, live = 0;
-	bool alive = pid_alive(h->creator_pid);
+	bool alive = sr__shm_in_use(r->fd) == 1;
 	char when[64] = "?";
 	time_t ct = (time_t)h->create_time;
 	struct tm tm;
@@ -274,7 +319,9 @@ static int ring_inspect(int argc, char **argv)
 		       (unsigned long long)h->off_flags, (unsigned long long)h->off_env_id,
 		       (unsigned long long)h->off_prev, (unsigned long long)h->off_seq);
 	} else {
-		printf("ring %s\n", r->name);
+		char nb[1024];
+
+		printf("ring %s\n", safe_name(r->name, nb, sizeof(nb)));
 		printf("  format        version %u (this library: %u), header %u bytes\n",
 		       h->version, SR_RING_FORMAT_VERSION, h->hdr_size);
 		printf("  owner         pid %lld (%s), created %s\n", (long long)h->creator_pid,
@@ -304,6 +351,32 @@ static int ring_inspect(int argc, char **argv)
 		       (unsigned long long)h->consumed_batches);
 	}
 	sr_ring_destroy(r);
+	return 0;
+}
+
+/* Unlink a segment and, for a ring, its pool's statistics block
+ * "<name>.stats" when nobody holds that block's lock: a pool's segments
+ * go together. 0 or -errno (message printed). */
+static int rm_one(const struct seg *s, const char *why)
+{
+	char stats[300], nb[1024];
+	struct seg st;
+	int err = sr_ring_unlink(s->name);
+
+	if (err) {
+		fprintf(stderr, "stepring: %s\n", sr_last_error());
+		return err;
+	}
+	safe_name(s->name[0] == '/' ? s->name + 1 : s->name, nb, sizeof(nb));
+	if (why)
+		printf("removed /%s (%s)\n", nb, why);
+	else
+		printf("removed /%s\n", nb);
+	if (!s->ring)
+		return 0;
+	snprintf(stats, sizeof(stats), "%s.stats", s->name[0] == '/' ? s->name + 1 : s->name);
+	if (peek_seg(stats, &st) == 0 && st.stats && !st.alive && sr_ring_unlink(stats) == 0)
+		printf("removed /%s (its statistics block)\n", safe_name(stats, nb, sizeof(nb)));
 	return 0;
 }
 
@@ -339,45 +412,47 @@ static int ring_rm(int argc, char **argv)
 		while ((de = readdir(d))) {
 			struct seg s;
 
-			if (de->d_name[0] == '.' || peek_seg(de->d_name, &s) || !s.ring ||
-			    s.version != SR_RING_FORMAT_VERSION || s.alive)
+			if (de->d_name[0] == '.' || peek_seg(de->d_name, &s) || s.alive)
 				continue;
-			if (sr_ring_unlink(s.name) == 0)
-				printf("removed %s (owner pid %lld is gone)\n", s.name,
-				       (long long)s.h.creator_pid);
+			/* Dead rings of this format, and statistics blocks whose
+			 * pool is gone (nobody holds the lock of either). */
+			if (s.stats)
+				fails += rm_one(&s, "its pool is gone") != 0;
+			else if (s.ring && s.version == SR_RING_FORMAT_VERSION)
+				fails += rm_one(&s, s.incomplete ? "incomplete, its creator is gone"
+								 : "its owner is gone") != 0;
 		}
 		closedir(d);
-		return 0;
+		return fails ? 1 : 0;
 	}
 	for (int i = 0; i < n; i++) {
-		char norm[SR__RING_NAME_MAX];
+		char norm[SR__RING_NAME_MAX], nb[1024];
 		struct seg s;
 		int err;
 
 		if (sr__ring_norm_name(names[i], norm))
 			cli_die("ring rm: bad segment name '%s' (use \"sr-foo\")", names[i]);
 		err = peek_seg(norm + 1, &s);
+		if (err == -ENOENT)
+			cli_die("ring rm: no segment named '%s'", safe_name(norm, nb, sizeof(nb)));
 		if (err)
-			cli_die("ring rm: no segment named '%s'", norm);
+			cli_die("ring rm: cannot read '%s': %s", safe_name(norm, nb, sizeof(nb)),
+				err == -EACCES || err == -EPERM
+					? "permission denied (another user's segment)"
+					: strerror(-err));
 		if (!force && !s.ring)
 			cli_die("ring rm: '%s' is not a stepring ring (--force removes it anyway)",
-				norm);
+				safe_name(norm, nb, sizeof(nb)));
 		if (stale && (!s.ring || s.version != SR_RING_FORMAT_VERSION || s.alive)) {
-			printf("kept %s (%s)\n", norm,
+			printf("kept %s (%s)\n", safe_name(norm, nb, sizeof(nb)),
 			       !s.ring ? "not a ring" : s.alive ? "owner alive" : "other version");
 			continue;
 		}
 		if (!force && s.version == SR_RING_FORMAT_VERSION && s.alive)
-			cli_die("ring rm: '%s' belongs to pid %lld, which is alive (--force "
-				"removes it anyway)",
-				norm, (long long)s.h.creator_pid);
-		err = sr_ring_unlink(norm);
-		if (err) {
-			fprintf(stderr, "stepring: %s\n", sr_last_error());
-			fails++;
-			continue;
-		}
-		printf("removed %s\n", norm);
+			cli_die("ring rm: '%s' is in use (its creator, pid %lld as it saw itself, "
+				"holds it; --force removes it anyway)",
+				safe_name(norm, nb, sizeof(nb)), (long long)s.h.creator_pid);
+		fails += rm_one(&s, NULL) != 0;
 	}
 	return fails ? 1 : 0;
 }

@@ -5,21 +5,28 @@
  * DESIGN
  * A pool created with SR_POOL_F_RING_NAME publishes its statistics block
  * (include/stepring/stats.h) in the shared-memory segment "NAME.stats".
- * top maps it PROT_READ: nothing it does can disturb the pool. Each
- * refresh takes a snapshot:
- *   - the aggregate fields under the block's seqlock: load `seq` with
- *     acquire (pairs with the writer's release store of the even value that
- *     closes an update), copy, acquire fence, re-load `seq`; retry when the
- *     two differ or the first was odd (an update was in progress);
- *   - the per-worker counters one by one with relaxed atomic loads: they
- *     are monotonic and written with relaxed atomics, so a value may be a
- *     little stale but is never torn.
+ * top reads it with pread(2), never through a mapping: nothing it does can
+ * disturb the pool, and a segment truncated under it (by its owner, or a
+ * planted one) gives a short read, not SIGBUS. Only segments owned by
+ * top's own effective uid are read: another user's block is not trusted,
+ * not even by root (a user could plant "x.stats" for root's top to pick).
+ * Each refresh takes a snapshot:
+ *   - the aggregate fields under the block's seqlock: pread `seq`, pread
+ *     the fields, pread `seq` again; retry when the two differ or the
+ *     first was odd (an update was in progress). Each pread is a system
+ *     call, a full barrier for this process, and the kernel's copy reads
+ *     the writer's stores in the order the writer's release fences give
+ *     them, as a load from a mapping would;
+ *   - the per-worker counters in one pread after that: they are
+ *     monotonic 8-byte words, written with relaxed atomics, so a value may
+ *     be a little stale but is never torn.
  * Rates are differences between two snapshots over the block's own clock
  * (now_ns), so they do not depend on when top happens to wake up.
  *
  * The pool has ended, and top exits with status 0, when the block says
  * SR_STATS_STATE_ENDED, when the segment name is gone (the pool unlinks it
- * on destroy), or when the owner pid no longer exists (a crash).
+ * on destroy), or when nobody holds the block's creator lock any more (a
+ * crash; the lock works across PID namespaces, a pid does not).
  *
  * Output: with stdout on a terminal, the screen is redrawn in place with
  * ANSI escapes; otherwise (or with --plain) one line per refresh.
@@ -39,6 +46,7 @@
 #include "cli.h"
 #include "stepring.h"
 #include "stepring/stats.h"
+#include "internal.h"
 
 int cmd_top(int argc, char **argv);
 
@@ -54,8 +62,8 @@ struct snap {
 struct top {
 	char seg[256]; /* shm name with the leading '/' */
 	char name[256]; /* ring name as the user knows it */
-	const sr_stats_shm *shm;
-	size_t len;
+	int fd;                  /* open read-only, never mapped */
+	sr_stats_shm id;         /* identity fields read at attach */
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -98,59 +106,80 @@ static void set_names(struct top *t, const char *arg)
 	snprintf(t->seg, sizeof(t->seg), "/%.*s%s", (int)n, arg, SEG_SUFFIX);
 }
 
-/* Map the segment read-only and check it. 0 or -errno with *why set. */
+/* Read @len bytes at @off of the block: 0, or -ENODATA when the segment
+ * was truncated under us, -errno. */
+static int rd(const struct top *t, void *buf, size_t len, size_t off)
+{
+	ssize_t got = pread(t->fd, buf, len, (off_t)off);
+
+	if (got < 0)
+		return -errno;
+	return (size_t)got == len ? 0 : -ENODATA;
+}
+
+/* Open the segment read-only and check it. 0 or -errno with *why set. */
 static int attach(struct top *t, const char **why)
 {
 	struct stat st;
-	void *p;
 	int fd;
 
-	fd = shm_open(t->seg, O_RDONLY, 0);
+	t->fd = -1;
+	fd = shm_open(t->seg, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0) {
-		*why = errno == ENOENT ? "no such segment" : strerror(errno);
-		return -errno;
+		int err = -errno;
+
+		*why = err == -ENOENT ? "no such segment"
+		       : err == -EACCES ? "permission denied (another user's segment)"
+					: strerror(-err);
+		return err;
 	}
-	if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(sr_stats_shm)) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		*why = "not a regular shared-memory file";
+		return -EPROTO;
+	}
+	if (st.st_uid != geteuid()) {
+		close(fd);
+		*why = "owned by another user (not trusted)";
+		return -EPERM;
+	}
+	if ((size_t)st.st_size < sizeof(sr_stats_shm)) {
 		close(fd);
 		*why = "segment too small for a statistics block";
 		return -EPROTO;
 	}
-	p = mmap(NULL, sizeof(sr_stats_shm), PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED) {
-		*why = strerror(errno);
-		return -errno;
+	t->fd = fd;
+	if (rd(t, &t->id, offsetof(sr_stats_shm, workers), 0)) {
+		*why = "segment truncated while reading it";
+		goto err_close;
 	}
-	t->shm = p;
-	t->len = sizeof(sr_stats_shm);
-	if (__atomic_load_n(&t->shm->magic, __ATOMIC_ACQUIRE) != SR_STATS_MAGIC) {
+	if (t->id.magic != SR_STATS_MAGIC) {
 		*why = "not a stepring statistics block (bad magic)";
-		goto err_unmap;
+		goto err_close;
 	}
-	if (t->shm->version != SR_STATS_VERSION) {
+	if (t->id.version != SR_STATS_VERSION) {
 		*why = "statistics block of another format version";
-		goto err_unmap;
+		goto err_close;
 	}
 	return 0;
 
-err_unmap:
-	munmap((void *)t->shm, t->len);
-	t->shm = NULL;
+err_close:
+	close(t->fd);
+	t->fd = -1;
 	return -EPROTO;
 }
 
 static void detach(struct top *t)
 {
-	if (t->shm)
-		munmap((void *)t->shm, t->len);
-	t->shm = NULL;
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
 }
 
-static bool pid_alive(int64_t pid)
+/* Does the pool still hold the block's creator lock? */
+static bool pool_alive(const struct top *t)
 {
-	if (pid <= 0)
-		return true; /* unknown owner: rely on state and the name */
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+	return sr__shm_in_use(t->fd) != 0; /* unknown (-errno): assume alive */
 }
 
 static bool seg_exists(const char *seg)
@@ -163,40 +192,34 @@ static bool seg_exists(const char *seg)
 	return true;
 }
 
-/* Seqlock read of the aggregate fields, relaxed reads of the workers.
- * Returns false if no consistent copy was had in many tries (a writer
- * that died mid-update leaves seq odd forever). */
-static bool snapshot(const sr_stats_shm *s, struct snap *out)
+/* Seqlock read of the aggregate fields, then the workers. Returns false if
+ * no consistent copy was had in many tries (a writer that died mid-update
+ * leaves seq odd forever) or the segment was truncated. */
+static bool snapshot(const struct top *t, struct snap *out)
 {
 	const size_t agg = offsetof(sr_stats_shm, workers);
 	bool ok = false;
 
 	for (int tries = 0; tries < 1000 && !ok; tries++) {
-		/* Acquire: pairs with the writer's release of the even seq
-		 * that ends an update, so the copy sees that update whole. */
-		uint64_t s1 = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+		uint64_t s1, s2;
 
+		if (rd(t, &s1, sizeof(s1), offsetof(sr_stats_shm, seq)))
+			return false;
 		if (s1 & 1) {
 			struct timespec ts = {0, 1000};
 
 			nanosleep(&ts, NULL);
 			continue;
 		}
-		memcpy(&out->agg, s, agg);
-		/* The copy must complete before seq is read again: an acquire
-		 * fence keeps the re-load from moving above the copy. */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		ok = __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == s1;
+		if (rd(t, &out->agg, agg, 0) ||
+		    rd(t, &s2, sizeof(s2), offsetof(sr_stats_shm, seq)))
+			return false;
+		ok = s2 == s1;
 	}
 	out->nw = out->agg.num_threads < SR_STATS_MAX_WORKERS ? out->agg.num_threads
 							      : SR_STATS_MAX_WORKERS;
-	for (uint32_t i = 0; i < out->nw; i++) {
-		/* Relaxed: monotonic counters, any recent value will do. */
-		out->w[i].steps = __atomic_load_n(&s->workers[i].steps, __ATOMIC_RELAXED);
-		out->w[i].ns_busy = __atomic_load_n(&s->workers[i].ns_busy, __ATOMIC_RELAXED);
-		out->w[i].ns_idle = __atomic_load_n(&s->workers[i].ns_idle, __ATOMIC_RELAXED);
-		out->w[i].cpu = __atomic_load_n(&s->workers[i].cpu, __ATOMIC_RELAXED);
-	}
+	if (out->nw && rd(t, out->w, out->nw * sizeof(sr_stats_worker), agg))
+		return false;
 	return ok;
 }
 
@@ -217,11 +240,14 @@ static int find_live(char names[][256], int max)
 		if (len <= strlen(SEG_SUFFIX) ||
 		    strcmp(e->d_name + len - strlen(SEG_SUFFIX), SEG_SUFFIX) || len > 200)
 			continue;
+		/* Names with bytes a terminal would interpret are not ours. */
+		if (strspn(e->d_name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				      "0123456789._-+=@,:") != len)
+			continue;
 		set_names(&t, e->d_name);
+		/* attach() refuses other users' blocks: only ours are found. */
 		if (attach(&t, &why) == 0) {
-			if (__atomic_load_n(&t.shm->state, __ATOMIC_ACQUIRE) ==
-				    SR_STATS_STATE_RUNNING &&
-			    pid_alive(t.shm->pid) && n < max)
+			if (t.id.state == SR_STATS_STATE_RUNNING && pool_alive(&t) && n < max)
 				snprintf(names[n++], 256, "%s", t.name);
 			detach(&t);
 		}
@@ -368,7 +394,13 @@ static void print_screen(FILE *f, const struct top *t, const struct snap *s, con
 /* Has the pool ended? Sets *why. */
 static bool ended(const struct top *t, const char **why)
 {
-	if (__atomic_load_n(&t->shm->state, __ATOMIC_ACQUIRE) == SR_STATS_STATE_ENDED) {
+	uint32_t state;
+
+	if (rd(t, &state, sizeof(state), offsetof(sr_stats_shm, state))) {
+		*why = "the pool's statistics segment was truncated";
+		return true;
+	}
+	if (state == SR_STATS_STATE_ENDED) {
 		*why = "the pool ended";
 		return true;
 	}
@@ -376,7 +408,7 @@ static bool ended(const struct top *t, const char **why)
 		*why = "the pool's statistics segment is gone";
 		return true;
 	}
-	if (!pid_alive(t->shm->pid)) {
+	if (!pool_alive(t)) {
 		*why = "the pool's process is gone";
 		return true;
 	}
@@ -395,7 +427,7 @@ static void sleep_s(double s)
 
 int cmd_top(int argc, char **argv)
 {
-	struct top t = {0};
+	struct top t = {.fd = -1};
 	struct snap *prev, *cur, *tmp;
 	struct rates r;
 	const char *val = NULL, *name = NULL, *why = NULL;
@@ -454,7 +486,7 @@ int cmd_top(int argc, char **argv)
 	for (long long n = 0;; n++) {
 		bool done = ended(&t, &why);
 
-		if (!snapshot(t.shm, cur)) {
+		if (!snapshot(&t, cur)) {
 			/* A writer stuck mid-update: only a dead owner does that. */
 			if (done)
 				break;

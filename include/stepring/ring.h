@@ -161,8 +161,10 @@ SR_EXPORT void sr_ring_publish(sr_ring *r, uint64_t seq, uint32_t n);
  * Needs a writable handle (the creator's, or attached SR_RING_RDWR).
  */
 SR_EXPORT uint32_t sr_ring_peek(sr_ring *r, uint32_t max, uint64_t *first);
-/** Consumer: advance the cursor by @n (after peek); producers may then reuse them. */
-SR_EXPORT void sr_ring_consume(sr_ring *r, uint32_t n);
+/** Consumer: advance the cursor by @n (after peek); producers may then
+ * reuse them. Returns 0, or -EINVAL (cursor unchanged) when the @n slots
+ * from the cursor are not all published: never more than peek returned. */
+SR_EXPORT int sr_ring_consume(sr_ring *r, uint32_t n);
 
 /** Counters: next sequence to reserve (head), consumer cursor, and the
  * oldest sequence still readable (head - capacity, or 0). */

@@ -10,7 +10,13 @@
  * plain monotonic uint64 written with relaxed atomics (a reader may see a
  * slightly stale value, never a torn one). `state` goes to
  * SR_STATS_STATE_ENDED when the pool is destroyed, then the segment is
- * unlinked.
+ * unlinked. The creator holds flock(LOCK_EX) on the segment for as long as
+ * the pool lives (also after a fork, until the last descriptor closes):
+ * a reader probing with flock(LOCK_SH | LOCK_NB) that gets EWOULDBLOCK
+ * knows the pool is alive, in any PID namespace that shares /dev/shm. The
+ * block is fully allocated before it gets its name. Readers should read
+ * only blocks owned by their own uid, with pread rather than a mapping
+ * (`stepring top` does both): an owner may truncate a segment at any time.
  */
 #ifndef STEPRING_STATS_H
 #define STEPRING_STATS_H
