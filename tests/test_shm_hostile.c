@@ -286,7 +286,7 @@ static void test_dead_pool_leftovers(void **st)
 	assert_true(seg_exists(name));
 	assert_true(seg_exists(stats));
 	/* ls: dead, not alive (nobody holds the lock). */
-	rc = run(out, sizeof(out), CLI " ring ls 2>&1");
+	rc = run(out, sizeof(out), CLI " ring ls 2>&1 | grep -F -- '%s '", name);
 	assert_int_equal(rc, 0);
 	assert_non_null(strstr(out, name));
 	assert_non_null(strstr(out, "dead (stale"));
@@ -401,7 +401,8 @@ static void test_incomplete_header(void **st)
 	h.ready = 0;
 	assert_int_equal(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
-	assert_int_equal(run(out, sizeof(out), CLI " ring ls 2>&1"), 0);
+	assert_int_equal(run(out, sizeof(out), CLI " ring ls 2>&1 | grep -F -- %s", uname_("half")),
+			 0);
 	assert_non_null(strstr(out, "incomplete, creator gone"));
 	assert_int_equal(run(out, sizeof(out), CLI " ring rm --stale %s 2>&1", uname_("half")), 0);
 	assert_false(seg_exists(uname_("half")));
@@ -422,9 +423,11 @@ static void test_liveness_across_pid_ns(void **st)
 		skip();
 	o.name = uname_("pidns");
 	assert_int_equal(sr_ring_create(&o, &r), 0);
-	rc = run(out, sizeof(out), "unshare --pid --fork " CLI " ring ls 2>&1");
+	rc = run(out, sizeof(out), "unshare --pid --fork " CLI " ring ls 2>&1 | grep -F -- %s",
+		 o.name);
 	assert_int_equal(rc, 0);
 	assert_non_null(strstr(out, o.name));
+	assert_non_null(strstr(out, " alive"));
 	assert_null(strstr(out, "dead (stale"));
 	rc = run(out, sizeof(out), "unshare --pid --fork " CLI " ring rm --stale %s 2>&1", o.name);
 	assert_int_equal(rc, 0);
