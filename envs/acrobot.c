@@ -77,16 +77,26 @@ static void ac_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t se
 		sr_rng_seed(&s[i].rng, seed, first_index + i);
 }
 
-static void ac_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+/* Gymnasium: uniform(low, high, size=(4,)).astype(float32), reset options
+ * "low" and "high" (default -0.1, 0.1). */
+static void ac_reset_in(const sr_env_spec *spec, void *states, size_t n, const double *b,
+			float *obs)
 {
 	struct acrobot *s = states;
 
 	for (size_t i = 0; i < n; i++) {
-		/* Gymnasium: uniform(-0.1, 0.1, size=(4,)).astype(float32) */
 		for (int k = 0; k < 4; k++)
-			s[i].s[k] = (double)(float)sr_rng_range(&s[i].rng, -0.1, 0.1);
+			s[i].s[k] = (double)(float)sr_rng_range(&s[i].rng, b[0], b[1]);
 		write_obs(&s[i], obs + 6 * i);
 	}
+}
+
+const struct sr__reset_opt sr__acrobot_reset_opt = {
+	{"low", "high"}, {-0.1, 0.1}, true, ac_reset_in};
+
+static void ac_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+{
+	ac_reset_in(spec, states, n, sr__acrobot_reset_opt.defaults, obs);
 }
 
 static void ac_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,

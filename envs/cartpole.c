@@ -47,18 +47,28 @@ static void cp_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t se
 		sr_rng_seed(&s[i].rng, seed, first_index + i);
 }
 
-static void cp_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+/* Gymnasium: np_random.uniform(low, high, size=(4,)), reset options "low"
+ * and "high" (default -0.05, 0.05). */
+static void cp_reset_in(const sr_env_spec *spec, void *states, size_t n, const double *b,
+			float *obs)
 {
 	struct cartpole *s = states;
 
 	for (size_t i = 0; i < n; i++) {
-		/* Gymnasium: np_random.uniform(-0.05, 0.05, size=(4,)) */
-		s[i].x = sr_rng_range(&s[i].rng, -0.05, 0.05);
-		s[i].x_dot = sr_rng_range(&s[i].rng, -0.05, 0.05);
-		s[i].theta = sr_rng_range(&s[i].rng, -0.05, 0.05);
-		s[i].theta_dot = sr_rng_range(&s[i].rng, -0.05, 0.05);
+		s[i].x = sr_rng_range(&s[i].rng, b[0], b[1]);
+		s[i].x_dot = sr_rng_range(&s[i].rng, b[0], b[1]);
+		s[i].theta = sr_rng_range(&s[i].rng, b[0], b[1]);
+		s[i].theta_dot = sr_rng_range(&s[i].rng, b[0], b[1]);
 		write_obs(&s[i], obs + 4 * i);
 	}
+}
+
+const struct sr__reset_opt sr__cartpole_reset_opt = {
+	{"low", "high"}, {-0.05, 0.05}, true, cp_reset_in};
+
+static void cp_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+{
+	cp_reset_in(spec, states, n, sr__cartpole_reset_opt.defaults, obs);
 }
 
 static void cp_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,

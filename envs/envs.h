@@ -22,6 +22,27 @@ SR_BUILTIN_ENVS(SR_ENV_DECLARE)
  * inputs. Read it into a local once per batch. */
 extern volatile double sr__pow_two;
 
+/* Reset options of a built-in env (Gymnasium's reset(options=...)): two
+ * numbers with Gymnasium's names and defaults, and a reset that draws the
+ * initial state from them. */
+struct sr__reset_opt {
+	const char *keys[2];
+	double defaults[2];
+	bool ordered; /* keys[0] <= keys[1] required ("low" <= "high") */
+	void (*reset)(const sr_env_spec *spec, void *states, size_t n, const double *b,
+		      float *obs);
+};
+extern const struct sr__reset_opt sr__cartpole_reset_opt, sr__acrobot_reset_opt,
+	sr__mountaincar_reset_opt, sr__pendulum_reset_opt;
+
+/* The reset options of @spec's env type (by its reset function), NULL for
+ * an env without (spin, plugins). */
+const struct sr__reset_opt *sr__env_reset_opt(const sr_env_spec *spec);
+/* Parse "key=value,..." (the keys of @ro, each at most once, finite
+ * numbers) into b[2], the defaults where a key is absent. 0 or -EINVAL. */
+int sr__env_parse_reset_opts(const sr_env_spec *spec, const struct sr__reset_opt *ro,
+			     const char *options, double b[2]);
+
 /* Apply "key=value,..." parameters to a copy of a spec (spin); -EINVAL for
  * an env that takes none or a bad key. */
 int sr__env_configure(sr_env_spec *spec, const char *params);

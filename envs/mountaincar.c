@@ -41,17 +41,27 @@ static void mc_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t se
 		sr_rng_seed(&s[i].rng, seed, first_index + i);
 }
 
-static void mc_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+/* Gymnasium: [uniform(low, high), 0], reset options "low" and "high"
+ * (default -0.6, -0.4); the continuous variant keeps the double until its
+ * first step. */
+static void mc_reset_in(const sr_env_spec *spec, void *states, size_t n, const double *b,
+			float *obs)
 {
 	struct mountaincar *s = states;
 
 	for (size_t i = 0; i < n; i++) {
-		/* Gymnasium: [uniform(-0.6, -0.4), 0]; the continuous variant keeps
-		 * the double until its first step. */
-		s[i].pos = sr_rng_range(&s[i].rng, -0.6, -0.4);
+		s[i].pos = sr_rng_range(&s[i].rng, b[0], b[1]);
 		s[i].vel = 0.0;
 		write_obs(&s[i], obs + 2 * i);
 	}
+}
+
+const struct sr__reset_opt sr__mountaincar_reset_opt = {
+	{"low", "high"}, {-0.6, -0.4}, true, mc_reset_in};
+
+static void mc_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+{
+	mc_reset_in(spec, states, n, sr__mountaincar_reset_opt.defaults, obs);
 }
 
 static void mc_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,

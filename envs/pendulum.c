@@ -53,16 +53,26 @@ static void pd_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t se
 		sr_rng_seed(&s[i].rng, seed, first_index + i);
 }
 
-static void pd_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+/* Gymnasium: high = [x_init, y_init], uniform(low=-high, high=high);
+ * reset options "x_init" and "y_init" (default pi, 1). */
+static void pd_reset_in(const sr_env_spec *spec, void *states, size_t n, const double *b,
+			float *obs)
 {
 	struct pendulum *s = states;
 
 	for (size_t i = 0; i < n; i++) {
-		/* Gymnasium: uniform(low=-[pi, 1], high=[pi, 1]) */
-		s[i].th = sr_rng_range(&s[i].rng, -M_PI, M_PI);
-		s[i].thdot = sr_rng_range(&s[i].rng, -1.0, 1.0);
+		s[i].th = sr_rng_range(&s[i].rng, -b[0], b[0]);
+		s[i].thdot = sr_rng_range(&s[i].rng, -b[1], b[1]);
 		write_obs(&s[i], obs + 3 * i);
 	}
+}
+
+const struct sr__reset_opt sr__pendulum_reset_opt = {
+	{"x_init", "y_init"}, {M_PI, 1.0}, false, pd_reset_in};
+
+static void pd_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
+{
+	pd_reset_in(spec, states, n, sr__pendulum_reset_opt.defaults, obs);
 }
 
 static void pd_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,

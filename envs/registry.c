@@ -205,6 +205,71 @@ int sr_env_load_plugin(const char *path, sr_env_spec *out)
 
 volatile double sr__pow_two = 2.0;
 
+const struct sr__reset_opt *sr__env_reset_opt(const sr_env_spec *spec)
+{
+	static const struct {
+		const sr_env_spec *env;
+		const struct sr__reset_opt *opt;
+	} table[] = {
+		{&sr__env_cartpole, &sr__cartpole_reset_opt},
+		{&sr__env_acrobot, &sr__acrobot_reset_opt},
+		{&sr__env_mountaincar, &sr__mountaincar_reset_opt},
+		{&sr__env_mountaincar_continuous, &sr__mountaincar_reset_opt},
+		{&sr__env_pendulum, &sr__pendulum_reset_opt},
+	};
+
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if (spec->reset == table[i].env->reset)
+			return table[i].opt;
+	return NULL;
+}
+
+int sr__env_parse_reset_opts(const sr_env_spec *spec, const struct sr__reset_opt *ro,
+			     const char *options, double b[2])
+{
+	bool seen[2] = {false, false};
+	const char *s = options;
+
+	b[0] = ro->defaults[0];
+	b[1] = ro->defaults[1];
+	while (*s) {
+		const char *eq = strchr(s, '='), *end;
+		char *num_end;
+		size_t klen;
+		int k;
+		double v;
+
+		if (!eq)
+			return sr__errorf(-EINVAL, "env '%s': reset option '%s' has no '=value'",
+					  spec->id, s);
+		klen = (size_t)(eq - s);
+		for (k = 0; k < 2; k++)
+			if (strlen(ro->keys[k]) == klen && !strncmp(ro->keys[k], s, klen))
+				break;
+		if (k == 2)
+			return sr__errorf(-EINVAL, "env '%s': unknown reset option '%.*s' (it takes "
+					  "'%s' and '%s')", spec->id, (int)(klen > 64 ? 64 : klen), s,
+					  ro->keys[0], ro->keys[1]);
+		if (seen[k])
+			return sr__errorf(-EINVAL, "env '%s': reset option '%s' given twice",
+					  spec->id, ro->keys[k]);
+		seen[k] = true;
+		v = strtod(eq + 1, &num_end);
+		end = strchr(eq + 1, ',');
+		if (!end)
+			end = eq + 1 + strlen(eq + 1);
+		if (num_end == eq + 1 || num_end != end || !isfinite(v))
+			return sr__errorf(-EINVAL, "env '%s': reset option '%s' must be a finite "
+					  "number", spec->id, ro->keys[k]);
+		b[k] = v;
+		s = *end ? end + 1 : end;
+	}
+	if (ro->ordered && b[0] > b[1])
+		return sr__errorf(-EINVAL, "env '%s': reset option %s (%g) must be <= %s (%g)",
+				  spec->id, ro->keys[0], b[0], ro->keys[1], b[1]);
+	return 0;
+}
+
 int sr__env_configure(sr_env_spec *spec, const char *params)
 {
 	if (!strcmp(spec->name, "spin"))

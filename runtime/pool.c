@@ -26,6 +26,7 @@
 
 #include "device_priv.h"
 #include "pool_internal.h"
+#include "envs.h"
 
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
 		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER | \
@@ -517,6 +518,71 @@ int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch **out)
 	if (p->async)
 		return sr__errorf(-EINVAL, "sr_pool_reset_mask is for sync pools");
 	return sync_cmd(p, SR__CMD_RESET, NULL, mask, out);
+}
+
+void sr_pool_reset_opts_init(sr_pool_reset_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+}
+
+#define SR_RESET_F_ALL (SR_RESET_F_MASK | SR_RESET_F_SEED | SR_RESET_F_SEEDS | SR_RESET_F_OPTIONS)
+
+int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **out)
+{
+	const struct sr__reset_opt *ro = NULL;
+	const uint8_t *mask;
+	double b[2];
+	int err;
+
+	if (!p || !o || !out)
+		return sr__errorf(-EINVAL, "sr_pool_reset_ex: NULL argument");
+	if (o->flags & ~(uint32_t)SR_RESET_F_ALL)
+		return sr__errorf(-EINVAL, "unknown reset flags 0x%x",
+				  o->flags & ~(uint32_t)SR_RESET_F_ALL);
+	if (!o->flags)
+		return sr_pool_reset(p, out);
+	if (p->async)
+		return sr__errorf(-EINVAL, "reset masks, seeds and options need a sync pool; an "
+				  "async pool resets every env (sr_pool_reset)");
+	if ((o->flags & SR_RESET_F_MASK) && !o->mask)
+		return sr__errorf(-EINVAL, "SR_RESET_F_MASK set but mask is NULL");
+	if ((o->flags & SR_RESET_F_SEED) && (o->flags & SR_RESET_F_SEEDS))
+		return sr__errorf(-EINVAL, "SR_RESET_F_SEED and SR_RESET_F_SEEDS: one or the other");
+	if ((o->flags & SR_RESET_F_SEEDS) && !o->seeds)
+		return sr__errorf(-EINVAL, "SR_RESET_F_SEEDS set but seeds is NULL");
+	if (o->flags & SR_RESET_F_OPTIONS) {
+		if (!o->options)
+			return sr__errorf(-EINVAL, "SR_RESET_F_OPTIONS set but options is NULL");
+		ro = sr__env_reset_opt(&p->spec);
+		if (!ro)
+			return sr__errorf(-EINVAL, "env '%s' takes no reset options (got '%.64s')",
+					  p->spec.id, o->options);
+		err = sr__env_parse_reset_opts(&p->spec, ro, o->options, b);
+		if (err)
+			return err;
+	}
+	mask = (o->flags & SR_RESET_F_MASK) ? o->mask : NULL;
+	if (o->flags & (SR_RESET_F_SEED | SR_RESET_F_SEEDS)) {
+		/* On this thread: between commands the workers touch no env
+		 * state (the last command's completion was acquired; the next
+		 * kick releases these writes to them), as restore does. */
+		for (uint32_t e = 0; e < p->num_envs; e++) {
+			if ((mask && !mask[e]) ||
+			    ((o->flags & SR_RESET_F_SEEDS) && o->seed_mask && !o->seed_mask[e]))
+				continue;
+			p->spec.seed(&p->spec, sr__env_state(p, e), 1,
+				     (o->flags & SR_RESET_F_SEED) ? o->seed : o->seeds[e],
+				     (o->flags & SR_RESET_F_SEED) ? e : 0);
+		}
+	}
+	if (ro) {
+		p->cmd_reset = ro->reset;
+		p->cmd_rb[0] = b[0];
+		p->cmd_rb[1] = b[1];
+	}
+	err = sync_cmd(p, SR__CMD_RESET, NULL, mask, out);
+	p->cmd_reset = NULL;
+	return err;
 }
 
 #define SR__SEND_CHUNK 128

@@ -249,6 +249,11 @@ struct sr_pool {
 	_Atomic uint32_t cmd;
 	const unsigned char *cmd_actions;
 	const uint8_t *cmd_mask;
+	/* SR__CMD_RESET with reset options: the env's bounded reset and its
+	 * bounds (NULL: spec.reset); written before the kick like cmd_mask. */
+	void (*cmd_reset)(const sr_env_spec *spec, void *states, size_t n, const double *b,
+			  float *obs);
+	double cmd_rb[2];
 	uint64_t cmd_seq;
 
 	/* Completion: the last worker to finish a sync command stores
@@ -316,6 +321,9 @@ void sr__workers_stop(sr_pool *p);
 /* Run a sync command on every worker (worker 0 inline) and wait; returns
  * the clock (sr__now_ns) at the end, for the caller's next interval. */
 uint64_t sr__workers_run(sr_pool *p, uint32_t cmd);
+/* The state of env @env (in its owner worker's memory): the pool thread may
+ * touch it between commands only. */
+void *sr__env_state(sr_pool *p, uint32_t env);
 /* Envs worker @w steps now in each sync step, or each round of the batch
  * groups (its envs and the shifts at its two ends; relaxed loads, any
  * thread). */

@@ -181,6 +181,12 @@ static inline uint64_t le64(uint64_t v)
 #endif
 }
 
+void *sr__env_state(sr_pool *p, uint32_t env)
+{
+	struct sr__worker *w = &p->workers[p->env_worker[env]];
+
+	return state_of(w, env - w->first_env);
+}
 
 /* The first index >= @i below @n whose byte in @a is not 0, or @n:
  * eight bytes at a time (done flags are rare: usually one load per 8). */
@@ -470,7 +476,9 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 		uint32_t j = i + 1;
 		while (j < n && (!mask || mask[w->first_env + lo + j]) == on)
 			j++;
-		if (on)
+		if (on && p->cmd_reset)
+			p->cmd_reset(sp, state_of(w, lo + i), j - i, p->cmd_rb, p->c_obs + (s + i) * od);
+		else if (on)
 			sp->reset(sp, state_of(w, lo + i), j - i, p->c_obs + (s + i) * od);
 		else
 			for (uint32_t k = i; k < j; k++)

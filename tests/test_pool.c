@@ -465,6 +465,151 @@ static void test_action_validation(void **st)
 	}
 }
 
+static sr_pool *mk_seeded(const char *env, uint32_t envs, uint32_t threads, uint32_t batch,
+			  uint64_t seed)
+{
+	sr_pool_opts o;
+	sr_pool *p = NULL;
+
+	sr_pool_opts_init(&o);
+	o.env = env;
+	o.num_envs = envs;
+	o.num_threads = threads;
+	o.batch_size = batch;
+	o.bind = SR_BIND_NONE;
+	o.flags |= SR_POOL_F_SEED;
+	o.seed = seed;
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	return p;
+}
+
+/* sr_pool_reset_ex: reseeding like a fresh pool, per-env seeds, Gymnasium's
+ * reset options, masks, and every bad option refused before anything
+ * changes. */
+static void test_reset_ex(void **st)
+{
+	const uint32_t N = 6;
+	sr_pool *p = mk_seeded("CartPole-v1", N, thr(2), 0, 1);
+	sr_pool *twin = mk_seeded("CartPole-v1", N, thr(2), 0, 1);
+	sr_pool *fresh = mk_seeded("CartPole-v1", N, 1, 0, 7), *q;
+	const sr_batch *b, *bt;
+	sr_pool_reset_opts ro;
+	float o0[6 * 4], keep[6 * 4];
+	int32_t act[6] = {0, 1, 0, 1, 1, 0};
+	uint64_t seeds[6] = {5, 5, 9, 5, 0, 0};
+	uint8_t smask[6] = {1, 1, 1, 1, 0, 0}, mask[6] = {1, 0, 1, 0, 1, 0};
+
+	assert_int_equal(sr_pool_reset(fresh, &b), 0);
+	memcpy(o0, b->obs, sizeof(o0));
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	assert_int_equal(sr_pool_reset(twin, &b), 0);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(sr_pool_step(p, act, &b), 0);
+		assert_int_equal(sr_pool_step(twin, act, &b), 0);
+	}
+
+	/* Bad options: -EINVAL, nothing changes (p still steps like twin). */
+	sr_pool_reset_opts_init(&ro);
+	ro.flags = 1u << 9;
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
+	ro.flags = SR_RESET_F_OPTIONS;
+	ro.options = "low=0.3,high=0.2";
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "low"));
+	ro.options = "wind=1";
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "wind"));
+	ro.options = "low=nan";
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
+	ro.options = "low=1,low=2";
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
+	ro.options = "low=0.1x";
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
+	ro.options = NULL;
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
+	ro.flags = SR_RESET_F_SEED | SR_RESET_F_SEEDS;
+	ro.seeds = seeds;
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
+	ro.flags = SR_RESET_F_MASK;
+	ro.mask = NULL;
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
+	assert_int_equal(sr_pool_step(p, act, &b), 0);
+	assert_int_equal(sr_pool_step(twin, act, &bt), 0);
+	assert_memory_equal(b->obs, bt->obs, sizeof(o0));
+
+	/* SEED: the episodes a fresh pool of that seed starts. */
+	sr_pool_reset_opts_init(&ro);
+	ro.flags = SR_RESET_F_SEED;
+	ro.seed = 7;
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
+	assert_memory_equal(b->obs, o0, sizeof(o0));
+	assert_int_equal(sr_pool_step(p, act, &b), 0);
+	assert_int_equal(sr_pool_step(fresh, act, &bt), 0);
+	assert_memory_equal(b->obs, bt->obs, sizeof(o0));
+
+	/* SEEDS: equal seeds, equal episodes; seed_mask 0 keeps the RNG. */
+	memcpy(keep, b->obs, sizeof(keep));
+	ro.flags = SR_RESET_F_SEEDS;
+	ro.seeds = seeds;
+	ro.seed_mask = smask;
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
+	assert_memory_equal(b->obs, b->obs + 4, 4 * sizeof(float));      /* env 0 == env 1 */
+	assert_memory_equal(b->obs, b->obs + 3 * 4, 4 * sizeof(float));  /* env 0 == env 3 */
+	assert_memory_not_equal(b->obs, b->obs + 2 * 4, 4 * sizeof(float));
+	for (uint32_t i = 0; i < N; i++)
+		for (int k = 0; k < 4; k++)
+			assert_true(fabsf(b->obs[i * 4 + k]) <= 0.05f);
+
+	/* OPTIONS: Gymnasium's low/high, for this reset only. */
+	ro.flags = SR_RESET_F_OPTIONS;
+	ro.options = "low=0.2,high=0.3";
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
+	for (uint32_t i = 0; i < N * 4; i++)
+		assert_true(b->obs[i] >= 0.2f && b->obs[i] <= 0.3f);
+	ro.options = "high=-0.2,low=-0.2"; /* any order; low == high is one point */
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
+	for (uint32_t i = 0; i < N * 4; i++)
+		assert_true(b->obs[i] == -0.2f);
+
+	/* MASK with SEED: only the masked envs are reseeded and reset. */
+	memcpy(keep, b->obs, sizeof(keep));
+	ro.flags = SR_RESET_F_MASK | SR_RESET_F_SEED;
+	ro.mask = mask;
+	ro.seed = 7;
+	assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
+	for (uint32_t i = 0; i < N; i++)
+		assert_memory_equal(b->obs + i * 4, mask[i] ? o0 + i * 4 : keep + i * 4,
+				    4 * sizeof(float));
+	sr_pool_destroy(p);
+	sr_pool_destroy(twin);
+	sr_pool_destroy(fresh);
+
+	/* Pendulum's options are x_init / y_init. */
+	q = mk_seeded("Pendulum-v1", 4, 1, 0, 3);
+	sr_pool_reset_opts_init(&ro);
+	ro.flags = SR_RESET_F_OPTIONS;
+	ro.options = "x_init=0.1,y_init=0";
+	assert_int_equal(sr_pool_reset_ex(q, &ro, &b), 0);
+	for (uint32_t i = 0; i < 4; i++) {
+		assert_true(b->obs[i * 3] >= cosf(0.1f) - 1e-6f);
+		assert_true(b->obs[i * 3 + 2] == 0.0f);
+	}
+	ro.options = "low=0";
+	assert_int_equal(sr_pool_reset_ex(q, &ro, &b), -EINVAL);
+	sr_pool_destroy(q);
+
+	/* An env without reset options, and an async pool. */
+	q = mk_seeded("spin:cost_us=0", 4, 1, 0, 3);
+	ro.options = "low=0";
+	assert_int_equal(sr_pool_reset_ex(q, &ro, &b), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "no reset options"));
+	sr_pool_destroy(q);
+	q = mk_seeded("CartPole-v1", 4, 1, 2, 3);
+	ro.flags = SR_RESET_F_SEED;
+	assert_int_equal(sr_pool_reset_ex(q, &ro, &b), -EINVAL);
+	sr_pool_destroy(q);
+}
+
 static void test_async_ready(void **st)
 {
 	sr_env_spec s = cnt_spec(5, 0);
@@ -1592,6 +1737,7 @@ int main(void)
 		cmocka_unit_test(test_disabled_and_truncation),
 		cmocka_unit_test(test_determinism),
 		cmocka_unit_test(test_action_validation),
+		cmocka_unit_test(test_reset_ex),
 		cmocka_unit_test(test_async_ready),
 		cmocka_unit_test(test_async_ready_no_inline),
 		cmocka_unit_test(test_async_send_last),

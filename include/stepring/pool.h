@@ -146,6 +146,42 @@ SR_EXPORT int sr_pool_recv(sr_pool *p, const sr_batch **out);
 /** DISABLED autoreset: reset the envs where mask[i] != 0 (sync). */
 SR_EXPORT int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch **out);
 
+/* sr_pool_reset_opts.flags: which members are set. */
+enum {
+	SR_RESET_F_MASK = 1u << 0,    /* reset only the envs where mask[i] != 0 */
+	SR_RESET_F_SEED = 1u << 1,    /* reseed each reset env i from (seed, i) first */
+	SR_RESET_F_SEEDS = 1u << 2,   /* reseed each reset env i from (seeds[i], 0) first */
+	SR_RESET_F_OPTIONS = 1u << 3, /* the env's reset options */
+};
+
+typedef struct sr_pool_reset_opts {
+	uint32_t flags;
+	uint32_t reserved0;
+	const uint8_t *mask;      /* SR_RESET_F_MASK: num_envs bytes */
+	uint64_t seed;            /* SR_RESET_F_SEED: as sr_pool_opts.seed (a fresh
+				   * pool of this seed starts the same episodes) */
+	const uint64_t *seeds;    /* SR_RESET_F_SEEDS: num_envs seeds (equal seeds,
+				   * equal episodes, as Gymnasium's seed lists) */
+	const uint8_t *seed_mask; /* with SEEDS: reseed only where != 0 (NULL: all) */
+	const char *options;      /* SR_RESET_F_OPTIONS: "key=value,...", Gymnasium's
+				   * reset options of the env: "low", "high" for
+				   * CartPole, Acrobot, MountainCar(Continuous);
+				   * "x_init", "y_init" for Pendulum. They apply to
+				   * this reset only (autoresets use the defaults) */
+} sr_pool_reset_opts;
+
+/** Zeroes: a plain reset of every env. */
+SR_EXPORT void sr_pool_reset_opts_init(sr_pool_reset_opts *o);
+/**
+ * Reset with options (sync pools; an async pool takes flags 0 only, which is
+ * sr_pool_reset): reseed, then reset, the envs of the mask (all without
+ * one); the others keep their episode and show their current obs. Every
+ * option is checked before anything changes: -EINVAL (unknown flag, NULL
+ * member, SEED with SEEDS, an env without reset options, an unknown or
+ * non-finite option, low > high), the reason in sr_last_error().
+ */
+SR_EXPORT int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **out);
+
 SR_EXPORT const sr_env_spec *sr_pool_spec(const sr_pool *p);
 SR_EXPORT sr_ring *sr_pool_ring(const sr_pool *p);
 SR_EXPORT uint32_t sr_pool_num_envs(const sr_pool *p);
