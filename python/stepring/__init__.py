@@ -6,18 +6,24 @@
         obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
 
 The package is a ctypes binding of libstepring.so (see _lib.py for how the
-library is found: STEPRING_LIB first).
+library is found: STEPRING_LIB first). When gymnasium is importable,
+VectorEnv is a gymnasium.vector.VectorEnv and importing stepring registers
+every built-in env as "stepring/<id>":
+
+    import gymnasium, stepring
+    envs = gymnasium.make_vec("stepring/CartPole-v1", num_envs=64)
 """
 from . import _lib, spaces
 from ._lib import (StepringError, InvalidArgumentError, UnknownEnvError, UnsupportedError,
-                   TryAgainError, LibraryError)
-from .vector import VectorEnv, EnvSpec, make_vec, checkpoint_info
+                   TryAgainError, LibraryError, OutOfRangeError, ResetNeededError, BusyError)
+from .vector import VectorEnv, EnvSpec, make_vec, checkpoint_info, register_envs
 from .replay import Replay
 
 __all__ = ["make_vec", "VectorEnv", "EnvSpec", "spaces", "list_envs", "version",
            "StepringError", "InvalidArgumentError", "UnknownEnvError", "UnsupportedError",
            "LibraryError", "TryAgainError", "library_path", "build_info", "Replay",
-           "checkpoint_info"]
+           "checkpoint_info", "register_envs", "OutOfRangeError", "ResetNeededError",
+           "BusyError"]
 
 library_path = _lib.path
 
@@ -43,3 +49,5 @@ def list_envs():
 
 
 __version__ = version()
+
+register_envs()

@@ -55,6 +55,32 @@ class LibraryError(StepringError, RuntimeError):
     """Any other failure (-ENOMEM, -EIO, -EPROTO, ...)."""
 
 
+class OutOfRangeError(InvalidArgumentError, OverflowError):
+    """An integer argument outside what its C field holds (num_envs >= 2**31,
+    a seed >= 2**64 ...): refused instead of wrapped around. Both a
+    ValueError and an OverflowError."""
+
+    def __init__(self, message):
+        super().__init__(-errno.ERANGE, message)
+
+
+class ResetNeededError(StepringError, AssertionError):
+    """autoreset_mode='disabled': step() with an env whose episode ended and
+    that was not reset since (Gymnasium's SyncVectorEnv fails an assertion
+    there). An AssertionError, like Gymnasium's."""
+
+    def __init__(self, message):
+        super().__init__(-errno.EINVAL, message)
+
+
+class BusyError(StepringError, RuntimeError):
+    """A call on an env while another thread is inside a call on the same env
+    (step, reset, close ...): an env is driven from one thread at a time."""
+
+    def __init__(self, message):
+        super().__init__(-errno.EBUSY, message)
+
+
 # --- structs (must match the headers byte for byte) -----------------------
 
 SR_ENV_MAX_DIMS = 4
@@ -135,6 +161,24 @@ class sr_pool_opts(ctypes.Structure):
         ("device", c_u32),
         ("device_index", c_i32),
         ("topology", c_cp),
+    ]
+
+
+SR_RESET_F_MASK = 1 << 0
+SR_RESET_F_SEED = 1 << 1
+SR_RESET_F_SEEDS = 1 << 2
+SR_RESET_F_OPTIONS = 1 << 3
+
+
+class sr_pool_reset_opts(ctypes.Structure):
+    _fields_ = [
+        ("flags", c_u32),
+        ("reserved0", c_u32),
+        ("mask", c_vp),
+        ("seed", c_u64),
+        ("seeds", c_vp),
+        ("seed_mask", c_vp),
+        ("options", c_cp),
     ]
 
 
@@ -237,6 +281,8 @@ _OPTIONAL = {
     "sr_pool_send": (ctypes.c_int, [c_vp, c_vp, c_vp, c_u32]),
     "sr_pool_recv": (ctypes.c_int, [c_vp, _PPBATCH]),
     "sr_pool_reset_mask": (ctypes.c_int, [c_vp, c_vp, _PPBATCH]),
+    "sr_pool_reset_opts_init": (None, [ctypes.POINTER(sr_pool_reset_opts)]),
+    "sr_pool_reset_ex": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_pool_reset_opts), _PPBATCH]),
     "sr_pool_spec": (ctypes.POINTER(sr_env_spec), [c_vp]),
     "sr_pool_ring": (c_vp, [c_vp]),
     "sr_pool_num_envs": (c_u32, [c_vp]),

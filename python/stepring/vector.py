@@ -1,22 +1,51 @@
-"""VectorEnv: a stepring pool behind Gymnasium's vector-env conventions.
+"""VectorEnv: a stepring pool behind Gymnasium's vector-env API.
 
-Zero copy: step() and reset() return numpy arrays that are views of the
-memory the C pool hands back (the ring's columns when the batch rows are
-ring slots). Like the C batch they are valid until the next call on the
-env: copy what you keep (np.copy / tensor.clone()). The views hold a
-reference to the pool, so memory stays mapped while any view is alive, even
-after close(): reading a stale view is wrong but never crashes.
+When gymnasium is importable, VectorEnv is a subclass of
+gymnasium.vector.VectorEnv: its spaces are Gymnasium's own classes,
+metadata["autoreset_mode"] is a gymnasium.vector.AutoresetMode, and every
+wrapper of gymnasium.wrappers.vector accepts it. Without gymnasium, the same
+class stands alone with stepring.spaces (same attribute names).
+
+Copies (as SyncVectorEnv's `copy` argument): by default step() and reset()
+return arrays that belong to the caller (writable, never overwritten later,
+float64 rewards as Gymnasium gives). copy=False returns zero-copy views of
+the memory the C pool hands back (the ring's columns): read-only, float32
+rewards, valid until the ring laps them (see docs/python.md). Either way the
+views hold a reference to the pool, so memory stays mapped while any view is
+alive, even after close(): reading a stale view is wrong but never crashes.
+
+Threads: an env is driven from one thread at a time. Every call holds the
+env's lock for its whole length (and a reference to the pool, so a close
+cannot free it underneath); a second thread calling in meanwhile gets
+stepring.BusyError at once, never a crash or a deadlock.
 """
 import ctypes
 import errno
+import functools
 import math
+import os
+import threading
 
 import numpy as np
 
 from . import _lib
 from ._lib import lib, check
-from .spaces import Box, Discrete, batch_space
+from . import spaces as _own_spaces
 
+_gym = None
+AutoresetMode = None
+if not os.environ.get("STEPRING_NO_GYMNASIUM"):
+    try:
+        import gymnasium as _gym
+        from gymnasium.vector import AutoresetMode
+        from gymnasium.vector.utils import batch_space as _gym_batch_space
+    except ImportError:  # the binding works without Gymnasium
+        _gym = None
+        AutoresetMode = None
+
+_Base = _gym.vector.VectorEnv if _gym is not None else object
+
+_MODES = {"nextstep": "next_step", "samestep": "same_step", "disabled": "disabled"}
 _AUTORESET = {
     "next_step": _lib.SR_AUTORESET_NEXT_STEP,
     "same_step": _lib.SR_AUTORESET_SAME_STEP,
@@ -24,6 +53,55 @@ _AUTORESET = {
 }
 _BIND = {"core": _lib.SR_BIND_CORE, "numa": _lib.SR_BIND_NUMA, "none": _lib.SR_BIND_NONE}
 _DEVICE = {"cpu": _lib.SR_DEVICE_HOST, "cuda": _lib.SR_DEVICE_CUDA}
+_DEFAULT = object()  # "not given" (None means something for max_episode_steps)
+
+U32 = 2**32 - 1
+U64 = 2**64 - 1
+MAX_ENVS = 2**31 - 1  # the pool's queues keep a flag in bit 31 of an env index
+
+
+def _autoreset_name(mode):
+    """'next_step' | 'same_step' | 'disabled' from our names, Gymnasium's
+    AutoresetMode members or their values ('NextStep' ...)."""
+    if AutoresetMode is not None and isinstance(mode, AutoresetMode):
+        mode = mode.value
+    if isinstance(mode, str):
+        key = mode.lower().replace("_", "").replace("-", "")
+        if key in _MODES:
+            return _MODES[key]
+    raise ValueError("autoreset_mode must be one of next_step, same_step, disabled (or "
+                     "gymnasium.vector.AutoresetMode), not %r" % (mode,))
+
+
+def _metadata_mode(name):
+    if AutoresetMode is None:
+        return name
+    return {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
+            "disabled": AutoresetMode.DISABLED}[name]
+
+
+def _as_int(name, v, lo, hi, what="an int"):
+    """@v as a Python int in [lo, hi]: ValueError for a non-integer (bools
+    and non-integral floats included), OutOfRangeError (a ValueError and an
+    OverflowError) outside the range, never a silent wrap-around."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        if isinstance(v, (float, np.floating)) and math.isfinite(v) and v == int(v):
+            v = int(v)
+        else:
+            raise ValueError("%s must be %s, not %r" % (name, what, v))
+    v = int(v)
+    if v < lo or v > hi:
+        raise _lib.OutOfRangeError("%s = %d is out of range: it must be in [%d, %d]"
+                                   % (name, v, lo, hi))
+    return v
+
+
+def _as_count(name, v, hi=MAX_ENVS):
+    return _as_int(name, v, 1, hi, "a positive int")
+
+
+def _as_seed(name, v):
+    return _as_int(name, v, 0, U64, "a non-negative int (a seed)")
 
 
 class _PoolHandle:
@@ -42,6 +120,14 @@ class _PoolHandle:
 
     def __del__(self):
         self.destroy()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a stepring pool cannot be pickled or copied")
+
+    def __deepcopy__(self, memo):
+        raise TypeError("a stepring pool cannot be pickled or copied")
+
+    __copy__ = __deepcopy__
 
 
 class _DeviceHandle:
@@ -123,25 +209,35 @@ class _Column:
 
 
 def _spec_spaces(spec):
+    """(single observation space, single action space) of a C spec, as
+    Gymnasium's classes when gymnasium is importable, else ours."""
+    sp = _gym.spaces if _gym is not None else _own_spaces
     shape = tuple(spec.obs_shape[i] for i in range(spec.obs_ndim))
     d = spec.obs_dim
     low = np.ctypeslib.as_array(spec.obs_low, (d,)).copy() if spec.obs_low else \
         np.full(d, -np.inf, np.float32)
     high = np.ctypeslib.as_array(spec.obs_high, (d,)).copy() if spec.obs_high else \
         np.full(d, np.inf, np.float32)
-    obs = Box(low.reshape(shape), high.reshape(shape), dtype=np.float32)
+    obs = sp.Box(low.reshape(shape), high.reshape(shape), dtype=np.float32)
     if spec.act_kind == _lib.SR_SPACE_DISCRETE:
-        act = Discrete(spec.act_n)
+        act = sp.Discrete(int(spec.act_n))
     else:
         a = spec.act_dim
-        act = Box(np.ctypeslib.as_array(spec.act_low, (a,)).copy(),
-                  np.ctypeslib.as_array(spec.act_high, (a,)).copy(), dtype=np.float32)
+        act = sp.Box(np.ctypeslib.as_array(spec.act_low, (a,)).copy(),
+                     np.ctypeslib.as_array(spec.act_high, (a,)).copy(), dtype=np.float32)
     return obs, act
+
+
+def _batch_space(space, n):
+    if _gym is not None:
+        return _gym_batch_space(space, n)
+    return _own_spaces.batch_space(space, n)
 
 
 class EnvSpec:
     """What Gymnasium's EnvSpec says that stepring knows: id, name,
-    max_episode_steps."""
+    max_episode_steps. (gymnasium.make_vec replaces it by Gymnasium's own
+    EnvSpec of the registered id.)"""
 
     def __init__(self, spec):
         self.id = spec.id.decode()
@@ -152,44 +248,68 @@ class EnvSpec:
         return "EnvSpec(id=%r, max_episode_steps=%r)" % (self.id, self.max_episode_steps)
 
 
-class VectorEnv:
+def _exclusive(fn):
+    """Run method @fn holding the env's lock (BusyError if another thread
+    holds it)."""
+    @functools.wraps(fn)
+    def wrapper(self, *a, **kw):
+        lk = self._lock
+        if not lk.acquire(False):
+            raise self._busy(fn.__name__)
+        try:
+            return fn(self, *a, **kw)
+        finally:
+            lk.release()
+    return wrapper
+
+
+class VectorEnv(_Base):
     """num_envs instances of one env type stepped by a stepring pool.
 
-    Use stepring.make_vec() to build one. Follows gymnasium.vector.VectorEnv:
-    reset() -> (obs, info), step(actions) -> (obs, reward, terminated,
-    truncated, info), close(), context manager; in async mode step() is
-    send() then recv() and info['env_id'] says which envs the rows are.
+    Use stepring.make_vec() (or gymnasium.make_vec("stepring/<id>", ...))
+    to build one. A gymnasium.vector.VectorEnv when gymnasium is
+    importable: reset() -> (obs, info), step(actions) -> (obs, reward,
+    terminated, truncated, info), close(), context manager, autoreset
+    modes, infos and copies as SyncVectorEnv gives them for the same envs.
+    In async mode step() is send() then recv() and info['env_id'] says
+    which envs the rows are.
     """
 
-    metadata = {}
+    metadata = {"autoreset_mode": _metadata_mode("next_step"), "render_modes": []}
     render_mode = None
+    spec = None
     closed = False
     _dev = None
     _default_replay = None
+    _handle = None
+    _lock = None
 
-    def __init__(self, env_id, num_envs, *, mode="sync", batch_size=None, num_threads=None,
+    def __init__(self, env_id, num_envs=1, *, mode="sync", batch_size=None, num_threads=None,
                  seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
-                 output="numpy", bind="core", cpuset=None, ring_name=None, batch_groups=True,
-                 rebalance=True):
+                 copy=True, output="numpy", bind="core", cpuset=None, ring_name=None,
+                 batch_groups=True, rebalance=True, max_episode_steps=_DEFAULT,
+                 render_mode=None):
         self._handle = None
         self._p = None
+        self._lock = threading.Lock()
         self.closed = True
         if not _lib.has("sr_pool_create"):
             raise _lib.UnsupportedError(-38, "this libstepring has no pool (sr_pool_create)")
         if mode not in ("sync", "async"):
             raise ValueError("mode must be 'sync' or 'async', not %r" % (mode,))
-        if autoreset_mode not in _AUTORESET:
-            raise ValueError("autoreset_mode must be one of %s, not %r"
-                             % (", ".join(_AUTORESET), autoreset_mode))
+        autoreset_mode = _autoreset_name(autoreset_mode)
         if device not in _DEVICE:
             raise ValueError("device must be 'cpu' or 'cuda', not %r" % (device,))
         if output not in ("numpy", "torch", "dlpack"):
             raise ValueError("output must be 'numpy', 'torch' or 'dlpack', not %r" % (output,))
         if bind not in _BIND:
             raise ValueError("bind must be one of %s, not %r" % (", ".join(_BIND), bind))
+        if render_mode is not None:
+            raise NotImplementedError("stepring envs do not render: render_mode must be None, "
+                                      "not %r" % (render_mode,))
         num_envs = _as_count("num_envs", num_envs)
         if mode == "sync":
-            if batch_size is not None and int(batch_size) != num_envs:
+            if batch_size is not None and _as_count("batch_size", batch_size) != num_envs:
                 raise ValueError("sync mode steps every env: batch_size must be None or "
                                  "num_envs (%d), not %r; use mode='async'" % (num_envs, batch_size))
             batch_size = num_envs
@@ -200,18 +320,26 @@ class VectorEnv:
             if batch_size >= num_envs:
                 raise ValueError("async mode needs batch_size < num_envs (got batch_size %d, "
                                  "num_envs %d)" % (batch_size, num_envs))
+        if seed is not None:
+            seed = _as_seed("seed", seed)
         if device == "cuda":
             output = "dlpack"  # a GPU batch can only come out as a tensor
-        self._env_name = str(env_id)
+        self._env_name = os.fspath(env_id) if isinstance(env_id, os.PathLike) else str(env_id)
         self.num_envs = num_envs
         self.batch_size = batch_size
         self.mode = mode
         self.autoreset_mode = autoreset_mode
         self.device = device
         self.output = output
-        self.metadata = {"autoreset_mode": autoreset_mode}
-        self._num_threads = 0 if num_threads is None else _as_count("num_threads", num_threads)
-        self._replay_capacity = 0 if replay_capacity is None else int(replay_capacity)
+        self.copy = bool(copy)
+        self.metadata = {"autoreset_mode": _metadata_mode(autoreset_mode), "render_modes": []}
+        self._num_threads = 0 if num_threads is None else _as_count("num_threads", num_threads,
+                                                                       U32)
+        self._replay_capacity = 0 if replay_capacity is None else \
+            _as_int("replay_capacity", replay_capacity, 0, U64, "a non-negative int")
+        self._max_steps = max_episode_steps if max_episode_steps is _DEFAULT else \
+            (0 if max_episode_steps is None else
+             _as_int("max_episode_steps", max_episode_steps, 1, U32, "a positive int or None"))
         self._bind = _BIND[bind]
         self._cpuset = cpuset
         self._ring_name = ring_name
@@ -220,13 +348,14 @@ class VectorEnv:
         self._seed = seed
         self._async = mode == "async"
         self._same_step = autoreset_mode == "same_step"
+        self._disabled = autoreset_mode == "disabled"
         self._torch = output == "torch"
         self._dlpack = output == "dlpack"
         self._dev = None
-        self._plain = not self._async and not self._same_step and not self._dlpack
         self._c_step = lib.sr_pool_step
         self._bp = ctypes.POINTER(_lib.sr_batch)()
         self._bpref = ctypes.byref(self._bp)
+        self._ended = np.zeros(num_envs, bool)  # disabled mode: ended, not reset since
         self._create(seed)
 
         spec = lib.sr_pool_spec(self._handle.ptr).contents
@@ -235,25 +364,43 @@ class VectorEnv:
         self._act_dim = spec.act_dim
         self._obs_shape = tuple(spec.obs_shape[i] for i in range(spec.obs_ndim))
         self.single_observation_space, self.single_action_space = _spec_spaces(spec)
-        self.observation_space = batch_space(self.single_observation_space, batch_size)
-        self.action_space = batch_space(self.single_action_space, batch_size)
+        self.observation_space = _batch_space(self.single_observation_space, batch_size)
+        self.action_space = _batch_space(self.single_action_space, batch_size)
         if seed is not None:
             self.single_action_space.seed(seed)
             self.action_space.seed(seed)
 
     # --- pool lifecycle --------------------------------------------------
 
+    def _env_spec(self):
+        """The env spec to create the pool from: a plugin (a path to a
+        shared object) or a built-in id, with max_episode_steps applied."""
+        name = self._env_name
+        s = _lib.sr_env_spec()
+        if name.endswith(".so") or os.sep in name:
+            check(lib.sr_env_load_plugin(os.fsencode(name), ctypes.byref(s)))
+        elif self._max_steps is _DEFAULT:
+            return None
+        else:
+            check(lib.sr_env_find(name.encode(), ctypes.byref(s)))
+        if self._max_steps is not _DEFAULT:
+            s.max_episode_steps = self._max_steps
+        return s
+
     def _create(self, seed):
         o = _lib.sr_pool_opts()
         lib.sr_pool_opts_init(ctypes.byref(o))
         self._name_b = self._env_name.encode()
         o.env = self._name_b
+        self._spec_c = self._env_spec()
+        if self._spec_c is not None:
+            o.spec = ctypes.pointer(self._spec_c)
         o.num_envs = self.num_envs
         o.num_threads = self._num_threads
         o.batch_size = self.batch_size
         if seed is not None:
             o.flags |= _lib.SR_POOL_F_SEED
-            o.seed = int(seed) & (2**64 - 1)
+            o.seed = seed
         o.autoreset = _AUTORESET[self.autoreset_mode]
         o.bind = self._bind
         if self._cpuset is not None:
@@ -276,8 +423,8 @@ class VectorEnv:
         check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
         self._handle = _PoolHandle(ptr.value)
         self.closed = False
-        self._fresh = True
         self._seed = seed
+        self._ended[:] = False
         self._setup_views()
         if self._dlpack:
             self._open_device()
@@ -286,7 +433,8 @@ class VectorEnv:
         h = self._handle
         spec = lib.sr_pool_spec(h.ptr).contents
         d = int(spec.obs_dim)
-        w = self.output == "torch"  # torch.from_numpy wants writeable arrays
+        # torch.from_numpy wants writeable arrays (copies are anyway)
+        w = self.output == "torch" and not self.copy
         self._c_obs = _Column(np.float32, d, h, w)
         self._c_fobs = _Column(np.float32, d, h, w)
         self._c_rew = _Column(np.float32, 0, h, w)
@@ -396,9 +544,28 @@ class VectorEnv:
             raise RuntimeError("stepring: this env is closed")
         return h.ptr
 
-    def close(self):
+    def _busy(self, what):
+        return _lib.BusyError(
+            "stepring: %s() while another thread is inside a call on this env; an env is "
+            "driven from one thread at a time (give each thread its own env)" % what)
+
+    def close(self, **kwargs):
         """Stop the workers and free the pool (deferred while views of its
-        memory are alive). Safe to call twice."""
+        memory are alive). Safe to call twice. From another thread while a
+        call runs: BusyError (nothing is freed under a running call)."""
+        if self.closed:
+            return
+        lk = self._lock
+        if lk is None:
+            return
+        if not lk.acquire(False):
+            raise self._busy("close")
+        try:
+            self._close_locked()
+        finally:
+            lk.release()
+
+    def _close_locked(self):
         if self.closed:
             return
         self.closed = True
@@ -417,6 +584,9 @@ class VectorEnv:
         # view of its memory goes (each view's buffer holds h).
         del h
 
+    def close_extras(self, **kwargs):
+        self.close()
+
     def __enter__(self):
         return self
 
@@ -425,10 +595,23 @@ class VectorEnv:
         return False
 
     def __del__(self):
+        # No call can be running: it would hold a reference to self.
         try:
-            self.close()
+            if self._lock is not None:
+                self._close_locked()
         except Exception:
             pass
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a stepring VectorEnv cannot be pickled or copied: it owns C threads "
+                        "and shared memory; make a new one with the same arguments (and "
+                        "checkpoint()/restore() to carry the env states over)")
+
+    def __deepcopy__(self, memo):
+        self.__reduce_ex__(2)
+
+    def __copy__(self):
+        self.__reduce_ex__(2)
 
     @property
     def unwrapped(self):
@@ -472,37 +655,45 @@ class VectorEnv:
             if len(self._vcache) >= 4096:
                 self._vcache.clear()
             self._vcache[key] = out
-        if self._plain:
-            return out[0], out[1], out[2], out[3], {}
+        obs, rew, term, trunc = out
+        if self.copy:
+            obs = obs.copy()
+            rew = rew.astype(np.float64)
+            term = term.copy()
+            trunc = trunc.copy()
         info = {}
         if self._async:
-            v = self._c_id.view(b.env_id, n)
-            if self._torch:
-                import torch
-                v = torch.from_numpy(v.astype(np.int64))  # torch has no uint32
-            info["env_id"] = v
+            info["env_id"] = self._c_id.view(b.env_id, n).copy() if self.copy else \
+                self._c_id.view(b.env_id, n)
         if self._same_step and b.final_obs:
-            fo = self._c_fobs.view(b.final_obs, n)
-            if len(self._obs_shape) != 1:
-                fo = fo.reshape((n,) + self._obs_shape)
-            if self._torch:
-                import torch
-                fo = torch.from_numpy(fo)
-            info["final_obs"] = fo
-            info["_final_obs"] = out[2] | out[3]
-        return out[0], out[1], out[2], out[3], info
+            done = term | trunc
+            if done.any():
+                # As SyncVectorEnv: an object array of the ended envs' last
+                # obs, the mask, and their (empty) final infos.
+                fo = self._c_fobs.view(b.final_obs, n)
+                arr = np.full(n, None, dtype=object)
+                for i in np.flatnonzero(done):
+                    arr[i] = fo[i].reshape(self._obs_shape).copy()
+                info["final_obs"] = arr
+                info["_final_obs"] = done
+                info["final_info"] = {}
+                info["_final_info"] = done.copy()
+        if self._disabled:
+            np.logical_or(term, trunc, out=self._ended)
+        if self._torch:
+            import torch
+            obs, rew, term, trunc = (torch.from_numpy(x) for x in (obs, rew, term, trunc))
+            if "env_id" in info:
+                info["env_id"] = torch.from_numpy(info["env_id"].astype(np.int64))
+        return obs, rew, term, trunc, info
 
     def _views(self, b, n):
         """(obs, reward, terminated, truncated) over batch @b's memory."""
         obs = self._c_obs.view(b.obs, n)
         if len(self._obs_shape) != 1:
             obs = obs.reshape((n,) + self._obs_shape)
-        out = (obs, self._c_rew.view(b.reward, n), self._c_term.view(b.terminated, n),
-               self._c_trunc.view(b.truncated, n))
-        if self._torch:
-            import torch
-            out = tuple(torch.from_numpy(x) for x in out)
-        return out
+        return (obs, self._c_rew.view(b.reward, n), self._c_term.view(b.terminated, n),
+                self._c_trunc.view(b.truncated, n))
 
     def _actions(self, actions, n):
         """Copy @actions (n of them) into the action buffer; returns its
@@ -542,80 +733,172 @@ class VectorEnv:
                 raise _lib.InvalidArgumentError(
                     -22, "expected %d actions of %d floats, got an array of shape %s"
                     % (n, self._act_dim, a.shape))
-            buf[:n] = a.reshape(n, self._act_dim)  # NaN is checked by the C side
+            # NaN and inf are refused by the C side; finite values outside
+            # the bounds are clipped by the env (as Gymnasium's are). A value
+            # beyond float32's range would become inf: clip it first.
+            a = a.reshape(n, self._act_dim)
+            if a.dtype.itemsize > 4 or a.dtype.kind in "iu":
+                fmax = np.finfo(np.float32).max
+                a = np.clip(a, -fmax, fmax) if np.isfinite(a).all() else a
+            buf[:n] = a
         return self._aptr
 
     # --- Gymnasium API -----------------------------------------------------
 
+    @_exclusive
     def reset(self, *, seed=None, options=None):
-        """Reset every env. seed (an int) re-seeds: env i then starts from
-        (seed, i), exactly as make_vec(seed=seed) would. options may hold
-        'reset_mask' (a bool array of num_envs, autoreset_mode='disabled'):
-        reset only those envs. Returns (obs, info)."""
+        """Reset every env (or those of options['reset_mask']).
+
+        seed: None (continue each env's RNG), an int s (env i starts from
+        (s, i), exactly as make_vec(seed=s) would), or a list of num_envs
+        ints or None (env i seeded from (seed[i], 0), so equal seeds give
+        equal envs as in Gymnasium; None leaves that env's RNG alone).
+        options: 'reset_mask' (a bool array of num_envs: reset only those
+        envs, sync mode) and the env's own reset options as Gymnasium's
+        classic-control envs take them ('low'/'high'; Pendulum 'x_init'/
+        'y_init'). Returns (obs, info)."""
+        self._live()
+        opts = dict(options) if options else {}
+        mask = opts.pop("reset_mask", None)
+        seeds = None
         if seed is not None and not isinstance(seed, (int, np.integer)):
-            raise ValueError("seed must be an int (one seed for all envs), not %r" % (seed,))
-        p = self._live()
-        if seed is not None and (not self._fresh or int(seed) != self._seed):
-            self._recreate(int(seed))
-            p = self._handle.ptr
-        if seed is not None:
-            self.single_action_space.seed(int(seed))
-            self.action_space.seed(int(seed))
-        self._fresh = False
-        mask = (options or {}).get("reset_mask")
+            if isinstance(seed, (list, tuple, np.ndarray)):
+                seeds = list(seed)
+                if len(seeds) != self.num_envs:
+                    raise ValueError("a list of seeds needs one per env (%d), not %d"
+                                     % (self.num_envs, len(seeds)))
+                seeds = [None if s is None else _as_seed("seed[%d]" % i, s)
+                         for i, s in enumerate(seeds)]
+                seed = None
+            else:
+                raise ValueError("seed must be None, an int or a list of num_envs ints, not %r"
+                                 % (seed,))
+        elif seed is not None:
+            seed = _as_seed("seed", seed)
+        env_opts = None
+        if opts:
+            parts = []
+            for k, v in opts.items():
+                if not isinstance(k, str) or not k.isidentifier():
+                    raise ValueError("reset option names are strings, not %r" % (k,))
+                if isinstance(v, (bool, np.bool_)) or not isinstance(
+                        v, (int, float, np.integer, np.floating)):
+                    raise ValueError("reset option %r must be a number, not %r" % (k, v))
+                parts.append("%s=%r" % (k, float(v)))
+            env_opts = ",".join(parts).encode()
+        m = None
         if mask is not None:
             if self.mode != "sync":
                 raise ValueError("reset_mask needs mode='sync'")
-            m = np.ascontiguousarray(mask, dtype=np.uint8)
-            if m.shape != (self.num_envs,):
-                raise ValueError("reset_mask must have shape (%d,), not %s"
-                                 % (self.num_envs, m.shape))
-            check(lib.sr_pool_reset_mask(p, m.ctypes.data, self._bpref))
-        elif self.mode == "sync":
+            m = np.ascontiguousarray(mask)
+            if m.shape != (self.num_envs,) or m.dtype.kind not in "bui":
+                raise ValueError("reset_mask must be a bool array of shape (%d,), not %s %s"
+                                 % (self.num_envs, m.dtype, m.shape))
+            m = m.astype(np.uint8)
+        if seed is not None and self._async:
+            # An async pool reseeds by being made anew (the C reset only
+            # reseeds sync pools).
+            if seeds is not None or env_opts is not None or m is not None:
+                raise ValueError("async mode: reset takes one int seed and no options")
+            self._close_locked()
+            self._create(seed)
+        elif seeds is not None or env_opts is not None or (seed is not None) or m is not None:
+            if self._async:
+                raise ValueError("async mode: reset takes one int seed and no options")
+            self._reset_ex(m, seed, seeds, env_opts)
+        if seed is not None:
+            self.single_action_space.seed(seed)
+            self.action_space.seed(seed)
+            if _gym is not None:
+                from gymnasium.utils import seeding
+                self._np_random, self._np_random_seed = seeding.np_random(seed)
+        p = self._live()
+        if m is None and seeds is None and env_opts is None and seed is None:
             check(lib.sr_pool_reset(p, self._bpref))
-        else:
-            check(lib.sr_pool_reset(p, self._bpref))
-            check(lib.sr_pool_recv(p, self._bpref))
+            if self._async:
+                check(lib.sr_pool_recv(p, self._bpref))
+        ended = self._ended.copy()
         obs, _, _, _, info = self._batch()
+        if m is not None:
+            ended[m.astype(bool)] = False
+            self._ended[:] = ended
+        else:
+            self._ended[:] = False
         return obs, info
 
-    def _recreate(self, seed):
-        # A new pool: the old one goes when its last view goes.
-        self.close()
-        self._create(seed)
+    def _reset_ex(self, mask, seed, seeds, env_opts):
+        p = self._live()
+        if not _lib.has("sr_pool_reset_ex"):
+            if seeds is None and env_opts is None and seed is None:
+                check(lib.sr_pool_reset_mask(p, mask.ctypes.data, self._bpref))
+                return
+            raise _lib.UnsupportedError(-38, "this libstepring cannot reseed or take reset "
+                                        "options (no sr_pool_reset_ex)")
+        o = _lib.sr_pool_reset_opts()
+        lib.sr_pool_reset_opts_init(ctypes.byref(o))
+        keep = []
+        if mask is not None:
+            o.flags |= _lib.SR_RESET_F_MASK
+            o.mask = mask.ctypes.data
+        if seed is not None:
+            o.flags |= _lib.SR_RESET_F_SEED
+            o.seed = seed
+        if seeds is not None:
+            sv = np.array([0 if s is None else s for s in seeds], dtype=np.uint64)
+            sm = np.array([s is not None for s in seeds], dtype=np.uint8)
+            keep += [sv, sm]
+            o.flags |= _lib.SR_RESET_F_SEEDS
+            o.seeds = sv.ctypes.data
+            o.seed_mask = sm.ctypes.data
+        if env_opts is not None:
+            o.flags |= _lib.SR_RESET_F_OPTIONS
+            o.options = env_opts
+        check(lib.sr_pool_reset_ex(p, ctypes.byref(o), self._bpref))
+        del keep
 
     def step(self, actions):
         """Sync: step every env with num_envs actions. Async: send actions to
         the envs of the last batch, then wait for the next batch.
         Returns (obs, reward, terminated, truncated, info)."""
-        p = self._p
-        if p is None:
-            self._live()
-        self._fresh = False
-        if self._async:
-            self.send(actions)
-            return self.recv()
-        # The common case inline (this is the per-step cost of the binding):
-        # int32/float32 actions of the right shape, a batch already seen.
-        a = actions
-        if type(a) is np.ndarray and a.dtype is self._adtype and a.shape == self._ashape:
-            self._abuf[:] = a
-            ptr = self._aptr
-        else:
-            ptr = self._actions(actions, self.num_envs)
-        rc = self._c_step(p, ptr, self._bpref)
-        if rc < 0:
-            raise _lib.error_for(rc)
-        if self._plain:
-            b = self._bp.contents
-            out = self._vcache.get((b.obs, b.reward, b.n))
-            if out is not None:
-                return out[0], out[1], out[2], out[3], {}
-        return self._batch()
+        lk = self._lock
+        if not lk.acquire(False):
+            raise self._busy("step")
+        try:
+            # h keeps the pool alive for the whole call.
+            h = self._handle
+            if h is None or self.closed:
+                raise RuntimeError("stepring: this env is closed")
+            if self._async:
+                self._send(actions, None)
+                check(lib.sr_pool_recv(h.ptr, self._bpref))
+                return self._batch()
+            if self._disabled and self._ended.any():
+                raise _lib.ResetNeededError(
+                    "autoreset_mode='disabled': envs %s ended and were not reset; reset them "
+                    "with reset(options={'reset_mask': mask}) before stepping"
+                    % np.flatnonzero(self._ended).tolist())
+            # The common case inline (this is the per-step cost of the
+            # binding): int32/float32 actions of the right shape.
+            a = actions
+            if type(a) is np.ndarray and a.dtype is self._adtype and a.shape == self._ashape:
+                self._abuf[:] = a
+                ptr = self._aptr
+            else:
+                ptr = self._actions(actions, self.num_envs)
+            rc = self._c_step(self._p, ptr, self._bpref)
+            if rc < 0:
+                raise _lib.error_for(rc)
+            return self._batch()
+        finally:
+            lk.release()
 
+    @_exclusive
     def send(self, actions, env_id=None):
         """Async: hand actions to envs env_id (default: the envs of the last
         batch) and return at once."""
+        self._send(actions, env_id)
+
+    def _send(self, actions, env_id):
         p = self._live()
         if self.mode != "async":
             raise RuntimeError("send/recv need mode='async' (this env is sync: use step)")
@@ -623,9 +906,10 @@ class VectorEnv:
         n = self.batch_size
         if env_id is not None:
             e = np.asarray(env_id)
-            if e.dtype.kind not in "iu" or e.ndim > 1 or (e.size and e.min() < 0):
-                raise _lib.InvalidArgumentError(-22, "env_id must be env indices, not %r"
-                                                % (env_id,))
+            if e.dtype.kind not in "iu" or e.ndim > 1 or (e.size and e.min() < 0) or \
+                    (e.size and e.max() >= self.num_envs):
+                raise _lib.InvalidArgumentError(-22, "env_id must be env indices in [0, %d), "
+                                                "not %r" % (self.num_envs, env_id))
             n = e.size
             if n > self.num_envs or n == 0:
                 raise _lib.InvalidArgumentError(-22, "send: %d env ids for %d envs"
@@ -634,6 +918,7 @@ class VectorEnv:
             ids = self._ids_ptr
         check(lib.sr_pool_send(p, self._actions(actions, n), ids, n))
 
+    @_exclusive
     def recv(self):
         """Async: wait for batch_size envs whose step finished."""
         p = self._live()
@@ -641,6 +926,50 @@ class VectorEnv:
             raise RuntimeError("send/recv need mode='async' (this env is sync: use step)")
         check(lib.sr_pool_recv(p, self._bpref))
         return self._batch()
+
+    def render(self):
+        raise NotImplementedError(
+            "stepring envs do not render (render_mode None only; no 'rgb_array' or 'human' "
+            "frames): render a Gymnasium env of the same id from the obs if you need images")
+
+    # Attributes the sub-envs of a SyncVectorEnv would answer for.
+    _ENV_ATTRS = ("observation_space", "action_space", "spec", "metadata", "render_mode",
+                  "np_random_seed")
+
+    def get_attr(self, name):
+        """A tuple of num_envs values of a sub-env attribute, as
+        SyncVectorEnv.get_attr: observation_space, action_space (the single
+        spaces), spec, metadata, render_mode, np_random_seed (the seed of
+        each env: (seed, index) for make_vec(seed=...), None without)."""
+        if name not in self._ENV_ATTRS:
+            raise AttributeError(
+                "stepring envs are C structs without Python attributes; get_attr/call know "
+                "%s, not %r" % (", ".join(self._ENV_ATTRS), name))
+        if name == "observation_space":
+            v = self.single_observation_space
+        elif name == "action_space":
+            v = self.single_action_space
+        elif name == "np_random_seed":
+            return tuple(None if self._seed is None else (self._seed, i)
+                         for i in range(self.num_envs))
+        else:
+            v = getattr(self, name)
+        return tuple(v for _ in range(self.num_envs))
+
+    def call(self, name, *args, **kwargs):
+        """SyncVectorEnv.call: the sub-envs' attribute @name per env (none
+        of the attributes stepring knows is callable, see get_attr)."""
+        if args or kwargs:
+            raise AttributeError("stepring envs have no methods to call with arguments (%r)"
+                                 % (name,))
+        return self.get_attr(name)
+
+    def set_attr(self, name, values):
+        """Not supported: the sub-envs are C structs with no Python
+        attributes to set (raises AttributeError naming what is)."""
+        raise AttributeError(
+            "stepring envs are C structs: set_attr(%r) is not supported (the env's parameters "
+            "are fixed at make_vec; reset options such as 'low'/'high' go to reset)" % (name,))
 
     # --- replay ------------------------------------------------------------
 
@@ -662,6 +991,7 @@ class VectorEnv:
 
     # --- checkpoints ---------------------------------------------------------
 
+    @_exclusive
     def checkpoint(self, path, *, replay=False, backend="auto", wait=True):
         """Checkpoint the pool into @path (replaced atomically): env states
         with their RNGs, episode counters, statistics and, with replay=True,
@@ -681,7 +1011,7 @@ class VectorEnv:
         if replay:
             o.flags |= _lib.SR_CKPT_F_REPLAY
         check(lib.sr_pool_checkpoint(p, _fspath(path), ctypes.byref(o)))
-        return self.checkpoint_wait() if wait else None
+        return self._checkpoint_wait() if wait else None
 
     def _ckpt_status(self, fn):
         st = _lib.sr_ckpt_status()
@@ -691,6 +1021,7 @@ class VectorEnv:
         d["backend"] = (lib.sr_ckpt_backend_name(st.backend) or b"?").decode()
         return rc, d
 
+    @_exclusive
     def checkpoint_poll(self):
         """(done, status): done is False while a checkpoint is being written.
         A failed checkpoint raises (once), with the reason."""
@@ -700,13 +1031,18 @@ class VectorEnv:
         check(rc)
         return True, d
 
+    @_exclusive
     def checkpoint_wait(self):
         """Wait for the checkpoint in flight; its status, or an exception
         if it failed."""
+        return self._checkpoint_wait()
+
+    def _checkpoint_wait(self):
         rc, d = self._ckpt_status(lib.sr_pool_checkpoint_wait)
         check(rc)
         return d
 
+    @_exclusive
     def restore(self, path):
         """Restore the pool from a checkpoint made by an env of the same
         geometry (env, num_envs, batch_size ...), in this process or
@@ -715,16 +1051,18 @@ class VectorEnv:
         checkpoint: keep it with your trainer's state. Raises (and changes
         nothing) on a missing, corrupt or mismatched file."""
         check(lib.sr_pool_restore(self._live(), _fspath(path)))
-        self._fresh = False
+        self._ended[:] = False
 
     # --- extras --------------------------------------------------------------
 
+    @_exclusive
     def stats(self):
         """sr_pool_stats_get as a dict."""
         s = _lib.sr_pool_stats()
         check(lib.sr_pool_stats_get(self._live(), ctypes.byref(s)))
         return {k: getattr(s, k) for k, _ in s._fields_}
 
+    @_exclusive
     def worker_stats(self):
         """sr_pool_worker_stats_get for every worker, as dicts (cpu None
         where the worker is not bound to one CPU)."""
@@ -751,7 +1089,6 @@ class VectorEnv:
 
 
 def _fspath(path):
-    import os
     return os.fsencode(path)
 
 
@@ -773,34 +1110,62 @@ def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
-def _as_count(name, v):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        if isinstance(v, float) and math.isfinite(v) and v == int(v):
-            v = int(v)
-        else:
-            raise ValueError("%s must be a positive int, not %r" % (name, v))
-    if v < 1:
-        raise ValueError("%s must be >= 1, not %d" % (name, v))
-    return int(v)
-
-
-def make_vec(env_id, num_envs, *, mode="sync", batch_size=None, num_threads=None, seed=None,
-             autoreset_mode="next_step", device="cpu", replay_capacity=None, **kw):
-    """Create a VectorEnv of num_envs instances of env_id ("CartPole-v1").
+def make_vec(env_id, num_envs=1, *, mode="sync", batch_size=None, num_threads=None, seed=None,
+             autoreset_mode="next_step", device="cpu", replay_capacity=None, copy=True, **kw):
+    """Create a VectorEnv of num_envs instances of env_id ("CartPole-v1",
+    or the path of an env plugin's shared object).
 
     mode: 'sync' (step all envs) or 'async' (recv returns the first
-    batch_size envs done). num_threads: workers (None: one per core).
-    seed: env i is seeded from (seed, i). autoreset_mode: 'next_step'
-    (Gymnasium default), 'same_step' (final obs in info['final_obs']) or
-    'disabled'. device: 'cpu' or 'cuda'. replay_capacity: ring slots (a
-    power of two). Extra keywords: output='numpy'|'torch', bind, cpuset,
-    ring_name, batch_groups (False: async per-env queues only, see
-    VectorEnv.batch_groups), rebalance (False: each worker steps exactly
-    its own envs, in sync mode and in batch groups; see
-    worker_stats()['rows']).
+    batch_size envs done). num_threads: workers (None: chosen from the work,
+    num_envs x the env's step cost: small cheap pools run on the calling
+    thread; the same default as the C library's). seed: env i is seeded
+    from (seed, i). autoreset_mode: 'next_step' (Gymnasium default),
+    'same_step' (final obs in info['final_obs']) or 'disabled', or a
+    gymnasium.vector.AutoresetMode. device: 'cpu' or 'cuda'.
+    replay_capacity: ring slots (a power of two). copy: True (default)
+    returns arrays of the caller's own, as SyncVectorEnv; False returns
+    zero-copy read-only views of the ring (float32 rewards). Extra keywords:
+    output='numpy'|'torch', bind, cpuset, ring_name, batch_groups (False:
+    async per-env queues only), rebalance (False: each worker steps exactly
+    its own envs), max_episode_steps (None: no time limit).
     Raises LookupError (UnknownEnvError) for an unknown env, ValueError for
-    bad options, RuntimeError for other failures, with the C message.
+    bad options (OutOfRangeError for integers beyond their C field),
+    RuntimeError for other failures, with the C message.
     """
     return VectorEnv(env_id, num_envs, mode=mode, batch_size=batch_size, num_threads=num_threads,
                      seed=seed, autoreset_mode=autoreset_mode, device=device,
-                     replay_capacity=replay_capacity, **kw)
+                     replay_capacity=replay_capacity, copy=copy, **kw)
+
+
+NAMESPACE = "stepring"
+
+
+def register_envs(*plugins):
+    """Register every built-in env (and each env plugin path given) with
+    Gymnasium as "stepring/<id>", with a vector_entry_point, so that
+    gymnasium.make_vec("stepring/CartPole-v1", num_envs=64, ...) returns a
+    stepring VectorEnv (keywords pass through to make_vec). Called by
+    `import stepring` when gymnasium is importable. Returns the ids
+    registered (empty without gymnasium)."""
+    if _gym is None:
+        return []
+    specs = []
+    for i in range(lib.sr_env_count()):
+        s = lib.sr_env_at(i)
+        if s:
+            specs.append((s.contents.id.decode(), s.contents.id.decode(),
+                          s.contents.max_episode_steps))
+    for path in plugins:
+        s = _lib.sr_env_spec()
+        check(lib.sr_env_load_plugin(os.fsencode(path), ctypes.byref(s)))
+        specs.append((s.id.decode(), os.fspath(path), s.max_episode_steps))
+    out = []
+    for gid, target, steps in specs:
+        full = "%s/%s" % (NAMESPACE, gid)
+        if full in _gym.envs.registry:
+            del _gym.envs.registry[full]  # re-registering: the latest path wins
+        _gym.register(id=full, entry_point=None,
+                      vector_entry_point=functools.partial(make_vec, target),
+                      max_episode_steps=steps or None)
+        out.append(full)
+    return out

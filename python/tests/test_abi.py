@@ -14,6 +14,7 @@ STRUCTS = {
     "sr_env_spec": _lib.sr_env_spec,
     "sr_pool_opts": _lib.sr_pool_opts,
     "sr_batch": _lib.sr_batch,
+    "sr_pool_reset_opts": _lib.sr_pool_reset_opts,
     "sr_pool_stats": _lib.sr_pool_stats,
     "sr_pool_worker_stats": _lib.sr_pool_worker_stats,
     "sr_replay_opts": _lib.sr_replay_opts,

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 import stepring
-from stepring.spaces import Box, Discrete, MultiDiscrete
+from stepring.vector import _gym
+
+if _gym is not None:  # the spaces are Gymnasium's own when it is importable
+    from gymnasium.spaces import Box, Discrete, MultiDiscrete
+else:
+    from stepring.spaces import Box, Discrete, MultiDiscrete
 
 THETA_LIMIT = 12 * 2 * math.pi / 360
 
@@ -41,7 +46,8 @@ def test_spaces_and_shapes(cartpole):
     assert e.observation_space.shape == (8, 4) and e.observation_space.dtype == np.float32
     assert isinstance(e.action_space, MultiDiscrete) and e.action_space.shape == (8,)
     assert e.spec.id == "CartPole-v1" and e.spec.max_episode_steps == 500
-    assert e.metadata["autoreset_mode"] == "next_step"
+    assert e.metadata["autoreset_mode"] == (_gym.vector.AutoresetMode.NEXT_STEP if _gym
+                                            else "next_step")
 
     obs, info = e.reset()
     assert isinstance(info, dict)
@@ -50,7 +56,7 @@ def test_spaces_and_shapes(cartpole):
     assert e.observation_space.contains(obs)
     obs, r, te, tr, info = e.step(e.action_space.sample())
     assert obs.shape == (8, 4) and obs.dtype == np.float32
-    assert r.shape == (8,) and r.dtype == np.float32 and np.all(r == 1.0)
+    assert r.shape == (8,) and r.dtype == np.float64 and np.all(r == 1.0)  # as Gymnasium
     assert te.shape == (8,) and te.dtype == np.bool_
     assert tr.shape == (8,) and tr.dtype == np.bool_
     assert isinstance(info, dict) and "env_id" not in info
@@ -93,7 +99,8 @@ def test_reset_seed_reseeds_like_a_fresh_env():
         assert not np.array_equal(obs2, ref[0])
 
 
-def test_outputs_are_views_of_the_ring(cartpole):
+def test_outputs_are_views_of_the_ring():
+    cartpole = stepring.make_vec("CartPole-v1", 8, seed=3, num_threads=2, copy=False)
     base, length = cartpole.ring_memory()
     assert base and length > 0
 
@@ -106,13 +113,15 @@ def test_outputs_are_views_of_the_ring(cartpole):
     for _ in range(5):
         obs, r, te, tr, _ = cartpole.step(np.zeros(8, np.int32))
         for a in (obs, r, te, tr):
-            assert not a.flags.owndata and inside(a)
+            assert not a.flags.owndata and inside(a) and not a.flags.writeable
+        assert r.dtype == np.float32  # the ring's column
     assert obs.flags.c_contiguous
+    cartpole.close()
 
 
 def test_torch_output_is_zero_copy():
     import torch
-    with stepring.make_vec("CartPole-v1", 4, seed=0, output="torch") as e:
+    with stepring.make_vec("CartPole-v1", 4, seed=0, output="torch", copy=False) as e:
         base, length = e.ring_memory()
         obs, info = e.reset()
         assert isinstance(obs, torch.Tensor) and obs.dtype == torch.float32
@@ -149,12 +158,19 @@ def test_next_step_autoreset():
 
 def test_same_step_autoreset_final_obs():
     with stepring.make_vec("CartPole-v1", 4, seed=11, autoreset_mode="same_step") as e:
-        assert e.metadata["autoreset_mode"] == "same_step"
+        assert e.metadata["autoreset_mode"] == (_gym.vector.AutoresetMode.SAME_STEP if _gym
+                                                else "same_step")
+        obs, _ = e.reset()
+        obs, _, _, _, info = e.step(np.zeros(4, np.int32))
+        assert info == {}  # as SyncVectorEnv: final_* keys only on steps where an env ended
         _, obs, r, te, tr, info = run_until_done(e)
         done = te | tr
-        assert "final_obs" in info and "_final_obs" in info
+        assert set(info) == {"final_obs", "_final_obs", "final_info", "_final_info"}
         assert np.array_equal(info["_final_obs"], done)
-        final = info["final_obs"][done]
+        assert np.array_equal(info["_final_info"], done) and info["final_info"] == {}
+        assert info["final_obs"].dtype == object and info["final_obs"].shape == (4,)
+        assert all((x is None) == (not d) for x, d in zip(info["final_obs"], done))
+        final = np.stack(info["final_obs"][done])
         assert np.all((np.abs(final[:, 0]) > 2.4) | (np.abs(final[:, 2]) > THETA_LIMIT))
         # the returned obs is already the next episode's first obs
         assert np.all(np.abs(obs[done]) <= 0.05)
@@ -228,7 +244,7 @@ def test_async_batch_groups():
     view of the ring; sending other envs still works (per-env queues)."""
     n, b = 16, 4
     with stepring.make_vec("CartPole-v1", n, mode="async", batch_size=b, num_threads=2,
-                           seed=3, bind="none") as e:
+                           seed=3, bind="none", copy=False) as e:
         assert e.batch_groups == n // b
         base, length = e.ring_memory()
         ws = e.worker_stats()
@@ -454,7 +470,7 @@ def test_box_actions_pendulum():
         o1, r1, _, _, _ = e.step(a)
         o2, r2, _, _, _ = ref.step(a.astype(np.float64))  # converted to float32
         assert np.array_equal(o1, o2) and np.array_equal(r1, r2)
-        assert r1.dtype == np.float32 and np.all(r1 <= 0)
+        assert r1.dtype == np.float64 and np.all(r1 <= 0)
         bad = a.copy()
         bad[2, 0] = np.nan
         with pytest.raises(ValueError) as ei:
