@@ -128,7 +128,7 @@ def train(args, log=print):
                 # next episode's first obs.
                 idx = np.nonzero(trunc & ~term)[0]
                 if idx.size:
-                    fo = torch.tensor(info["final_obs"][idx])
+                    fo = torch.tensor(np.stack(info["final_obs"][idx]))
                     with torch.no_grad():
                         b_boot[t, idx] = args.gamma * agent.value(fo)
             ep_ret += r
