@@ -572,7 +572,7 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 				continue;
 			p->spec.seed(&p->spec, sr__env_state(p, e), 1,
 				     (o->flags & SR_RESET_F_SEED) ? o->seed : o->seeds[e],
-				     (o->flags & SR_RESET_F_SEED) ? e : 0);
+				     (o->flags & SR_RESET_F_SEED) ? p->env_base + e : 0);
 		}
 	}
 	if (ro) {

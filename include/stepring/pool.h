@@ -149,7 +149,7 @@ SR_EXPORT int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch
 /* sr_pool_reset_opts.flags: which members are set. */
 enum {
 	SR_RESET_F_MASK = 1u << 0,    /* reset only the envs where mask[i] != 0 */
-	SR_RESET_F_SEED = 1u << 1,    /* reseed each reset env i from (seed, i) first */
+	SR_RESET_F_SEED = 1u << 1,    /* reseed each reset env i from (seed, first_env + i) */
 	SR_RESET_F_SEEDS = 1u << 2,   /* reseed each reset env i from (seeds[i], 0) first */
 	SR_RESET_F_OPTIONS = 1u << 3, /* the env's reset options */
 };

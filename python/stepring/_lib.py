@@ -161,6 +161,7 @@ class sr_pool_opts(ctypes.Structure):
         ("device", c_u32),
         ("device_index", c_i32),
         ("topology", c_cp),
+        ("first_env", c_u64),
     ]
 
 
