@@ -42,19 +42,19 @@ static const struct ref_env ref_envs[] = {
 };
 #define N_REF (sizeof(ref_envs) / sizeof(ref_envs[0]))
 
-static void load(const struct ref_env *e, sr_env_spec *spec, struct sr__refcsv *csv)
+static void load(const struct ref_env *e, sr_env_spec *spec, struct refcsv *csv)
 {
 	int err = sr_env_find(e->id, spec);
 
 	if (err)
 		fail_msg("sr_env_find(%s): %s", e->id, sr_last_error());
-	err = sr__refcsv_load(e->csv, spec, csv);
+	err = refcsv_load(e->csv, spec, csv);
 	if (err)
-		fail_msg("load %s: %s", e->csv, sr_last_error());
+		fail_msg("load %s: %s", e->csv, refcsv_error());
 	assert_true(csv->rows > 100);
 }
 
-static void report(const char *what, const char *id, const struct sr__refcheck *r)
+static void report(const char *what, const char *id, const struct refcheck *r)
 {
 	print_message("%-26s %-8s rows=%zu max_obs_err=%.3g max_rew_err=%.3g flags=%zu "
 		      "state_err=%.3g first_bad=%zd\n",
@@ -67,7 +67,7 @@ static void test_reset_rows(void **st)
 {
 	for (size_t i = 0; i < N_REF; i++) {
 		sr_env_spec spec;
-		struct sr__refcsv csv;
+		struct refcsv csv;
 		void *s;
 		float obs[16];
 		size_t n = 0;
@@ -86,7 +86,7 @@ static void test_reset_rows(void **st)
 		}
 		assert_int_equal(n, 20);
 		free(s);
-		sr__refcsv_free(&csv);
+		refcsv_free(&csv);
 	}
 }
 
@@ -96,15 +96,15 @@ static void test_one_step(void **st)
 {
 	for (size_t i = 0; i < N_REF; i++) {
 		sr_env_spec spec;
-		struct sr__refcsv csv;
-		struct sr__refcheck r;
+		struct refcsv csv;
+		struct refcheck r;
 
 		load(&ref_envs[i], &spec, &csv);
-		assert_int_equal(sr__refcsv_check(&spec, &csv, SR_REFCHECK_ONESTEP, &r), 0);
+		assert_int_equal(refcsv_check(&spec, &csv, REFCHECK_ONESTEP, &r), 0);
 		report("one-step", spec.id, &r);
-		assert_true(sr__refcheck_ok(&r));
+		assert_true(refcheck_ok(&r));
 		assert_true(r.max_state_err <= 1e-12);
-		sr__refcsv_free(&csv);
+		refcsv_free(&csv);
 	}
 }
 
@@ -113,14 +113,14 @@ static void test_rollout(void **st)
 {
 	for (size_t i = 0; i < N_REF; i++) {
 		sr_env_spec spec;
-		struct sr__refcsv csv;
-		struct sr__refcheck r;
+		struct refcsv csv;
+		struct refcheck r;
 
 		load(&ref_envs[i], &spec, &csv);
-		assert_int_equal(sr__refcsv_check(&spec, &csv, SR_REFCHECK_ROLLOUT, &r), 0);
+		assert_int_equal(refcsv_check(&spec, &csv, REFCHECK_ROLLOUT, &r), 0);
 		report("rollout", spec.id, &r);
-		assert_true(sr__refcheck_ok(&r));
-		sr__refcsv_free(&csv);
+		assert_true(refcheck_ok(&r));
+		refcsv_free(&csv);
 	}
 }
 
@@ -130,8 +130,8 @@ static void test_perturbed_action_detected(void **st)
 {
 	for (size_t i = 0; i < N_REF; i++) {
 		sr_env_spec spec;
-		struct sr__refcsv csv;
-		struct sr__refcheck r;
+		struct refcsv csv;
+		struct refcheck r;
 		size_t row = 0;
 
 		load(&ref_envs[i], &spec, &csv);
@@ -145,10 +145,10 @@ static void test_perturbed_action_detected(void **st)
 			csv.act_i[row] = (csv.act_i[row] + 1) % (int32_t)spec.act_n;
 		else
 			csv.act_f[row] = csv.act_f[row] > 0 ? -0.75f : 0.75f;
-		assert_int_equal(sr__refcsv_check(&spec, &csv, SR_REFCHECK_ONESTEP, &r), 0);
-		assert_false(sr__refcheck_ok(&r));
+		assert_int_equal(refcsv_check(&spec, &csv, REFCHECK_ONESTEP, &r), 0);
+		assert_false(refcheck_ok(&r));
 		assert_int_equal(r.first_bad_row, row);
-		sr__refcsv_free(&csv);
+		refcsv_free(&csv);
 	}
 }
 

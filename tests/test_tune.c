@@ -11,7 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../tools/bench_pool.h"
+#include "bench_pool.h"
+#include "machine.h"
 #include "../tools/tune.h"
 
 static void test_classify(void **st)
@@ -438,11 +439,11 @@ static void test_json_context(void **st)
 
 	(void)st;
 	f = open_memstream(&buf, &len);
-	tune_json_str(f, "a\"b\\c\n");
+	bench_json_str(f, "a\"b\\c\n");
 	fputc(' ', f);
-	tune_json_machine(f);
+	bench_json_machine(f);
 	fputc(' ', f);
-	tune_json_build(f);
+	bench_json_build(f);
 	fclose(f);
 	assert_true(strncmp(buf, "\"a\\\"b\\\\c\\u000a\" ", 16) == 0);
 	assert_non_null(strstr(buf, "\"machine\":{\"cpu_model\":\""));
@@ -452,9 +453,9 @@ static void test_json_context(void **st)
 	assert_non_null(strstr(buf, "\"build\":{\"version\":\""));
 	assert_non_null(strstr(buf, "\"backends\":[\"host\""));
 	free(buf);
-	assert_true(tune_allowed_cpus() >= 1);
-	assert_true(tune_physical_cores() >= 1);
-	assert_true(tune_numa_nodes() >= 1);
+	assert_true(bench_allowed_cpus() >= 1);
+	assert_true(bench_physical_cores() >= 1);
+	assert_true(bench_numa_nodes() >= 1);
 }
 
 int main(void)

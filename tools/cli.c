@@ -121,29 +121,3 @@ uint64_t cli_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-
-void cli_json_machine(FILE *f)
-{
-	char model[256] = "unknown", line[512];
-	FILE *c = fopen("/proc/cpuinfo", "r");
-
-	if (c) {
-		while (fgets(line, sizeof(line), c)) {
-			if (strncmp(line, "model name", 10) == 0) {
-				char *p = strchr(line, ':');
-				if (p) {
-					p += 2;
-					p[strcspn(p, "\n")] = '\0';
-					snprintf(model, sizeof(model), "%s", p);
-				}
-				break;
-			}
-		}
-		fclose(c);
-	}
-	for (char *p = model; *p; p++)
-		if (*p == '"' || *p == '\\')
-			*p = ' ';
-	fprintf(f, "\"machine\":{\"cpu_model\":\"%s\",\"cpus\":%ld}", model,
-		sysconf(_SC_NPROCESSORS_ONLN));
-}

@@ -7,15 +7,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Subcommands: each lives in tools/cmd_*.c and is declared weak here, so a
- * build without one of them still links (the dispatcher lists what it has). */
+/* Subcommands: int cmd_NAME(int argc, char **argv), each in tools/cmd_*.c,
+ * listed by the dispatcher (tools/stepring.c). */
 typedef int (*sr_cmd_fn)(int argc, char **argv);
 
 #define SR_CLI_EXIT_USAGE 2
 
 /* `stepring bench WHAT` dispatches (tools/cmd_bench.c) to
- * int bench_WHAT(int argc, char **argv), also weak: bench_env, bench_ring,
- * bench_replay, bench_pool, bench_checkpoint. */
+ * int bench_WHAT(int argc, char **argv): bench_env, bench_ring,
+ * bench_replay, bench_pool, bench_checkpoint, bench_loop. */
 
 /* Print "stepring: <msg>" to stderr and exit(2). */
 void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -43,8 +43,5 @@ void cli_env(const char *name, struct sr_env_spec *out);
 
 /* Monotonic clock in ns. */
 uint64_t cli_now_ns(void);
-
-/* Machine description for JSON lines: "cpu_model", cores, numa nodes. */
-void cli_json_machine(FILE *f);
 
 #endif

@@ -1,11 +1,11 @@
 /* stepring bench WHAT: dispatch to the benchmark functions bench_WHAT in
- * tools/cmd_bench_*.c (weak: absent ones are not listed). */
+ * tools/cmd_bench_*.c. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 
-/* Called by the dispatcher (declared weak there). */
+/* Called by the dispatcher (tools/stepring.c). */
 int cmd_bench(int argc, char **argv);
 
 #define SR_BENCHES(X)                                                                      \
@@ -16,7 +16,7 @@ int cmd_bench(int argc, char **argv);
 	X(checkpoint, "checkpoint write and restore")                                       \
 	X(loop, "closed loop env -> ring -> device -> policy -> env vs env only")
 
-#define X(name, help) int bench_##name(int argc, char **argv) __attribute__((weak));
+#define X(name, help) int bench_##name(int argc, char **argv);
 SR_BENCHES(X)
 #undef X
 
@@ -42,10 +42,9 @@ static sr_cmd_fn lookup(const char *name)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: stepring bench WHAT [OPTIONS]   (stepring bench WHAT --help)\n\n"
-		   "benchmarks in this build:\n");
+		   "benchmarks:\n");
 	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
-		if (lookup(benches[i].name))
-			fprintf(f, "  %-11s %s\n", benches[i].name, benches[i].help);
+		fprintf(f, "  %-11s %s\n", benches[i].name, benches[i].help);
 }
 
 int cmd_bench(int argc, char **argv)
@@ -56,9 +55,8 @@ int cmd_bench(int argc, char **argv)
 
 	avail[0] = '\0';
 	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]) && off < sizeof(avail); i++)
-		if (lookup(benches[i].name))
-			off += (size_t)snprintf(avail + off, sizeof(avail) - off, "%s%s",
-						off ? ", " : "", benches[i].name);
+		off += (size_t)snprintf(avail + off, sizeof(avail) - off, "%s%s", off ? ", " : "",
+					benches[i].name);
 	if (argc < 2)
 		cli_die("bench: which benchmark? (available: %s; see 'stepring bench --help')",
 			avail);

@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "bench_pool.h" /* bench_ckpt_backend_parse */
+#include "machine.h"
 #include "stepring.h"
 #include "stepring/checkpoint.h"
 
@@ -219,7 +221,7 @@ int bench_checkpoint(int argc, char **argv)
 		char tmp[128], *save = NULL;
 		snprintf(tmp, sizeof(tmp), "%s", backends);
 		for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-			int b = sr_ckpt_backend_parse(t);
+			int b = bench_ckpt_backend_parse(t);
 			if (b < 0 || b == SR_CKPT_BACKEND_AUTO)
 				cli_die("--backends: unknown backend '%s' (uring, pwrite, sync)", t);
 			if (nb == 3)
@@ -409,7 +411,7 @@ int bench_checkpoint(int argc, char **argv)
 		       ur && p99_ratio <= 1.1 ? "true" : "false", tp_ratio,
 		       tp_ratio >= 0.8 ? "true" : "false");
 		printf("\"build\":\"%s\",", sr_build_info());
-		cli_json_machine(stdout);
+		bench_json_machine(stdout);
 		printf("}\n");
 	} else {
 		printf("pool: %s x %u envs, %u threads, ring %llu slots; checkpoint %.1f MiB "

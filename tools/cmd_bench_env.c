@@ -17,9 +17,10 @@
 #include <time.h>
 
 #include "cli.h"
+#include "machine.h"
 #include "stepring.h"
 
-/* Called by the dispatcher (declared weak there). */
+/* Called by the dispatcher (tools/stepring.c). */
 int bench_env(int argc, char **argv);
 
 #define ACT_BATCHES 61 /* prime */
@@ -230,7 +231,7 @@ int bench_env(int argc, char **argv)
 		       runs[repeat - 1].steps_per_sec, (unsigned long long)med.steps,
 		       (unsigned long long)med.episodes, cpu, med_cpu,
 		       med.cpu_seconds / med.seconds);
-		cli_json_machine(stdout);
+		bench_json_machine(stdout);
 		printf(",\"build\":\"%s\"}\n", sr_build_info());
 	} else {
 		printf("env=%s n=%zu steps/s=%.3fM ns/step=%.2f episodes/s=%.0f "

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "machine.h"
 #include "ring_internal.h"
 #include "stepring.h"
 #include "stepring/replay.h"
@@ -352,7 +353,7 @@ int bench_ring(int argc, char **argv)
 					       np, bulks[b], w ? "reserve+write+pub" : "reserve+publish",
 					       med_ns, ns[0], med_cn, med_mt);
 				if (json) {
-					cli_json_machine(stdout);
+					bench_json_machine(stdout);
 					printf(",\"build\":\"%s\"}\n", sr_build_info());
 				}
 				sr_ring_destroy(r);
@@ -402,7 +403,7 @@ int bench_ring(int argc, char **argv)
 			       "\"cpu_ratio\":%.3f,\"repeat\":%d,",
 			       dims[di], cap, batch, slot_bytes(r), mg, mm, mg / mm, mcg, mcm,
 			       mcg / mcm, dr);
-			cli_json_machine(stdout);
+			bench_json_machine(stdout);
 			printf(",\"build\":\"%s\"}\n", sr_build_info());
 		} else {
 			printf("drain    obs_dim=%-4lld batch=%lld  %.2f GB/s  memcpy %.2f GB/s  "
@@ -672,7 +673,7 @@ int bench_replay(int argc, char **argv)
 				       (size_t)B * row_bytes(r), med * (double)B, 1e6 / med,
 				       1e6 / med_copy, ratio, medc * (double)B, 1e6 / medc,
 				       1e6 / med_copy_cpu, ratio_cpu, repeat);
-				cli_json_machine(stdout);
+				bench_json_machine(stdout);
 				printf(",\"build\":\"%s\"}\n", sr_build_info());
 			} else {
 				printf("replay   obs_dim=%-5lld %-19s %7.2f M/s %9.2f us/batch "

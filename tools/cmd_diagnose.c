@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "machine.h"
 #include "stepring.h"
 #include "mlp.h"
 #include "tune.h"
@@ -382,7 +383,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	const char *where = d->device_name;
 	double policy_sps, us_call = 0;
 	uint32_t batch = d->async ? (d->batch ? d->batch : d->num_envs / 2) : d->num_envs;
-	uint32_t cores = tune_physical_cores(), cpus = tune_allowed_cpus();
+	uint32_t cores = bench_physical_cores(), cpus = bench_allowed_cpus();
 	bool have_other = d->num_envs >= 2, own;
 
 	cli_env(env_id, &spec);
@@ -433,7 +434,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	in.batch_groups = loop.batch_groups;
 	tune_result_shares(&loop, &in.loop);
 	in.other_mode_sps = have_other ? other.steps_per_sec : 0;
-	in.loadavg = tune_loadavg();
+	in.loadavg = bench_loadavg();
 	in.cpus = cpus;
 	if (loop.batches && loop.seconds > 0) {
 		in.median_batch_us = loop.p50_us + loop.ns_policy / 1e3;

@@ -7,7 +7,7 @@
 #include "stepring.h"
 #include "refcsv.h"
 
-/* Called by the dispatcher (declared weak there). */
+/* Called by the dispatcher (tools/stepring.c). */
 int cmd_envcheck(int argc, char **argv);
 
 static void usage(FILE *f)
@@ -26,14 +26,14 @@ static void usage(FILE *f)
 		"is expected when t == max_episode_steps.\n"
 		"Exit status: 0 within tolerance, 1 outside it, 2 usage error or unreadable,\n"
 		"malformed or unfitting CSV.\n",
-		SR_REF_OBS_TOL, SR_REF_REW_TOL);
+		REF_OBS_TOL, REF_REW_TOL);
 }
 
 int cmd_envcheck(int argc, char **argv)
 {
 	const char *env = NULL, *path = NULL, *mode = "both", *plugin = NULL;
-	struct sr__refcheck res;
-	struct sr__refcsv csv;
+	struct refcheck res;
+	struct refcsv csv;
 	unsigned modes;
 	sr_env_spec spec;
 	int err;
@@ -54,11 +54,11 @@ int cmd_envcheck(int argc, char **argv)
 		cli_die("envcheck: --csv and one of --env or --plugin are required (see "
 			"'stepring envcheck --help')");
 	if (!strcmp(mode, "both"))
-		modes = SR_REFCHECK_ONESTEP | SR_REFCHECK_ROLLOUT;
+		modes = REFCHECK_ONESTEP | REFCHECK_ROLLOUT;
 	else if (!strcmp(mode, "onestep"))
-		modes = SR_REFCHECK_ONESTEP;
+		modes = REFCHECK_ONESTEP;
 	else if (!strcmp(mode, "rollout"))
-		modes = SR_REFCHECK_ROLLOUT;
+		modes = REFCHECK_ROLLOUT;
 	else
 		cli_die("envcheck: --mode: '%s' is not one of both, onestep, rollout", mode);
 	if (plugin) {
@@ -69,23 +69,23 @@ int cmd_envcheck(int argc, char **argv)
 	}
 	if (spec.n_phys == 0)
 		cli_die("envcheck: env '%s' has no physical state to load from a CSV", spec.id);
-	err = sr__refcsv_load(path, &spec, &csv);
+	err = refcsv_load(path, &spec, &csv);
 	if (err)
-		cli_die("envcheck: %s", sr_last_error());
-	err = sr__refcsv_check(&spec, &csv, modes, &res);
+		cli_die("envcheck: %s", refcsv_error());
+	err = refcsv_check(&spec, &csv, modes, &res);
 	if (err)
-		cli_die("envcheck: %s", sr_last_error());
+		cli_die("envcheck: %s", refcsv_error());
 	printf("rows=%zu max_obs_err=%.3g max_rew_err=%.3g flag_mismatches=%zu\n", res.rows,
 	       res.max_obs_err, res.max_rew_err, res.flag_mismatches);
-	if (!sr__refcheck_ok(&res)) {
+	if (!refcheck_ok(&res)) {
 		size_t r = res.first_bad_row;
 		fprintf(stderr,
 			"stepring: envcheck: outside tolerance; first mismatch at line %zu "
 			"(episode %lld, t=%lld)\n",
 			r + 2, (long long)csv.episode[r], (long long)csv.t[r]);
-		sr__refcsv_free(&csv);
+		refcsv_free(&csv);
 		return 1;
 	}
-	sr__refcsv_free(&csv);
+	refcsv_free(&csv);
 	return 0;
 }

@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "stepring.h"
 
-/* Called by the dispatcher (declared weak there). */
+/* Called by the dispatcher (tools/stepring.c). */
 int cmd_envs(int argc, char **argv);
 
 static void usage(FILE *f)

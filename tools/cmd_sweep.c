@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "machine.h"
 #include "stepring.h"
 #include "tune.h"
 
@@ -145,7 +146,7 @@ static void json_command(FILE *f, const struct sweep *s, const struct bench_pool
 		 s->device_name, c->seconds, c->warmup,
 		 c->cooldown, (unsigned long long)c->seed, s->bind_name,
 		 s->cpuset ? " --cpuset " : "", s->cpuset ? s->cpuset : "");
-	tune_json_str(f, cmd);
+	bench_json_str(f, cmd);
 }
 
 static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
@@ -159,24 +160,24 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 	gmtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	fputs("{\"schema\":\"stepring.sweep/1\",\"time\":", f);
-	tune_json_str(f, when);
+	bench_json_str(f, when);
 	fputs(",\"command\":", f);
 	json_command(f, s, c);
 	fputc(',', f);
-	tune_json_machine(f);
+	bench_json_machine(f);
 	fputc(',', f);
-	tune_json_build(f);
+	bench_json_build(f);
 	fputs(",\"config\":{\"env\":", f);
-	tune_json_str(f, c->env);
+	bench_json_str(f, c->env);
 	fprintf(f, ",\"num_envs\":%u,\"threads\":%u,\"batch\":%u,\"mode\":\"%s\",\"policy\":",
 		c->envs, r->threads_used ? r->threads_used : c->threads, c->batch,
 		c->async ? "async" : "sync");
-	tune_json_str(f, c->policy);
+	bench_json_str(f, c->policy);
 	fprintf(f, ",\"device\":\"%s\",\"seconds\":%g,\"warmup\":%g,\"cooldown\":%g,"
 		   "\"seed\":%llu,\"bind\":\"%s\",\"cpuset\":",
 		s->device_name, c->seconds, c->warmup, c->cooldown, (unsigned long long)c->seed,
 		s->bind_name);
-	tune_json_str(f, c->cpuset ? c->cpuset : "");
+	bench_json_str(f, c->cpuset ? c->cpuset : "");
 	fprintf(f, ",\"threads_requested\":%u,\"batch_rule\":\"%s\"}", c->threads,
 		!c->async ? "num_envs" : s->n_batch ? "fixed" : "num_envs/2");
 	fprintf(f,
@@ -272,7 +273,7 @@ static uint32_t auto_start(const struct sweep *s, uint32_t threads, uint32_t bat
 	uint32_t start = threads;
 
 	if (!start) {
-		uint32_t cores = tune_physical_cores(), cpus = tune_allowed_cpus();
+		uint32_t cores = bench_physical_cores(), cpus = bench_allowed_cpus();
 
 		start = cores < cpus ? cores : cpus;
 	}

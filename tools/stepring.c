@@ -6,7 +6,6 @@
 #include "cli_mpi.h"
 #include "stepring.h"
 
-/* Weak: a subcommand whose file is not in this build is simply absent. */
 #define SR_CMDS(X)                                                                         \
 	X(envs, "list the known env types with their spaces")                              \
 	X(envcheck, "replay a Gymnasium reference CSV and compare")                        \
@@ -19,7 +18,7 @@
 	X(diagnose, "env-bound, policy-bound, copy-bound or sync-bound?")                  \
 	X(top, "live view of a running pool")
 
-#define X(name, help) int cmd_##name(int argc, char **argv) __attribute__((weak));
+#define X(name, help) int cmd_##name(int argc, char **argv);
 SR_CMDS(X)
 #undef X
 
@@ -46,8 +45,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: stepring COMMAND [OPTIONS]   (stepring COMMAND --help)\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (lookup(cmds[i].name))
-			fprintf(f, "  %-11s %s\n", cmds[i].name, cmds[i].help);
+		fprintf(f, "  %-11s %s\n", cmds[i].name, cmds[i].help);
 	fprintf(f, "  %-11s %s\n", "version", "print the version and build");
 }
 

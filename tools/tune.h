@@ -154,23 +154,6 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v);
 /** Print a verdict block ("verdict: ...", "  because ...", "  try ..."). */
 void tune_print_verdict(FILE *f, const struct tune_verdict *v);
 
-/* JSONL context of every line sweep writes. */
-/** Write @s as a JSON string literal (quotes and escapes included). */
-void tune_json_str(FILE *f, const char *s);
-/** "machine":{"cpu_model":..,"cpus":..,"cores":..,"numa_nodes":..,"gpu":..} */
-void tune_json_machine(FILE *f);
-/** "build":{"version":..,"info":..,"flags":..,"backends":[..]} */
-void tune_json_build(FILE *f);
-
-/** Online CPUs this process may run on (sched_getaffinity), at least 1. */
-uint32_t tune_allowed_cpus(void);
-/** Physical cores of the machine (distinct package/core ids), at least 1. */
-uint32_t tune_physical_cores(void);
-/** 1-minute load average from /proc/loadavg, or -1 when unknown. */
-double tune_loadavg(void);
-/** NUMA nodes listed under /sys/devices/system/node (1 when unknown). */
-uint32_t tune_numa_nodes(void);
-
 /* Progress on stderr: a bar that redraws itself on a terminal, one plain
  * line per step otherwise. @total 0 means unknown (auto series). */
 struct tune_progress {

@@ -1,7 +1,8 @@
 /*
  * Reference trajectory CSVs (the Gymnasium format of tests/refdata):
  * loading and replaying them against an env spec. Used by
- * `stepring envcheck` and the env tests (internal).
+ * `stepring envcheck` and the env tests; part of the benchmark library
+ * (tools/bench), on the public env ABI only.
  *
  * Format: a header, then one row per reset (t = 0) or step (t >= 1):
  *   episode,t,<state...>,action,<obs_...>,reward,terminated,truncated
@@ -19,7 +20,7 @@
 
 #include "stepring/env.h"
 
-struct sr__refcsv {
+struct refcsv {
 	size_t rows;
 	uint32_t n_phys, obs_dim, act_dim;
 	bool discrete;
@@ -34,16 +35,16 @@ struct sr__refcsv {
 
 /* Load @path for @spec. Returns 0, -ENOENT (cannot open), -EINVAL
  * (malformed: "FILE:LINE: why", or columns that do not fit the env), -ENOMEM;
- * the message is in sr_last_error(). */
-int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv *out);
-void sr__refcsv_free(struct sr__refcsv *csv);
+ * the message is in refcsv_error(). */
+int refcsv_load(const char *path, const sr_env_spec *spec, struct refcsv *out);
+void refcsv_free(struct refcsv *csv);
 
 enum {
-	SR_REFCHECK_ONESTEP = 1, /* every t >= 1 row from its own state */
-	SR_REFCHECK_ROLLOUT = 2, /* every episode from its t = 0 state */
+	REFCHECK_ONESTEP = 1, /* every t >= 1 row from its own state */
+	REFCHECK_ROLLOUT = 2, /* every episode from its t = 0 state */
 };
 
-struct sr__refcheck {
+struct refcheck {
 	size_t rows;            /* rows compared (reset rows included) */
 	double max_obs_err;     /* max |obs - ref| */
 	double max_rew_err;     /* max |r - ref| / max(1, |ref|) */
@@ -53,18 +54,21 @@ struct sr__refcheck {
 	size_t first_bad_row;   /* first row out of tolerance (0-based), or SIZE_MAX */
 };
 
-#define SR_REF_OBS_TOL 1e-5
-#define SR_REF_REW_TOL 1e-9
+#define REF_OBS_TOL 1e-5
+#define REF_REW_TOL 1e-9
 
 /* Replay @csv through @spec in the given modes (a bit mask) and accumulate
  * the worst errors. Truncation is computed as the runtime does: after the
  * k-th step of an episode, truncated = max_episode_steps && k >=
  * max_episode_steps. Returns 0 or -EINVAL (an episode without a t = 0 row,
  * t not consecutive), -ENOMEM. */
-int sr__refcsv_check(const sr_env_spec *spec, const struct sr__refcsv *csv, unsigned modes,
-		     struct sr__refcheck *res);
+int refcsv_check(const sr_env_spec *spec, const struct refcsv *csv, unsigned modes,
+		     struct refcheck *res);
+
+/* Why the last refcsv_* call of this thread failed. */
+const char *refcsv_error(void);
 
 /* True when @res is within the tolerances above. */
-bool sr__refcheck_ok(const struct sr__refcheck *res);
+bool refcheck_ok(const struct refcheck *res);
 
 #endif

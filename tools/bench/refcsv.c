@@ -1,16 +1,33 @@
 /* Reference trajectory CSVs: load and replay (see refcsv.h). */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
 #include "refcsv.h"
+
+static _Thread_local char refcsv_msg[512];
+
+__attribute__((format(printf, 2, 3))) static int refcsv_errorf(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(refcsv_msg, sizeof(refcsv_msg), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+const char *refcsv_error(void)
+{
+	return refcsv_msg;
+}
 
 #define MAX_COLS 64
 
-void sr__refcsv_free(struct sr__refcsv *c)
+void refcsv_free(struct refcsv *c)
 {
 	if (!c)
 		return;
@@ -82,7 +99,7 @@ static bool parse_int(const char *s, long long lo, long long hi, int64_t *v)
 	return true;
 }
 
-static int grow(struct sr__refcsv *c, size_t cap)
+static int grow(struct refcsv *c, size_t cap)
 {
 	void *p;
 
@@ -108,14 +125,14 @@ static int grow(struct sr__refcsv *c, size_t cap)
 	return 0;
 }
 
-int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv *out)
+int refcsv_load(const char *path, const sr_env_spec *spec, struct refcsv *out)
 {
 	int c_ep = -1, c_t = -1, c_act = -1, c_rew = -1, c_term = -1, c_trunc = -1;
 	int c_state[MAX_COLS], c_obs[MAX_COLS], n_state = 0, n_obs = 0, ncols, err;
 	char *line = NULL, *tok[MAX_COLS + 1];
 	const char *unexpected = NULL;
 	size_t len = 0, cap = 0, lineno = 1;
-	struct sr__refcsv c;
+	struct refcsv c;
 	FILE *f;
 
 	memset(&c, 0, sizeof(c));
@@ -123,15 +140,15 @@ int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv
 	f = fopen(path, "r");
 	if (!f) {
 		err = -errno;
-		return sr__errorf(err, "cannot open '%s': %s", path, strerror(-err));
+		return refcsv_errorf(err, "cannot open '%s': %s", path, strerror(-err));
 	}
 	if (getline(&line, &len, f) < 0) {
-		err = sr__errorf(-EINVAL, "%s: empty file (expected a CSV header)", path);
+		err = refcsv_errorf(-EINVAL, "%s: empty file (expected a CSV header)", path);
 		goto out;
 	}
 	ncols = split(line, tok, MAX_COLS);
 	if (ncols < 0) {
-		err = sr__errorf(-EINVAL, "%s:1: more than %d columns", path, MAX_COLS);
+		err = refcsv_errorf(-EINVAL, "%s:1: more than %d columns", path, MAX_COLS);
 		goto out;
 	}
 	for (int i = 0; i < ncols; i++) {
@@ -156,18 +173,18 @@ int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv
 			unexpected = h;
 	}
 	if (c_ep < 0 || c_t < 0 || c_act < 0 || c_rew < 0 || c_term < 0 || c_trunc < 0) {
-		err = sr__errorf(-EINVAL,
+		err = refcsv_errorf(-EINVAL,
 				 "%s:1: not a reference CSV: the header needs episode, t, <state>, "
 				 "action, obs_*, reward, terminated, truncated",
 				 path);
 		goto out;
 	}
 	if (unexpected) {
-		err = sr__errorf(-EINVAL, "%s:1: unexpected column '%s'", path, unexpected);
+		err = refcsv_errorf(-EINVAL, "%s:1: unexpected column '%s'", path, unexpected);
 		goto out;
 	}
 	if ((uint32_t)n_obs != spec->obs_dim || (uint32_t)n_state != spec->n_phys) {
-		err = sr__errorf(-EINVAL,
+		err = refcsv_errorf(-EINVAL,
 				 "%s: %d state and %d obs columns do not fit env '%s' (%u state "
 				 "values, obs_dim %u)",
 				 path, n_state, n_obs, spec->id, spec->n_phys, spec->obs_dim);
@@ -178,7 +195,7 @@ int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv
 	c.discrete = spec->act_kind == SR_SPACE_DISCRETE;
 	c.act_dim = spec->act_dim;
 	if (!c.discrete && c.act_dim != 1) {
-		err = sr__errorf(-EINVAL, "%s: one action column cannot hold env '%s''s %u-dim action",
+		err = refcsv_errorf(-EINVAL, "%s: one action column cannot hold env '%s''s %u-dim action",
 				 path, spec->id, c.act_dim);
 		goto out;
 	}
@@ -195,19 +212,19 @@ int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv
 			cap = cap ? 2 * cap : 1024;
 			err = grow(&c, cap);
 			if (err) {
-				err = sr__errorf(err, "%s: out of memory", path);
+				err = refcsv_errorf(err, "%s: out of memory", path);
 				goto out;
 			}
 		}
 		n = split(line, tok, MAX_COLS);
 		if (n != ncols) {
-			err = sr__errorf(-EINVAL, "%s:%zu: %d fields, the header has %d", path, lineno,
+			err = refcsv_errorf(-EINVAL, "%s:%zu: %d fields, the header has %d", path, lineno,
 					 n < 0 ? MAX_COLS + 1 : n, ncols);
 			goto out;
 		}
 #define BAD(what, s)                                                                       \
 	do {                                                                               \
-		err = sr__errorf(-EINVAL, "%s:%zu: bad %s '%s'", path, lineno, what, s);   \
+		err = refcsv_errorf(-EINVAL, "%s:%zu: bad %s '%s'", path, lineno, what, s);   \
 		goto out;                                                                  \
 	} while (0)
 		if (!parse_int(tok[c_ep], 0, INT32_MAX, &c.episode[r]))
@@ -243,7 +260,7 @@ int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv
 		/* Structure: an episode starts with t = 0, and steps follow it. */
 		if (c.t[r] > 0 &&
 		    (r == 0 || c.episode[r] != c.episode[r - 1] || c.t[r] != c.t[r - 1] + 1)) {
-			err = sr__errorf(-EINVAL,
+			err = refcsv_errorf(-EINVAL,
 					 "%s:%zu: episode %lld t=%lld does not follow the previous "
 					 "row (episodes start at t=0, steps are consecutive)",
 					 path, lineno, (long long)c.episode[r], (long long)c.t[r]);
@@ -252,7 +269,7 @@ int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv
 		c.rows++;
 	}
 	if (c.rows == 0) {
-		err = sr__errorf(-EINVAL, "%s: no data rows", path);
+		err = refcsv_errorf(-EINVAL, "%s: no data rows", path);
 		goto out;
 	}
 	*out = c;
@@ -261,12 +278,12 @@ int sr__refcsv_load(const char *path, const sr_env_spec *spec, struct sr__refcsv
 out:
 	free(line);
 	fclose(f);
-	sr__refcsv_free(&c);
+	refcsv_free(&c);
 	return err;
 }
 
-static void compare(const struct sr__refcsv *c, size_t r, const float *obs, double rew,
-		    uint8_t term, uint8_t trunc, struct sr__refcheck *res)
+static void compare(const struct refcsv *c, size_t r, const float *obs, double rew,
+		    uint8_t term, uint8_t trunc, struct refcheck *res)
 {
 	double oe = 0, re;
 	bool bad = false;
@@ -283,11 +300,11 @@ static void compare(const struct sr__refcsv *c, size_t r, const float *obs, doub
 		res->max_obs_err = oe;
 	if (re > res->max_rew_err)
 		res->max_rew_err = re;
-	if (oe > SR_REF_OBS_TOL) {
+	if (oe > REF_OBS_TOL) {
 		res->obs_fail++;
 		bad = true;
 	}
-	if (re > SR_REF_REW_TOL) {
+	if (re > REF_REW_TOL) {
 		res->rew_fail++;
 		bad = true;
 	}
@@ -299,13 +316,13 @@ static void compare(const struct sr__refcsv *c, size_t r, const float *obs, doub
 		res->first_bad_row = r;
 }
 
-static const void *action_of(const struct sr__refcsv *c, size_t r)
+static const void *action_of(const struct refcsv *c, size_t r)
 {
 	return c->discrete ? (const void *)&c->act_i[r] : (const void *)&c->act_f[r * c->act_dim];
 }
 
-int sr__refcsv_check(const sr_env_spec *spec, const struct sr__refcsv *c, unsigned modes,
-		     struct sr__refcheck *res)
+int refcsv_check(const sr_env_spec *spec, const struct refcsv *c, unsigned modes,
+		     struct refcheck *res)
 {
 	double phys[64], next[64];
 	float *obs;
@@ -316,17 +333,17 @@ int sr__refcsv_check(const sr_env_spec *spec, const struct sr__refcsv *c, unsign
 	res->rows = c->rows;
 	if (c->n_phys != spec->n_phys || c->obs_dim != spec->obs_dim || c->n_phys > 64 ||
 	    !spec->set_phys)
-		return sr__errorf(-EINVAL, "reference data does not fit env '%s'", spec->id);
+		return refcsv_errorf(-EINVAL, "reference data does not fit env '%s'", spec->id);
 	st = aligned_alloc(64, (spec->state_size + 63) / 64 * 64);
 	obs = malloc(sizeof(float) * spec->obs_dim);
 	if (!st || !obs) {
 		free(st);
 		free(obs);
-		return sr__errorf(-ENOMEM, "out of memory");
+		return refcsv_errorf(-ENOMEM, "out of memory");
 	}
 	spec->seed(spec, st, 1, 0, 0);
 
-	if (modes & SR_REFCHECK_ONESTEP) {
+	if (modes & REFCHECK_ONESTEP) {
 		for (size_t r = 0; r < c->rows; r++) {
 			double rew = 0;
 			uint8_t term = 0, trunc;
@@ -353,7 +370,7 @@ int sr__refcsv_check(const sr_env_spec *spec, const struct sr__refcsv *c, unsign
 			}
 		}
 	}
-	if (modes & SR_REFCHECK_ROLLOUT) {
+	if (modes & REFCHECK_ROLLOUT) {
 		uint64_t elapsed = 0;
 
 		for (size_t r = 0; r < c->rows; r++) {
@@ -380,8 +397,8 @@ int sr__refcsv_check(const sr_env_spec *spec, const struct sr__refcsv *c, unsign
 	return 0;
 }
 
-bool sr__refcheck_ok(const struct sr__refcheck *res)
+bool refcheck_ok(const struct refcheck *res)
 {
 	return res->obs_fail == 0 && res->rew_fail == 0 && res->flag_mismatches == 0 &&
-	       res->max_obs_err <= SR_REF_OBS_TOL && res->max_rew_err <= SR_REF_REW_TOL;
+	       res->max_obs_err <= REF_OBS_TOL && res->max_rew_err <= REF_REW_TOL;
 }

@@ -141,4 +141,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *cfg,
 			   const struct bench_pool_result *res);
 
+/* A checkpoint backend's name ("auto", "uring", "pwrite", "sync") to its
+ * enum sr_ckpt_backend value, or -EINVAL. */
+int bench_ckpt_backend_parse(const char *name);
+
 #endif

@@ -1,0 +1,886 @@
+/*
+ * The pool benchmark (bench_pool.h): the pool end to end, and its raw
+ * single-thread ceiling in the same run. `stepring bench pool`, sweep,
+ * tune and diagnose all measure through bench_pool_run().
+ *
+ * Phases: the pool's warm-up, the active window, a cool-down. The active
+ * window is R rounds (about 0.25 s of pool each): the pool, then the raw
+ * loop (envs/threads instances stepped in one thread, batched, with
+ * autoreset) on worker 0's CPU, then with T threads the raw loop on all T
+ * workers' CPUs at once. Efficiencies are medians of the rounds' ratios.
+ * Actions come from a precomputed random buffer (policy "none"), so
+ * choosing them costs nothing. Latency is per batch: one sr_pool_step, or
+ * from sr_pool_send to the sr_pool_recv that returns (async).
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_clock.h"
+#include "bench_pool.h"
+#include "machine.h"
+#include "policy_step.h"
+#include "stepring.h"
+#include "stepring/checkpoint.h"
+
+#define ACT_BATCHES 61 /* prime: actions do not repeat in step with episodes */
+#define MAX_LAT (1u << 22)
+
+void bench_pool_cfg_init(struct bench_pool_cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->env = "CartPole-v1";
+	c->envs = 1024;
+	c->seconds = 3.0;
+	c->warmup = 0.5;
+	c->cooldown = 0.5;
+	c->policy = "none";
+	c->device = SR_DEVICE_HOST;
+	c->bind = SR_BIND_CORE;
+}
+
+static int fail(struct bench_pool_result *r, int err, const char *fmt, const char *detail)
+{
+	r->err = err;
+	snprintf(r->msg, sizeof(r->msg), fmt, detail);
+	return err;
+}
+
+/* Random valid actions for @rows envs x ACT_BATCHES. */
+static void *make_actions(const sr_env_spec *s, uint32_t rows, uint64_t seed)
+{
+	size_t asz = sr_env_action_size(s), n = (size_t)rows * ACT_BATCHES;
+	unsigned char *a = malloc(n * asz);
+	sr_rng rng;
+
+	if (!a)
+		return NULL;
+	sr_rng_seed(&rng, seed ^ 0xacdcull, 0);
+	for (size_t i = 0; i < n; i++) {
+		if (s->act_kind == SR_SPACE_DISCRETE) {
+			int32_t v = (int32_t)(sr_rng_next(&rng) % s->act_n);
+			memcpy(a + i * asz, &v, 4);
+		} else {
+			for (uint32_t d = 0; d < s->act_dim; d++) {
+				float v = (float)sr_rng_range(&rng, s->act_low[d], s->act_high[d]);
+				memcpy(a + i * asz + d * 4, &v, 4);
+			}
+		}
+	}
+	return a;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#define RAW_LAT 65536
+
+/* The raw loop's figures, accumulated over its windows. */
+struct raw_acc {
+	uint64_t steps, ns, cpu_ns;
+	float *lat; /* per-batch wall time, ns (main thread's windows only) */
+	uint32_t nlat, cap;
+};
+
+int bench_ckpt_backend_parse(const char *name)
+{
+	for (uint32_t b = SR_CKPT_BACKEND_AUTO; name && b <= SR_CKPT_BACKEND_SYNC; b++)
+		if (!strcmp(name, sr_ckpt_backend_name(b)))
+			return (int)b;
+	return -EINVAL;
+}
+
+/* A pause for spin loops: tells the core a spin is on (x86 PAUSE, Arm
+ * YIELD), so a sibling hyperthread gets the execution units. */
+static inline void bench_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * T raw loops in lockstep: each steps its share of a batch, then waits at a
+ * barrier for the others, as a sync pool's workers (and a batch group's)
+ * do. Thread 0 keeps the time: it sets stop before it arrives at a
+ * barrier. The last thread to arrive reads stop and releases the others
+ * with it in bit 0 of the new generation, so all leave at the same
+ * barrier. (Reading stop after the barrier is not enough: a thread still
+ * on its way out of the barrier before would see thread 0's stop too, and
+ * leave one barrier early, with thread 0 waiting for it forever.)
+ */
+struct lockstep {
+	_Atomic uint32_t arrived;
+	_Atomic uint32_t gen; /* += 2 per barrier; bit 0: stop there */
+	_Atomic int stop;
+	uint32_t T;
+	uint32_t chunk; /* envs per thread and batch */
+};
+
+/* Returns false when the threads are to stop (at this barrier, for all). */
+static bool lockstep_wait(struct lockstep *ls)
+{
+	uint32_t g = atomic_load(&ls->gen), v;
+
+	if (atomic_fetch_add(&ls->arrived, 1) == ls->T - 1) {
+		/* Every thread has arrived, thread 0 after any store of stop. */
+		atomic_store(&ls->arrived, 0);
+		v = (g + 2) | (atomic_load(&ls->stop) ? 1u : 0u);
+		atomic_store(&ls->gen, v);
+	} else {
+		/* Spin as the pool's workers do, then yield: on a CPU shared
+		 * with other work, a thread that only spun would hold it from
+		 * the one it waits for until the scheduler's tick. */
+		for (uint32_t i = 0; (v = atomic_load(&ls->gen)) == g; i++) {
+			if (i < (1u << 14))
+				bench_cpu_relax();
+			else
+				sched_yield();
+		}
+	}
+	return !(v & 1);
+}
+
+/* One raw step of instances [off, off + k) with @acts (the first one's
+ * action), then a reset of those whose episode ended (terminated, or
+ * max_episode_steps by the elapsed counts @el). */
+static void raw_step(const sr_env_spec *s, char *st, const unsigned char *acts, float *obs,
+		     double *rew, uint8_t *term, uint32_t *el, uint32_t off, uint32_t k)
+{
+	s->step(s, st + (size_t)off * s->state_size, k, acts, obs + (size_t)off * s->obs_dim,
+		rew + off, term + off);
+	for (uint32_t i = off; i < off + k; i++) {
+		el[i]++;
+		if (term[i] || (s->max_episode_steps && el[i] >= s->max_episode_steps)) {
+			s->reset(s, st + (size_t)i * s->state_size, 1, obs + (size_t)i * s->obs_dim);
+			el[i] = 0;
+		}
+	}
+}
+
+/* The raw loop: one thread, n instances, step all then reset the ended,
+ * for @seconds; adds steps, wall and CPU time (and batch times) to @acc.
+ * With @ls (lockstep, thread @idx): step ls->chunk instances at a time,
+ * cycling over the n, and wait at the barrier after each chunk.
+ * Returns 0 or -ENOMEM. */
+static int raw_loop_ls(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
+		       struct raw_acc *acc, struct lockstep *ls, uint32_t idx)
+{
+	size_t ss = s->state_size, asz = sr_env_action_size(s);
+	char *st = aligned_alloc(64, ((size_t)n * ss + 63) & ~(size_t)63);
+	float *obs = malloc((size_t)n * s->obs_dim * sizeof(float));
+	double *rew = malloc(n * sizeof(double));
+	uint8_t *term = malloc(n);
+	uint32_t *el = calloc(n, sizeof(uint32_t));
+	unsigned char *acts = make_actions(s, n, seed);
+	uint64_t c0, t0, t, tb, steps = 0, it = 0;
+	int err = -ENOMEM;
+
+	if (!st || !obs || !rew || !term || !el || !acts) {
+		if (ls) {
+			/* Arrive once with stop set: the others leave there. */
+			atomic_store(&ls->stop, 1);
+			lockstep_wait(ls);
+		}
+		goto out;
+	}
+	s->seed(s, st, n, seed, 0);
+	/* One untimed batch first: one-time costs (the spin env calibrates
+	 * on its first step, 5-12 ms) and cold caches stay out of the rate,
+	 * as the pool's warm-up keeps them out of its own. */
+	s->reset(s, st, n, obs);
+	s->step(s, st, n, acts, obs, rew, term);
+	s->reset(s, st, n, obs);
+	c0 = thread_cpu_ns();
+	t0 = bench_now_ns();
+	tb = t0;
+	if (ls) {
+		uint32_t m = ls->chunk < n ? ls->chunk : n, off = 0;
+
+		for (;;) {
+			uint32_t k = n - off < m ? n - off : m;
+
+			raw_step(s, st, acts + ((it++ % ACT_BATCHES) * n + off) * asz, obs, rew, term,
+				 el, off, k);
+			steps += k;
+			off = off + k < n ? off + k : 0;
+			t = bench_now_ns();
+			if (idx == 0 && (double)(t - t0) >= seconds * 1e9)
+				atomic_store(&ls->stop, 1);
+			if (!lockstep_wait(ls))
+				break;
+		}
+		t = bench_now_ns();
+		goto done;
+	}
+	do {
+		for (int k = 0; k < 8; k++, it++) {
+			uint64_t te;
+
+			raw_step(s, st, acts + (it % ACT_BATCHES) * n * asz, obs, rew, term, el, 0, n);
+			steps += n;
+			te = bench_now_ns();
+			if (acc->lat && acc->nlat < acc->cap)
+				acc->lat[acc->nlat++] = (float)(te - tb);
+			tb = te;
+		}
+		t = tb;
+	} while ((double)(t - t0) < seconds * 1e9);
+done:
+	acc->steps += steps;
+	acc->ns += t - t0;
+	acc->cpu_ns += thread_cpu_ns() - c0;
+	err = 0;
+out:
+	free(st);
+	free(obs);
+	free(rew);
+	free(term);
+	free(el);
+	free(acts);
+	return err;
+}
+
+static int raw_loop(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
+		    struct raw_acc *acc)
+{
+	return raw_loop_ls(s, n, seconds, seed, acc, NULL, 0);
+}
+
+/*
+ * The raw loop on every worker's CPU at once: the hardware's own ceiling
+ * for T threads (shared caches, memory, SMT siblings, a hypervisor that
+ * slows one vCPU down), which a pool cannot beat. Thread k runs on the
+ * CPU that worker k is bound to (the calling thread is worker 0).
+ */
+struct raw_par {
+	const sr_env_spec *spec;
+	uint32_t n;
+	double seconds;
+	uint64_t seed;
+	int cpu;
+	_Atomic int *go; /* 0 wait, 1 run, -1 give up */
+	struct lockstep *ls; /* or NULL: free running */
+	uint32_t idx;
+	struct raw_acc acc;
+	int err;
+};
+
+static void *raw_par_main(void *arg)
+{
+	struct raw_par *rp = arg;
+
+	if (rp->cpu >= 0) {
+		cpu_set_t cs;
+
+		CPU_ZERO(&cs);
+		CPU_SET(rp->cpu, &cs);
+		pthread_setaffinity_np(pthread_self(), sizeof(cs), &cs);
+	}
+	while (!atomic_load(rp->go))
+		sched_yield();
+	if (atomic_load(rp->go) > 0)
+		rp->err = raw_loop_ls(rp->spec, rp->n, rp->seconds, rp->seed, &rp->acc, rp->ls,
+				      rp->idx);
+	return NULL;
+}
+
+/* Returns the summed steps/s of T concurrent raw loops (in lockstep, with
+ * a barrier after every @chunk envs each, when @chunk > 0), or < 0 (-errno);
+ * with @per, each loop's own steps/s in per[0 .. T-1]. */
+static double raw_parallel(sr_pool *p, const sr_env_spec *s, uint32_t T, uint32_t n,
+			   double seconds, uint64_t seed, uint32_t chunk, double *per)
+{
+	struct lockstep ls = {.T = T, .chunk = chunk};
+	struct raw_par *rp = calloc(T, sizeof(*rp));
+	pthread_t *th = calloc(T, sizeof(*th));
+	_Atomic int go = 0;
+	uint32_t started = 0;
+	double rate = 0;
+	int err = 0;
+
+	if (!rp || !th) {
+		free(rp);
+		free(th);
+		return -ENOMEM;
+	}
+	for (uint32_t k = 0; k < T; k++) {
+		rp[k] = (struct raw_par){.spec = s, .n = n, .seconds = seconds,
+					 .seed = seed + k, .cpu = sr_pool_worker_cpu(p, k),
+					 .go = &go, .ls = chunk ? &ls : NULL, .idx = k};
+	}
+	/* Worker 0's share runs here, on the calling thread (bound already). */
+	for (uint32_t k = 1; k < T; k++) {
+		if (pthread_create(&th[k], NULL, raw_par_main, &rp[k]))
+			break;
+		started++;
+	}
+	if (started == T - 1) {
+		atomic_store(&go, 1);
+		rp[0].err = raw_loop_ls(s, n, seconds, seed, &rp[0].acc, rp[0].ls, 0);
+	} else {
+		err = -EAGAIN;
+		atomic_store(&go, -1);
+	}
+	for (uint32_t k = 1; k <= started; k++)
+		pthread_join(th[k], NULL);
+	for (uint32_t k = 0; k < T && !err; k++) {
+		if (rp[k].err || !rp[k].acc.ns) {
+			err = rp[k].err ? rp[k].err : -EIO;
+		} else {
+			double rk = (double)rp[k].acc.steps / ((double)rp[k].acc.ns / 1e9);
+
+			rate += rk;
+			if (per)
+				per[k] = rk;
+		}
+	}
+	free(rp);
+	free(th);
+	return err ? err : rate;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, uint32_t n)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+}
+
+/* What bench_pool_run drives the pool with, across its windows. */
+struct drive {
+	const struct bench_pool_cfg *cfg;
+	sr_pool *p;
+	struct bench_policy *bp;
+	const sr_batch *b;
+	const unsigned char *acts;
+	uint32_t rows;
+	size_t asz;
+	uint64_t it;           /* batches so far */
+	uint64_t next_ckpt;
+	char ckpt_path[64];
+	bool ckpt_started;
+	/* measured windows only */
+	float *lat;
+	uint32_t nlat;
+	uint64_t pol_ns;
+};
+
+static int checkpoint_now(struct drive *d)
+{
+	sr_ckpt_opts co;
+	int err;
+
+	sr_ckpt_opts_init(&co);
+	if (d->cfg->checkpoint_backend &&
+	    bench_ckpt_backend_parse(d->cfg->checkpoint_backend) >= 0) {
+		co.flags |= SR_CKPT_F_BACKEND;
+		co.backend = (uint32_t)bench_ckpt_backend_parse(d->cfg->checkpoint_backend);
+	}
+	snprintf(d->ckpt_path, sizeof(d->ckpt_path), "/tmp/sr-bench-pool-%d.ckpt", (int)getpid());
+	d->ckpt_started = true;
+	co.flags |= SR_CKPT_F_NOWAIT; /* still writing the last one: skip */
+	err = sr_pool_checkpoint(d->p, d->ckpt_path, &co);
+	return err == -EBUSY ? 0 : err;
+}
+
+/* Step the pool for @secs; with @measure, keep batch latencies and the
+ * policy's time. 0 or -errno. */
+static int drive_for(struct drive *d, double secs, bool measure)
+{
+	uint64_t t_end = bench_now_ns() + (uint64_t)(fmax(secs, 0) * 1e9);
+	int err;
+
+	while (bench_now_ns() < t_end) {
+		for (int k = 0; k < 4; k++, d->it++) {
+			const unsigned char *a = d->acts + (d->it % ACT_BATCHES) * d->rows * d->asz;
+			uint64_t t0;
+
+			if (d->bp) {
+				const void *pa;
+				uint64_t nc, np;
+
+				err = bench_policy_act(d->bp, d->b, &pa, &nc, &np);
+				if (err)
+					return err;
+				a = pa;
+				if (measure)
+					d->pol_ns += nc + np;
+			}
+			t0 = bench_now_ns();
+			if (d->cfg->async) {
+				err = sr_pool_send(d->p, a, NULL, d->b->n);
+				if (!err)
+					err = sr_pool_recv(d->p, &d->b);
+			} else {
+				err = sr_pool_step(d->p, a, &d->b);
+			}
+			if (err)
+				return err;
+			if (measure && d->nlat < MAX_LAT)
+				d->lat[d->nlat++] = (float)((double)(bench_now_ns() - t0) / 1e3);
+		}
+		if (measure && d->cfg->checkpoint_every > 0 && bench_now_ns() >= d->next_ckpt) {
+			err = checkpoint_now(d);
+			if (err)
+				return err;
+			d->next_ckpt = bench_now_ns() + (uint64_t)(d->cfg->checkpoint_every * 1e9);
+		}
+	}
+	return 0;
+}
+
+/* Rounds of the active window: about 0.25 s of pool each, 4 to 40. */
+static uint32_t rounds_for(double seconds)
+{
+	double r = round(seconds / 0.25);
+
+	return r < 4 ? 4 : r > 40 ? 40 : (uint32_t)r;
+}
+
+int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r)
+{
+	sr_pool_opts o;
+	sr_pool *p = NULL;
+	sr_env_spec spec;
+	sr_pool_stats s0, s1;
+	struct drive d = {.cfg = cfg};
+	struct raw_acc raw = {0};
+	double *eff = NULL, *effp = NULL, *scal = NULL, *rawp = NULL, *lsr = NULL, *lss = NULL,
+	       *lse = NULL, *pw = NULL, *bal = NULL;
+	uint64_t win_ns = 0, cpu_win = 0, steps = 0, batches = 0, episodes = 0;
+	uint64_t ns_env = 0, ns_ring = 0, ns_copy = 0, ns_send = 0;
+	/* per worker: steps, env and ring ns over the rounds */
+	uint64_t wacc[BENCH_MAX_WORKERS][3] = {{0}};
+	sr_pool_worker_stats w0[BENCH_MAX_WORKERS], w1;
+	uint32_t T, R, n_per;
+	double slice, raw_slice;
+	int err;
+	cpu_set_t aff;
+	bool have_aff;
+
+	memset(r, 0, sizeof(*r));
+	if (!cfg->env || sr_env_find(cfg->env, &spec))
+		return fail(r, -ENOENT, "%s", sr_last_error());
+	if (cfg->checkpoint_every > 0 && cfg->async)
+		return fail(r, -ENOSYS, "%s", "checkpoint_every needs sync mode");
+	/* The pool binds this thread as worker 0 (SR_POOL_F_BIND_CALLER):
+	 * give it back its affinity at the end, or the next pool made in this
+	 * process would plan all its workers inside that one CPU. */
+	have_aff = pthread_getaffinity_np(pthread_self(), sizeof(aff), &aff) == 0;
+	sr_pool_opts_init(&o);
+	o.env = cfg->env;
+	o.num_envs = cfg->envs;
+	o.num_threads = cfg->threads;
+	o.batch_size = cfg->async ? (cfg->batch ? cfg->batch : cfg->envs / 2) : cfg->envs;
+	if (cfg->async && o.batch_size >= cfg->envs)
+		return fail(r, -EINVAL, "%s", "async needs batch < envs");
+	o.bind = (uint32_t)cfg->bind;
+	/* With a policy, the policy's device takes the batches from the ring. */
+	o.device = (uint32_t)(cfg->policy && strcmp(cfg->policy, "none") ? SR_DEVICE_HOST
+									  : cfg->device);
+	/* The calling thread steps worker 0's envs: bind it like a worker. */
+	o.flags = SR_POOL_F_SEED | (cfg->no_inline ? SR_POOL_F_NO_INLINE : SR_POOL_F_BIND_CALLER) |
+		  (cfg->no_groups ? SR_POOL_F_NO_BATCH_GROUPS : 0) |
+		  (cfg->no_rebalance ? SR_POOL_F_NO_REBALANCE : 0);
+	o.seed = cfg->seed;
+	o.ring_capacity = cfg->ring_capacity;
+	if (cfg->cpuset) {
+		o.flags |= SR_POOL_F_CPUSET;
+		o.cpuset = cfg->cpuset;
+	}
+	err = sr_pool_create(&o, &p);
+	if (err) {
+		fail(r, err, "%s", sr_last_error());
+		goto out;
+	}
+	d.p = p;
+	err = bench_policy_open(cfg->policy, p, cfg->device, cfg->seed, &d.bp, r->msg,
+				sizeof(r->msg));
+	if (err) {
+		r->err = err;
+		goto out;
+	}
+	T = sr_pool_num_threads(p);
+	r->threads_used = T;
+	r->ring_capacity = sr_pool_ring(p) ? sr_ring_capacity(sr_pool_ring(p)) : 0;
+	n_per = (cfg->envs + T - 1) / T;
+	d.rows = sr_pool_batch_size(p);
+	r->batch_groups = sr_pool_batch_groups(p);
+	d.asz = sr_env_action_size(&spec);
+	d.acts = make_actions(&spec, d.rows, cfg->seed);
+	d.lat = malloc(MAX_LAT * sizeof(float));
+	R = rounds_for(cfg->seconds);
+	raw.cap = RAW_LAT;
+	raw.lat = malloc(RAW_LAT * sizeof(float));
+	eff = calloc(R, sizeof(double));
+	effp = calloc(R, sizeof(double));
+	scal = calloc(R, sizeof(double));
+	rawp = calloc(R, sizeof(double));
+	lsr = calloc(R, sizeof(double));
+	lss = calloc(R, sizeof(double));
+	lse = calloc(R, sizeof(double));
+	/* per round and worker: its CPU's raw loop while all ran at once */
+	pw = calloc((size_t)R * BENCH_MAX_WORKERS, sizeof(double));
+	bal = calloc(R, sizeof(double));
+	if (!d.acts || !d.lat || !raw.lat || !eff || !effp || !scal || !rawp || !lsr || !lss ||
+	    !lse || !pw || !bal) {
+		err = fail(r, -ENOMEM, "%s", "out of memory");
+		goto out;
+	}
+
+	err = sr_pool_reset(p, &d.b);
+	if (!err && cfg->async)
+		err = sr_pool_recv(p, &d.b);
+	if (!err)
+		err = drive_for(&d, cfg->warmup, false);
+	if (err)
+		goto fail_pool;
+
+	/*
+	 * The active window, in R rounds: a pool slice, then the raw loop
+	 * alone on this thread (worker 0's CPU), then, with T > 1, the raw
+	 * loop on every worker's CPU at once. The pool's workers sleep while
+	 * the raw loops run. A machine whose speed drifts (a shared host, a
+	 * VM whose vCPUs speed up and slow down for seconds at a time) then
+	 * drifts under both sides of each ratio alike, and the median ratio
+	 * over the rounds is the figure.
+	 */
+	slice = fmax(cfg->seconds, 0.05) / R;
+	raw_slice = fmax(slice / 2, 0.02);
+	d.next_ckpt = bench_now_ns() + (uint64_t)(cfg->checkpoint_every * 1e9);
+	for (uint32_t k = 0; k < R; k++) {
+		uint64_t t0, t1, c0, c1, rs = raw.steps, rn = raw.ns, it0 = d.it;
+		double pool_rate, r1, rt;
+
+		sr_pool_stats_get(p, &s0);
+		for (uint32_t w = 0; w < T && w < BENCH_MAX_WORKERS; w++)
+			sr_pool_worker_stats_get(p, w, &w0[w]);
+		t0 = bench_now_ns();
+		c0 = cpu_ns();
+		err = drive_for(&d, slice, true);
+		if (err)
+			goto fail_pool;
+		batches += d.it - it0;
+		t1 = bench_now_ns();
+		c1 = cpu_ns();
+		sr_pool_stats_get(p, &s1);
+		for (uint32_t w = 0; w < T && w < BENCH_MAX_WORKERS; w++) {
+			sr_pool_worker_stats_get(p, w, &w1);
+			wacc[w][0] += w1.steps - w0[w].steps;
+			wacc[w][1] += w1.ns_env_step - w0[w].ns_env_step;
+			wacc[w][2] += w1.ns_ring_publish - w0[w].ns_ring_publish;
+		}
+		win_ns += t1 - t0;
+		cpu_win += c1 - c0;
+		steps += s1.steps - s0.steps;
+		episodes += s1.episodes - s0.episodes;
+		ns_env += s1.ns_env_step - s0.ns_env_step;
+		ns_ring += s1.ns_ring_publish - s0.ns_ring_publish;
+		ns_copy += s1.ns_collect - s0.ns_collect;
+		ns_send += s1.ns_send - s0.ns_send;
+		pool_rate = (double)(s1.steps - s0.steps) / ((double)(t1 - t0) / 1e9);
+
+		err = raw_loop(&spec, n_per, raw_slice, cfg->seed, &raw);
+		if (err)
+			goto fail_pool;
+		r1 = (double)(raw.steps - rs) / ((double)(raw.ns - rn) / 1e9);
+		rt = T > 1 ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, 0,
+					  T <= BENCH_MAX_WORKERS ? pw + (size_t)k * BENCH_MAX_WORKERS
+								 : NULL)
+			   : r1;
+		if (rt < 0) {
+			err = (int)rt;
+			fail(r, err, "%s", "cannot start the parallel raw loop's threads");
+			goto out;
+		}
+		rawp[k] = rt;
+		if (T > 1 && T <= BENCH_MAX_WORKERS) {
+			const double *q = pw + (size_t)k * BENCH_MAX_WORKERS;
+			double lo = q[0], hi = q[0];
+
+			for (uint32_t w = 1; w < T; w++) {
+				lo = fmin(lo, q[w]);
+				hi = fmax(hi, q[w]);
+			}
+			bal[k] = hi > 0 ? lo / hi : 0;
+		}
+		eff[k] = pool_rate / (T * r1);
+		effp[k] = pool_rate / rt;
+		scal[k] = rt / (T * r1);
+		if (T > 1 && cfg->lockstep) {
+			uint32_t chunk = d.rows / T ? d.rows / T : 1;
+			double rl = raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, chunk,
+						 NULL);
+
+			if (rl < 0) {
+				err = (int)rl;
+				fail(r, err, "%s", "cannot start the lockstep raw loop's threads");
+				goto out;
+			}
+			lsr[k] = rl;
+			lss[k] = rl / (T * r1);
+			lse[k] = pool_rate / rl;
+		}
+		if (k < BENCH_MAX_ROUNDS) {
+			r->round_figs[k] = (struct bench_round){
+				.efficiency = eff[k], .efficiency_parallel = effp[k],
+				.parallel_scaling = scal[k], .cpu_balance = bal[k],
+				.lockstep_scaling = lss[k], .efficiency_lockstep = lse[k]};
+			r->nround_figs = k + 1;
+		}
+	}
+	if (d.ckpt_started)
+		sr_pool_checkpoint_wait(p, NULL);
+	err = drive_for(&d, cfg->cooldown, false);
+	if (err)
+		goto fail_pool;
+	if (d.ckpt_started) {
+		sr_pool_checkpoint_wait(p, NULL);
+		unlink(d.ckpt_path);
+	}
+	{
+		double win = (double)win_ns, tot = win * T, nb = (double)batches;
+		double cpu_raw = raw.cpu_ns ? (double)raw.steps / ((double)raw.cpu_ns / 1e9) : 0;
+		struct rusage ru;
+
+		r->rounds = R;
+		r->seconds = win / 1e9;
+		r->batches = batches;
+		r->episodes = episodes;
+		r->steps_per_sec = (double)steps / r->seconds;
+		r->raw_steps_per_sec = (double)raw.steps / ((double)raw.ns / 1e9);
+		r->raw_parallel_steps_per_sec = median(rawp, R);
+		r->efficiency_min = r->efficiency_max = eff[0];
+		for (uint32_t k = 1; k < R; k++) {
+			r->efficiency_min = fmin(r->efficiency_min, eff[k]);
+			r->efficiency_max = fmax(r->efficiency_max, eff[k]);
+		}
+		r->efficiency = median(eff, R);
+		r->efficiency_parallel = median(effp, R);
+		r->parallel_scaling = median(scal, R);
+		if (T > 1 && cfg->lockstep) {
+			r->raw_lockstep_steps_per_sec = median(lsr, R);
+			r->lockstep_scaling = median(lss, R);
+			r->efficiency_lockstep = median(lse, R);
+		}
+		r->cpu_pct = 100.0 * (double)cpu_win / win;
+		r->steps_per_cpu_sec = (double)steps / ((double)cpu_win / 1e9);
+		r->raw_steps_per_cpu_sec = cpu_raw;
+		r->efficiency_cpu = cpu_raw > 0 ? r->steps_per_cpu_sec / cpu_raw : 0;
+		getrusage(RUSAGE_SELF, &ru);
+		r->rss_kb = (uint64_t)ru.ru_maxrss;
+		r->ns_env_step = (double)ns_env / nb;
+		r->ns_ring = (double)ns_ring / nb;
+		r->ns_copy = (double)ns_copy / nb;
+		r->ns_policy = (double)d.pol_ns / nb;
+		r->share_env = (double)ns_env / tot;
+		r->share_ring = (double)ns_ring / tot;
+		r->share_copy = (double)ns_copy / tot;
+		r->share_policy = (double)d.pol_ns / tot;
+		r->ns_send = (double)ns_send / nb;
+		r->share_send = (double)ns_send / tot;
+		r->nworkers = T < BENCH_MAX_WORKERS ? T : BENCH_MAX_WORKERS;
+		for (uint32_t w = 0; w < r->nworkers; w++) {
+			struct bench_worker_result *br = &r->workers[w];
+			double st = wacc[w][0] ? (double)wacc[w][0] : 1.0;
+
+			sr_pool_worker_stats_get(p, w, &w1);
+			br->cpu = w1.cpu;
+			br->envs = w1.num_envs;
+			br->rows = w1.rows;
+			br->ns_env_per_step = (double)wacc[w][1] / st;
+			br->ns_ring_per_step = (double)wacc[w][2] / st;
+			/* Not the idle counter: a wait is accounted when it ends,
+			 * so the sleep through a raw-loop phase would land in the
+			 * next pool slice. */
+			br->busy_share = fmin(1.0, (double)(wacc[w][1] + wacc[w][2]) / win);
+			if (T > 1 && T <= BENCH_MAX_WORKERS) {
+				double col[64]; /* R <= 40 rounds */
+				uint32_t m = R < 64 ? R : 64;
+
+				for (uint32_t k = 0; k < m; k++)
+					col[k] = pw[(size_t)k * BENCH_MAX_WORKERS + w];
+				br->raw_parallel_steps_per_sec = median(col, m);
+			}
+		}
+		if (T > 1 && T <= BENCH_MAX_WORKERS) {
+			/* From round_figs: the medians above sorted eff and lse in place. */
+			double qe[BENCH_MAX_ROUNDS], ql[BENCH_MAX_ROUNDS];
+			uint32_t m = 0;
+
+			for (uint32_t k = 0; k < r->nround_figs; k++) {
+				const struct bench_round *q = &r->round_figs[k];
+
+				if (q->parallel_scaling < BENCH_EQUAL || q->cpu_balance < BENCH_EQUAL)
+					continue;
+				qe[m] = q->efficiency;
+				ql[m++] = q->efficiency_lockstep;
+			}
+			r->equal_rounds = m;
+			r->efficiency_equal = median(qe, m);
+			r->efficiency_lockstep_equal = median(ql, m);
+			r->cpu_balance = median(bal, R);
+		}
+		/* The rest of the window: spinning, sleeping, and the caller's
+		 * own work between calls (choosing actions). */
+		r->share_wait = fmax(0.0, 1.0 - r->share_env - r->share_ring - r->share_copy -
+					     r->share_send - r->share_policy);
+		r->ns_wait = r->share_wait * tot / nb;
+		qsort(d.lat, d.nlat, sizeof(float), cmp_float);
+		if (d.nlat) {
+			r->p50_us = d.lat[d.nlat / 2];
+			r->p90_us = d.lat[(uint64_t)d.nlat * 90 / 100];
+			r->p99_us = d.lat[(uint64_t)d.nlat * 99 / 100];
+			r->p50_steps_per_sec = d.rows / (r->p50_us / 1e6);
+		}
+		qsort(raw.lat, raw.nlat, sizeof(float), cmp_float);
+		if (raw.nlat && raw.lat[raw.nlat / 2] > 0)
+			r->raw_p50_steps_per_sec = (double)n_per / (raw.lat[raw.nlat / 2] / 1e9);
+		if (r->raw_p50_steps_per_sec > 0)
+			r->efficiency_p50 = r->p50_steps_per_sec / (T * r->raw_p50_steps_per_sec);
+	}
+	err = 0;
+	goto out;
+fail_pool:
+	fail(r, err, "%s", sr_last_error());
+out:
+	bench_policy_close(d.bp);
+	sr_pool_destroy(p);
+	if (have_aff)
+		pthread_setaffinity_np(pthread_self(), sizeof(aff), &aff);
+	free((void *)d.acts);
+	free(d.lat);
+	free(raw.lat);
+	free(eff);
+	free(effp);
+	free(scal);
+	free(rawp);
+	free(lsr);
+	free(lss);
+	free(lse);
+	free(pw);
+	free(bal);
+	return err;
+}
+
+void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
+			   const struct bench_pool_result *r)
+{
+	static const char *const bind[] = {"core", "numa", "none"};
+	static const char *const dev[] = {"host", "cuda", "auto"};
+	char e_env[256], e_pol[256], e_cpus[256];
+
+	bench_json_escape(e_env, sizeof(e_env), c->env);
+	bench_json_escape(e_pol, sizeof(e_pol), c->policy ? c->policy : "none");
+	bench_json_escape(e_cpus, sizeof(e_cpus), c->cpuset);
+	fprintf(f, "{\"bench\":\"pool\",\"env\":\"%s\",\"envs\":%u,\"threads\":%u,"
+		   "\"threads_used\":%u,\"batch\":%u,\"mode\":\"%s\",\"policy\":\"%s\","
+		   "\"device\":\"%s\",\"bind\":\"%s\",\"cpuset\":\"%s\",\"seed\":%llu,"
+		   "\"seconds\":%.3f,\"warmup\":%.3f,\"cooldown\":%.3f,\"checkpoint_every\":%g,"
+		   "\"no_inline\":%s,\"no_groups\":%s,\"no_rebalance\":%s,\"ring_capacity\":%llu,",
+		e_env, c->envs, c->threads, r->threads_used,
+		c->async ? (c->batch ? c->batch : c->envs / 2) : c->envs,
+		c->async ? "async" : "sync", e_pol,
+		dev[c->device >= 0 && c->device <= 2 ? c->device : 0],
+		bind[c->bind >= 0 && c->bind <= 2 ? c->bind : 0], e_cpus,
+		(unsigned long long)c->seed, r->seconds, c->warmup, c->cooldown, c->checkpoint_every,
+		c->no_inline ? "true" : "false", c->no_groups ? "true" : "false",
+		c->no_rebalance ? "true" : "false",
+		(unsigned long long)r->ring_capacity);
+	fprintf(f, "\"steps_per_sec\":%.1f,\"raw_steps_per_sec\":%.1f,\"efficiency\":%.4f,"
+		   "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"cpu_pct\":%.1f,"
+		   "\"rss_kb\":%llu,\"batches\":%llu,\"episodes\":%llu,"
+		   "\"p50_steps_per_sec\":%.1f,\"raw_p50_steps_per_sec\":%.1f,"
+		   "\"efficiency_p50\":%.4f,\"steps_per_cpu_sec\":%.1f,"
+		   "\"raw_steps_per_cpu_sec\":%.1f,\"efficiency_cpu\":%.4f,"
+		   "\"rounds\":%u,\"efficiency_min\":%.4f,\"efficiency_max\":%.4f,"
+		   "\"raw_parallel_steps_per_sec\":%.1f,\"efficiency_parallel\":%.4f,"
+		   "\"parallel_scaling\":%.4f,\"batch_groups\":%u,"
+		   "\"raw_lockstep_steps_per_sec\":%.1f,\"lockstep_scaling\":%.4f,"
+		   "\"efficiency_lockstep\":%.4f,\"cpu_balance\":%.4f,",
+		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
+		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb,
+		(unsigned long long)r->batches, (unsigned long long)r->episodes,
+		r->p50_steps_per_sec, r->raw_p50_steps_per_sec, r->efficiency_p50,
+		r->steps_per_cpu_sec, r->raw_steps_per_cpu_sec, r->efficiency_cpu, r->rounds,
+		r->efficiency_min, r->efficiency_max, r->raw_parallel_steps_per_sec,
+		r->efficiency_parallel, r->parallel_scaling, r->batch_groups,
+		r->raw_lockstep_steps_per_sec, r->lockstep_scaling, r->efficiency_lockstep,
+		r->cpu_balance);
+	fprintf(f, "\"breakdown\":{\"ns_env_step\":%.1f,\"ns_ring\":%.1f,\"ns_copy\":%.1f,"
+		   "\"ns_policy\":%.1f,\"ns_wait\":%.1f,\"share_env\":%.4f,\"share_ring\":%.4f,"
+		   "\"share_copy\":%.4f,\"share_policy\":%.4f,\"share_wait\":%.4f,"
+		   "\"ns_send\":%.1f,\"share_send\":%.4f},",
+		r->ns_env_step, r->ns_ring, r->ns_copy, r->ns_policy, r->ns_wait, r->share_env,
+		r->share_ring, r->share_copy, r->share_policy, r->share_wait, r->ns_send,
+		r->share_send);
+	fputs("\"workers\":[", f);
+	for (uint32_t w = 0; w < r->nworkers; w++)
+		fprintf(f, "%s{\"worker\":%u,\"cpu\":%d,\"envs\":%u,\"ns_env_per_step\":%.2f,"
+			   "\"ns_ring_per_step\":%.2f,\"busy_share\":%.4f,"
+			   "\"raw_parallel_steps_per_sec\":%.1f,\"rows\":%u}",
+			w ? "," : "", w, r->workers[w].cpu, r->workers[w].envs,
+			r->workers[w].ns_env_per_step, r->workers[w].ns_ring_per_step,
+			r->workers[w].busy_share, r->workers[w].raw_parallel_steps_per_sec,
+			r->workers[w].rows);
+	fputs("],", f);
+	/* Rows of numbers under one list of names, so that a reader that
+	 * looks for the first "efficiency" key still finds the run's. */
+	fprintf(f, "\"equal_cpu_rounds\":%u,\"efficiency_equal_cpus\":%.4f,"
+		   "\"efficiency_lockstep_equal_cpus\":%.4f,\"round_fields\":[\"efficiency\","
+		   "\"efficiency_parallel\",\"parallel_scaling\",\"cpu_balance\","
+		   "\"lockstep_scaling\",\"efficiency_lockstep\"],\"round_figures\":[",
+		r->equal_rounds, r->efficiency_equal, r->efficiency_lockstep_equal);
+	for (uint32_t k = 0; k < r->nround_figs; k++) {
+		const struct bench_round *q = &r->round_figs[k];
+
+		fprintf(f, "%s[%.4f,%.4f,%.4f,%.4f,%.4f,%.4f]", k ? "," : "", q->efficiency,
+			q->efficiency_parallel, q->parallel_scaling, q->cpu_balance,
+			q->lockstep_scaling, q->efficiency_lockstep);
+	}
+	fputs("],", f);
+	fprintf(f, "\"build\":\"%s\",", sr_build_info());
+	bench_json_machine(f);
+	fputc('}', f);
+}
+
