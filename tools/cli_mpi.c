@@ -1,8 +1,11 @@
 /* The CLI with MPI (see cli_mpi.h; tools/cli_nompi.c is the fallback). */
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -36,6 +39,20 @@ static void at_exit(void)
 	MPI_Finalize();
 }
 
+/* mpirun and srun stop the other ranks with SIGTERM when one fails (or
+ * the job is cancelled): say so, instead of vanishing without a word. */
+static void on_term(int sig)
+{
+	char msg[200];
+	int n = snprintf(msg, sizeof(msg),
+			 "stepring: rank %d: stopped by the launcher (signal %d): another rank "
+			 "failed, or the job was cancelled\n", g_rank, sig);
+
+	if (n > 0)
+		(void)!write(2, msg, (size_t)n);
+	_exit(128 + sig);
+}
+
 int cli_mpi_init(int *argc, char ***argv)
 {
 	int provided, rc;
@@ -50,6 +67,7 @@ int cli_mpi_init(int *argc, char ***argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &g_size);
 	atexit(at_exit);
+	signal(SIGTERM, on_term);
 	return 0;
 }
 
