@@ -598,3 +598,53 @@ int sr_mpi_pool_gather_envs(sr_mpi_pool *mp, const void *local, size_t size, voi
 	free(disp);
 	return err;
 }
+
+int sr_mpi_pool_stats_get(sr_mpi_pool *mp, sr_mpi_pool_stats *out, sr_pool_stats *per_rank)
+{
+	const char *what = "sr_mpi_pool_stats_get";
+	sr_pool_stats mine, *all;
+	double wret = 0, wlen = 0;
+	uint64_t wep = 0;
+	int err;
+
+	if (!mp || !out)
+		return sr__errorf(-EINVAL, "%s: NULL argument", what);
+	err = sr_pool_stats_get(mp->pool, &mine);
+	if (err)
+		return err;
+	all = per_rank ? per_rank : calloc(mp->info.size, sizeof(*all));
+	if (!all)
+		return sr__errorf(-ENOMEM, "out of memory");
+	err = iallgather(mp->comm, &mine, all, (int)sizeof(mine), mp->timeout_s, what);
+	if (!err) {
+		memset(out, 0, sizeof(*out));
+		out->size = mp->info.size;
+		out->steps_min = UINT64_MAX;
+		for (uint32_t r = 0; r < mp->info.size; r++) {
+			const sr_pool_stats *s = &all[r];
+			uint64_t w = s->episodes < SR__EPWIN ? s->episodes : SR__EPWIN;
+
+			out->total.steps += s->steps;
+			out->total.episodes += s->episodes;
+			out->total.ns_env_step += s->ns_env_step;
+			out->total.ns_ring_publish += s->ns_ring_publish;
+			out->total.ns_collect += s->ns_collect;
+			out->total.ns_wait += s->ns_wait;
+			out->total.ns_send += s->ns_send;
+			wret += s->mean_return * (double)w;
+			wlen += s->mean_length * (double)w;
+			wep += w;
+			if (s->steps < out->steps_min) {
+				out->steps_min = s->steps;
+				out->slowest_rank = r;
+			}
+			if (s->steps > out->steps_max)
+				out->steps_max = s->steps;
+		}
+		out->total.mean_return = wep ? wret / (double)wep : 0;
+		out->total.mean_length = wep ? wlen / (double)wep : 0;
+	}
+	if (!per_rank)
+		free(all);
+	return err;
+}

@@ -17,6 +17,7 @@
 struct cli_mpi_pool {
 	sr_mpi_pool *mp; /* launched by mpirun / srun */
 	sr_pool *pool;   /* otherwise */
+	char cpus[256];
 };
 
 static int g_rank, g_size = 1, g_on, g_abort;
@@ -109,6 +110,7 @@ struct cli_mpi_pool *cli_mpi_pool_create(const char *cmd, const sr_pool_opts *o,
 	if (err)
 		cli_mpi_die(cmd, err);
 	sr_mpi_pool_info_get(c->mp, &info);
+	snprintf(c->cpus, sizeof(c->cpus), "%s", info.cpus);
 	*local = sr_mpi_pool_local(c->mp);
 	*first_env = info.first_env;
 	return c;
@@ -121,6 +123,11 @@ void cli_mpi_pool_destroy(struct cli_mpi_pool *c)
 	sr_mpi_pool_destroy(c->mp);
 	sr_pool_destroy(c->pool);
 	free(c);
+}
+
+const char *cli_mpi_pool_cpus(const struct cli_mpi_pool *c)
+{
+	return c->cpus;
 }
 
 void cli_mpi_gather_envs(struct cli_mpi_pool *c, const void *local, size_t size, void *out)

@@ -28,6 +28,8 @@ struct cli_mpi_pool;
 struct cli_mpi_pool *cli_mpi_pool_create(const char *cmd, const sr_pool_opts *o, sr_pool **local,
 					 uint64_t *first_env);
 void cli_mpi_pool_destroy(struct cli_mpi_pool *mp);
+/* The CPUs this rank's pool may use ("0-3"; "" when not split or known). */
+const char *cli_mpi_pool_cpus(const struct cli_mpi_pool *mp);
 /* Gather @size bytes per local env into global env order at rank 0's
  * @out (num_envs * size). Dies on an error (a rank died or hangs). */
 void cli_mpi_gather_envs(struct cli_mpi_pool *mp, const void *local, size_t size, void *out);

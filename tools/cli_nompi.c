@@ -57,6 +57,11 @@ void cli_mpi_pool_destroy(struct cli_mpi_pool *mp)
 	}
 }
 
+const char *cli_mpi_pool_cpus(const struct cli_mpi_pool *mp)
+{
+	return "";
+}
+
 void cli_mpi_gather_envs(struct cli_mpi_pool *mp, const void *local, size_t size, void *out)
 {
 	memcpy(out, local, mp->n * size);

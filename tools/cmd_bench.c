@@ -4,9 +4,12 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_mpi.h"
 
 /* Called by the dispatcher (tools/stepring.c). */
 int cmd_bench(int argc, char **argv);
+/* Under mpirun / srun: tools/cmd_bench_mpi.c */
+int bench_mpi_pool(int argc, char **argv);
 
 #define SR_BENCHES(X)                                                                      \
 	X(env, "raw single-thread batched step loop of one env type (the ceiling)")       \
@@ -63,6 +66,12 @@ int cmd_bench(int argc, char **argv)
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		usage(stdout);
 		return 0;
+	}
+	if (cli_mpi_size() > 1) {
+		if (!strcmp(argv[1], "pool"))
+			return bench_mpi_pool(argc - 1, argv + 1);
+		cli_die("bench %s: not across MPI ranks (only 'bench pool' is); run it without "
+			"mpirun", argv[1]);
 	}
 	fn = lookup(argv[1]);
 	if (!fn)

@@ -113,6 +113,23 @@ SR_EXPORT int sr_mpi_pool_barrier(sr_mpi_pool *mp);
 SR_EXPORT int sr_mpi_pool_gather_envs(sr_mpi_pool *mp, const void *local, size_t size, void *out,
 				      int root);
 
+/* Statistics of every rank (sr_mpi_pool_stats_get). */
+typedef struct sr_mpi_pool_stats {
+	sr_pool_stats total;  /* steps, episodes and times summed over the ranks;
+			       * mean_return / mean_length: each rank's window
+			       * weighted by its finished episodes */
+	uint64_t steps_min, steps_max; /* one rank's env steps */
+	uint32_t slowest_rank;         /* the rank with the fewest steps */
+	uint32_t size;                 /* ranks */
+} sr_mpi_pool_stats;
+
+/**
+ * COLLECTIVE: every rank's sr_pool_stats, reduced (on every rank).
+ * @per_rank: NULL, or room for size entries, filled in rank order.
+ */
+SR_EXPORT int sr_mpi_pool_stats_get(sr_mpi_pool *mp, sr_mpi_pool_stats *out,
+				    sr_pool_stats *per_rank);
+
 #ifdef __cplusplus
 }
 #endif
