@@ -526,6 +526,18 @@ void sr_mpi_pool_destroy(sr_mpi_pool *mp)
 	free(mp);
 }
 
+sr_pool *sr_mpi_pool_detach(sr_mpi_pool *mp)
+{
+	sr_pool *p;
+
+	if (!mp)
+		return NULL;
+	p = mp->pool;
+	mp->pool = NULL;
+	sr_mpi_pool_destroy(mp);
+	return p;
+}
+
 sr_pool *sr_mpi_pool_local(const sr_mpi_pool *mp)
 {
 	return mp ? mp->pool : NULL;

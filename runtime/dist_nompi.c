@@ -20,6 +20,7 @@ SR_EXPORT int sr_mpi_pool_create_f(int64_t fcomm, const sr_pool_opts *opts,
 				   const struct sr_mpi_opts *mopts, struct sr_mpi_pool **out);
 SR_EXPORT void sr_mpi_pool_destroy(struct sr_mpi_pool *mp);
 SR_EXPORT sr_pool *sr_mpi_pool_local(const struct sr_mpi_pool *mp);
+SR_EXPORT sr_pool *sr_mpi_pool_detach(struct sr_mpi_pool *mp);
 SR_EXPORT int sr_mpi_pool_info_get(const struct sr_mpi_pool *mp, struct sr_mpi_pool_info *out);
 SR_EXPORT int sr_mpi_pool_barrier(struct sr_mpi_pool *mp);
 
@@ -36,6 +37,11 @@ void sr_mpi_pool_destroy(struct sr_mpi_pool *mp)
 }
 
 sr_pool *sr_mpi_pool_local(const struct sr_mpi_pool *mp)
+{
+	return NULL;
+}
+
+sr_pool *sr_mpi_pool_detach(struct sr_mpi_pool *mp)
 {
 	return NULL;
 }

@@ -95,6 +95,10 @@ SR_EXPORT int sr_mpi_pool_create_f(int64_t fcomm, const sr_pool_opts *opts,
 				   const sr_mpi_opts *mopts, sr_mpi_pool **out);
 /** COLLECTIVE: destroy the local pool and free the communicator. NULL is a no-op. */
 SR_EXPORT void sr_mpi_pool_destroy(sr_mpi_pool *mp);
+/** COLLECTIVE: free the MPI parts and hand this rank's pool to the caller,
+ * who destroys it with sr_pool_destroy (for bindings whose objects die in
+ * no fixed order across ranks). Returns NULL for NULL. */
+SR_EXPORT sr_pool *sr_mpi_pool_detach(sr_mpi_pool *mp);
 /** This rank's pool (step it like any pool; its env_id are local). */
 SR_EXPORT sr_pool *sr_mpi_pool_local(const sr_mpi_pool *mp);
 SR_EXPORT int sr_mpi_pool_info_get(const sr_mpi_pool *mp, sr_mpi_pool_info *out);

@@ -142,6 +142,7 @@ SR_POOL_F_FINAL_OBS = 1 << 3
 SR_POOL_F_TOPOLOGY = 1 << 4
 SR_POOL_F_NO_BATCH_GROUPS = 1 << 7
 SR_POOL_F_NO_REBALANCE = 1 << 8
+SR_POOL_F_FIRST_ENV = 1 << 9
 
 
 class sr_pool_opts(ctypes.Structure):
@@ -210,6 +211,17 @@ class sr_pool_stats(ctypes.Structure):
         ("ns_collect", c_u64),
         ("ns_wait", c_u64),
         ("ns_send", c_u64),
+    ]
+
+
+class sr_mpi_pool_info(ctypes.Structure):
+    _fields_ = [
+        ("rank", c_u32), ("size", c_u32),
+        ("local_rank", c_u32), ("local_size", c_u32),
+        ("node", c_u32), ("nodes", c_u32),
+        ("num_envs", c_u64), ("first_env", c_u64),
+        ("local_envs", c_u32), ("num_threads", c_u32),
+        ("cpus", ctypes.c_char * 256),
     ]
 
 
@@ -302,6 +314,13 @@ _OPTIONAL = {
     "sr_ring_cursor": (c_u64, [c_vp]),
     "sr_ring_oldest": (c_u64, [c_vp]),
     "sr_ring_slot_valid": (ctypes.c_bool, [c_vp, c_u64]),
+    # stepring/mpi.h (a build without MPI answers -ENOSYS)
+    "sr_mpi_env_range": (ctypes.c_int, [c_u64, c_u32, c_u32, ctypes.POINTER(c_u64),
+                                        ctypes.POINTER(c_u32)]),
+    "sr_mpi_pool_create_f": (ctypes.c_int, [ctypes.c_int64, ctypes.POINTER(sr_pool_opts), c_vp,
+                                            ctypes.POINTER(c_vp)]),
+    "sr_mpi_pool_info_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_mpi_pool_info)]),
+    "sr_mpi_pool_detach": (c_vp, [c_vp]),
 }
 for _name, (_res, _args) in _REQUIRED.items():
     _f = getattr(lib, _name)

@@ -288,7 +288,7 @@ class VectorEnv(_Base):
                  seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
                  copy=True, output="numpy", bind="core", cpuset=None, ring_name=None,
                  batch_groups=True, rebalance=True, max_episode_steps=_DEFAULT,
-                 render_mode=None):
+                 render_mode=None, comm=None):
         self._handle = None
         self._p = None
         self._lock = threading.Lock()
@@ -308,6 +308,12 @@ class VectorEnv(_Base):
             raise NotImplementedError("stepring envs do not render: render_mode must be None, "
                                       "not %r" % (render_mode,))
         num_envs = _as_count("num_envs", num_envs)
+        # With an MPI communicator num_envs (and an async batch_size) are
+        # global: this rank gets its block of envs (see _mpi_share).
+        self._comm = comm
+        self.global_num_envs, self.first_env, self.rank, self.world_size = num_envs, 0, 0, 1
+        if comm is not None:
+            num_envs, batch_size = self._mpi_share(comm, num_envs, mode, batch_size)
         if mode == "sync":
             if batch_size is not None and _as_count("batch_size", batch_size) != num_envs:
                 raise ValueError("sync mode steps every env: batch_size must be None or "
@@ -372,6 +378,46 @@ class VectorEnv(_Base):
 
     # --- pool lifecycle --------------------------------------------------
 
+    def _mpi_share(self, comm, num_envs, mode, batch_size):
+        """This rank's envs of a run of num_envs across comm's ranks, and
+        its async batch (the C library's rule: batch_size x local / global,
+        at least 1, below the local count)."""
+        if not _lib.has("sr_mpi_env_range"):
+            raise _lib.UnsupportedError(-38, "this libstepring has no MPI part")
+        size, rank = int(comm.Get_size()), int(comm.Get_rank())
+        first, n = _lib.c_u64(), _lib.c_u32()
+        check(lib.sr_mpi_env_range(num_envs, size, rank, ctypes.byref(first), ctypes.byref(n)))
+        self.first_env, self.rank, self.world_size = int(first.value), rank, size
+        n = int(n.value)
+        self._global_batch = 0
+        if mode == "async":
+            gb = max(1, num_envs // 2) if batch_size is None else _as_count("batch_size",
+                                                                             batch_size)
+            if gb >= num_envs:
+                raise ValueError("async mode needs batch_size < num_envs (got batch_size %d, "
+                                 "num_envs %d)" % (gb, num_envs))
+            self._global_batch = gb
+            b = max(1, gb * n // num_envs)
+            batch_size = b if b < n else max(1, n - 1)
+            if batch_size >= n:
+                raise ValueError("async mode across ranks needs at least 2 envs per rank "
+                                 "(rank %d has %d)" % (rank, n))
+        return n, batch_size
+
+    def _mpi_create(self, o):
+        """Create this rank's part collectively (every rank checks every
+        rank's options and gets the same error), then keep its pool."""
+        o.num_envs = self.global_num_envs
+        o.batch_size = self._global_batch
+        mp = ctypes.c_void_p()
+        check(lib.sr_mpi_pool_create_f(int(self._comm.py2f()), ctypes.byref(o), None,
+                                       ctypes.byref(mp)))
+        info = _lib.sr_mpi_pool_info()
+        lib.sr_mpi_pool_info_get(mp, ctypes.byref(info))
+        self.mpi_info = {k: getattr(info, k) for k, _ in info._fields_}
+        self.mpi_info["cpus"] = info.cpus.decode()
+        return lib.sr_mpi_pool_detach(mp)
+
     def _env_spec(self):
         """The env spec to create the pool from: a plugin (a path to a
         shared object) or a built-in id, with max_episode_steps applied."""
@@ -420,7 +466,10 @@ class VectorEnv(_Base):
         # output 'dlpack' an sr_device lands them where asked (below).
         o.device = _lib.SR_DEVICE_HOST
         ptr = ctypes.c_void_p()
-        check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
+        if self._comm is not None:
+            ptr.value = self._mpi_create(o)
+        else:
+            check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
         self._handle = _PoolHandle(ptr.value)
         self.closed = False
         self._seed = seed
@@ -1127,7 +1176,11 @@ def make_vec(env_id, num_envs=1, *, mode="sync", batch_size=None, num_threads=No
     zero-copy read-only views of the ring (float32 rewards). Extra keywords:
     output='numpy'|'torch', bind, cpuset, ring_name, batch_groups (False:
     async per-env queues only), rebalance (False: each worker steps exactly
-    its own envs), max_episode_steps (None: no time limit).
+    its own envs), max_episode_steps (None: no time limit), comm (an mpi4py
+    communicator: num_envs, and an async batch_size, are global; every
+    rank calls make_vec with the same options and gets its block of envs,
+    [first_env, first_env + num_envs), seeded from (seed, global index), so
+    the run is the same for any number of ranks; see docs/scale.md).
     Raises LookupError (UnknownEnvError) for an unknown env, ValueError for
     bad options (OutOfRangeError for integers beyond their C field),
     RuntimeError for other failures, with the C message.
