@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Install the built tree into a temporary prefix, then build a consumer
-# against it twice: with find_package(stepring) and with pkg-config.
-# usage: install_consumer.sh BUILD_DIR
+# The installed package (headers, libstepring, CMake config, stepring.pc)
+# builds a consumer through find_package(stepring) and through pkg-config,
+# for two layouts:
+#   1. BUILD_DIR installed into a temporary prefix (libdir as configured);
+#   2. a Debian-style install: the library configured with
+#      -DCMAKE_INSTALL_PREFIX=/usr (libdir lib/<multiarch>), installed with
+#      DESTDIR into a temporary root. Nothing is written to the real /usr.
+# usage: install_consumer.sh BUILD_DIR [SOURCE_DIR]
 set -euo pipefail
 build=$1
+src=${2:-$(cd "$(dirname "$0")/.." && pwd)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 
 mkdir -p "$tmp/src"
 cat >"$tmp/src/main.c" <<'C'
@@ -30,13 +35,41 @@ find_package(stepring 0.1 REQUIRED)
 add_executable(consumer main.c)
 target_link_libraries(consumer PRIVATE stepring::stepring)
 C
-cmake -S "$tmp/src" -B "$tmp/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
-cmake --build "$tmp/b" >/dev/null
-LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/b/consumer" | grep -q '^0\.1\.0 4$'
-echo "find_package consumer: ok"
 
-export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
-# shellcheck disable=SC2046
-cc -o "$tmp/pc" "$tmp/src/main.c" $(pkg-config --cflags --libs stepring)
-LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/pc" | grep -q '^0\.1\.0 4$'
-echo "pkg-config consumer: ok"
+# consume PREFIX LIBDIR NAME: build and run the consumer both ways against
+# the tree installed under PREFIX with its libraries in PREFIX/LIBDIR.
+consume() {
+	local prefix=$1 libdir=$2 name=$3 inc
+	cmake -S "$tmp/src" -B "$tmp/b-$name" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+	cmake --build "$tmp/b-$name" >/dev/null
+	LD_LIBRARY_PATH="$prefix/$libdir" "$tmp/b-$name/consumer" | grep -q '^0\.1\.0 4$'
+	echo "$name: find_package consumer: ok"
+
+	inc=$(PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" pkg-config --variable=includedir stepring)
+	if [ ! -f "$inc/stepring.h" ]; then
+		echo "$name: pkg-config includedir '$inc' has no stepring.h" >&2
+		exit 1
+	fi
+	# shellcheck disable=SC2046
+	cc -o "$tmp/pc-$name" "$tmp/src/main.c" \
+		$(PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" pkg-config --cflags --libs stepring)
+	LD_LIBRARY_PATH="$prefix/$libdir" "$tmp/pc-$name" | grep -q '^0\.1\.0 4$'
+	echo "$name: pkg-config consumer: ok"
+}
+
+# 1. The build tree, installed into a temporary prefix.
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+consume "$tmp/prefix" "${libdir:-lib}" prefix
+
+# 2. /usr with the multiarch libdir, into a DESTDIR (library only).
+arch=$(gcc -print-multiarch 2>/dev/null || true)
+arch=${arch:-$(uname -m)-linux-gnu}
+cmake -S "$src" -B "$tmp/usr-build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+	-DCMAKE_INSTALL_LIBDIR="lib/$arch" -DSR_BUILD_TESTS=OFF -DSR_BUILD_TOOLS=OFF \
+	-DSR_WITH_CUDA=OFF >/dev/null
+cmake --build "$tmp/usr-build" -j2 --target stepring stepring_static >/dev/null
+DESTDIR="$tmp/root" cmake --install "$tmp/usr-build" >/dev/null
+test -f "$tmp/root/usr/lib/$arch/pkgconfig/stepring.pc"
+test -f "$tmp/root/usr/include/stepring.h"
+consume "$tmp/root/usr" "lib/$arch" usr

@@ -28,7 +28,7 @@
 #include "mlp.h"
 #include "policy_step.h"
 #include "stepring.h"
-#include "device_priv.h" /* sr__bind_self_near_cuda */
+#include "placement.h"
 #include "stepring/config.h"
 #include "stepring/device.h"
 
@@ -197,7 +197,7 @@ static void run_loop(const struct loop_cfg *c)
 	/* This thread runs the collector and drives the GPU: put it near
 	 * the GPU (the workers are bound already). */
 	if (info.kind == SR_DEVICE_CUDA &&
-	    sr__bind_self_near_cuda(info.index, r.near, sizeof(r.near)) != 0)
+	    bench_bind_near_gpu(info.index, r.near, sizeof(r.near)) != 0)
 		snprintf(r.near, sizeof(r.near), "unbound");
 	r.registered = info.ring_registered;
 	r.staging = info.staging;

@@ -14,12 +14,42 @@
 
 #include "cli.h"
 #include "machine.h"
-#include "ring_internal.h"
 #include "stepring.h"
 #include "stepring/replay.h"
 
 int bench_ring(int argc, char **argv);
 int bench_replay(int argc, char **argv);
+
+/* The ring's columns and geometry, from the public accessors. */
+struct cols {
+	float *obs, *reward;
+	uint8_t *action, *terminated, *truncated, *flags;
+	uint32_t *env_id;
+	uint64_t *prev;
+	uint64_t cap, mask;
+	uint32_t obs_dim, act_size;
+};
+
+static struct cols cols_of(const sr_ring *r)
+{
+	struct cols c = {
+		.obs = sr_ring_obs_col(r),
+		.reward = sr_ring_reward_col(r),
+		.action = sr_ring_action_col(r),
+		.terminated = sr_ring_terminated_col(r),
+		.truncated = sr_ring_truncated_col(r),
+		.flags = sr_ring_flags_col(r),
+		.env_id = sr_ring_env_id_col(r),
+		.prev = sr_ring_prev_col(r),
+		.cap = sr_ring_capacity(r),
+		.obs_dim = sr_ring_obs_dim(r),
+		.act_size = sr_ring_act_size(r),
+	};
+
+	c.mask = c.cap - 1;
+	return c;
+}
+
 
 #define MAXREP 32
 
@@ -67,8 +97,9 @@ static void *pub_thread(void *arg)
 {
 	struct pub *p = arg;
 	sr_ring *r = p->r;
-	uint64_t q, t0, done = 0, mask = sr_ring_capacity(r) - 1;
-	uint32_t d = sr_ring_obs_dim(r);
+	struct cols c = cols_of(r);
+	uint64_t q, t0, done = 0, mask = c.mask;
+	uint32_t d = c.obs_dim;
 
 	uint64_t c0;
 
@@ -83,14 +114,14 @@ static void *pub_thread(void *arg)
 				uint64_t s = (q + j) & mask;
 
 				for (uint32_t k = 0; k < d; k++)
-					r->obs[s * d + k] = (float)k;
-				memset(r->action + s * r->act_size, 0, r->act_size);
-				r->reward[s] = 1.0f;
-				r->terminated[s] = 0;
-				r->truncated[s] = 0;
-				r->flags[s] = 0;
-				r->env_id[s] = (uint32_t)j;
-				r->prev[s] = q + j - 1;
+					c.obs[s * d + k] = (float)k;
+				memset(c.action + s * c.act_size, 0, c.act_size);
+				c.reward[s] = 1.0f;
+				c.terminated[s] = 0;
+				c.truncated[s] = 0;
+				c.flags[s] = 0;
+				c.env_id[s] = (uint32_t)j;
+				c.prev[s] = q + j - 1;
 			}
 		}
 		sr_ring_publish(r, q, p->bulk);
@@ -171,7 +202,7 @@ static double publish_run(sr_ring *r, uint32_t np, uint32_t bulk, bool write, do
 /* Bytes of one slot that a consumer copies into a batch. */
 static size_t slot_bytes(const sr_ring *r)
 {
-	return (size_t)r->obs_dim * 4 + r->act_size + 4 + 1 + 1 + 1 + 4;
+	return (size_t)sr_ring_obs_dim(r) * 4 + sr_ring_act_size(r) + 4 + 1 + 1 + 1 + 4;
 }
 
 struct dst {
@@ -183,35 +214,37 @@ struct dst {
 
 static void copy_cols(const sr_ring *r, struct dst *d, uint64_t at, uint64_t from, uint64_t n)
 {
-	uint32_t od = r->obs_dim, as = r->act_size;
+	struct cols c = cols_of(r);
+	uint32_t od = c.obs_dim, as = c.act_size;
 
-	memcpy(d->obs + at * od, r->obs + from * od, n * od * 4);
-	memcpy(d->action + at * as, r->action + from * as, n * as);
-	memcpy(d->reward + at, r->reward + from, n * 4);
-	memcpy(d->term + at, r->terminated + from, n);
-	memcpy(d->trunc + at, r->truncated + from, n);
-	memcpy(d->flags + at, r->flags + from, n);
-	memcpy(d->env_id + at, r->env_id + from, n * 4);
+	memcpy(d->obs + at * od, c.obs + from * od, n * od * 4);
+	memcpy(d->action + at * as, c.action + from * as, n * as);
+	memcpy(d->reward + at, c.reward + from, n * 4);
+	memcpy(d->term + at, c.terminated + from, n);
+	memcpy(d->trunc + at, c.truncated + from, n);
+	memcpy(d->flags + at, c.flags + from, n);
+	memcpy(d->env_id + at, c.env_id + from, n * 4);
 }
 
 /* Fill the whole ring (published, unconsumed), untimed. */
 static void fill_ring(sr_ring *r)
 {
-	uint64_t q, cap = r->cap;
+	struct cols c = cols_of(r);
+	uint64_t q, cap = c.cap;
 
 	sr_ring_reserve(r, (uint32_t)cap, 0, &q);
 	for (uint64_t j = 0; j < cap; j++) {
-		uint64_t s = (q + j) & r->mask;
+		uint64_t s = (q + j) & c.mask;
 
-		for (uint32_t k = 0; k < r->obs_dim; k++)
-			r->obs[s * r->obs_dim + k] = (float)(j + k);
-		memset(r->action + s * r->act_size, 1, r->act_size);
-		r->reward[s] = 1.0f;
-		r->terminated[s] = 0;
-		r->truncated[s] = 0;
-		r->flags[s] = 0;
-		r->env_id[s] = (uint32_t)j;
-		r->prev[s] = SR_RING_NO_PREV;
+		for (uint32_t k = 0; k < c.obs_dim; k++)
+			c.obs[s * c.obs_dim + k] = (float)(j + k);
+		memset(c.action + s * c.act_size, 1, c.act_size);
+		c.reward[s] = 1.0f;
+		c.terminated[s] = 0;
+		c.truncated[s] = 0;
+		c.flags[s] = 0;
+		c.env_id[s] = (uint32_t)j;
+		c.prev[s] = SR_RING_NO_PREV;
 	}
 	sr_ring_publish(r, q, (uint32_t)cap);
 }
@@ -220,10 +253,10 @@ static void fill_ring(sr_ring *r)
  * peek, no consume). */
 static uint64_t memcpy_pass(sr_ring *r, struct dst *d, uint32_t batch, uint64_t *cpu)
 {
-	uint64_t t0 = cli_now_ns(), c0 = cpu_ns();
+	uint64_t t0 = cli_now_ns(), c0 = cpu_ns(), cap = sr_ring_capacity(r);
 
-	for (uint64_t at = 0; at < r->cap; at += batch) {
-		uint64_t n = r->cap - at < batch ? r->cap - at : batch;
+	for (uint64_t at = 0; at < cap; at += batch) {
+		uint64_t n = cap - at < batch ? cap - at : batch;
 
 		copy_cols(r, d, at, at, n);
 	}
@@ -238,19 +271,20 @@ static void drain_run(sr_ring *r, struct dst *d, uint32_t batch, int order, doub
 		      double *memcpy_gbs, double *cpu_gbs, double *cpu_memcpy_gbs)
 {
 	uint64_t first, t0, c0, t_drain, c_drain, t_copy = 0, c_copy = 0, got = 0;
-	size_t bytes = (size_t)r->cap * slot_bytes(r);
+	const uint64_t cap = sr_ring_capacity(r), mask = cap - 1;
+	size_t bytes = (size_t)cap * slot_bytes(r);
 
 	fill_ring(r);
 	if (order & 1)
 		t_copy = memcpy_pass(r, d, batch, &c_copy);
 	t0 = cli_now_ns();
 	c0 = cpu_ns();
-	while (got < r->cap) {
+	while (got < cap) {
 		uint32_t n = sr_ring_peek(r, batch, &first);
-		uint64_t s = first & r->mask, n1 = n;
+		uint64_t s = first & mask, n1 = n;
 
-		if (s + n > r->cap)
-			n1 = r->cap - s; /* wraps: two pieces */
+		if (s + n > cap)
+			n1 = cap - s; /* wraps: two pieces */
 		copy_cols(r, d, got, s, n1);
 		if (n1 < n)
 			copy_cols(r, d, got + n1, 0, n - n1);
@@ -262,7 +296,7 @@ static void drain_run(sr_ring *r, struct dst *d, uint32_t batch, int order, doub
 	sink += (uint64_t)d->obs[got / 2];
 	if (!(order & 1))
 		t_copy = memcpy_pass(r, d, batch, &c_copy);
-	sink += (uint64_t)d->obs[r->cap / 3];
+	sink += (uint64_t)d->obs[cap / 3];
 	*gbs = (double)bytes / (double)t_drain;
 	*memcpy_gbs = (double)bytes / (double)t_copy;
 	*cpu_gbs = (double)bytes / (double)(c_drain ? c_drain : 1);
@@ -432,23 +466,24 @@ int bench_ring(int argc, char **argv)
  * slots are transitions. */
 static void fill_episodes(sr_ring *r, uint32_t E)
 {
-	uint64_t q, first, cap = r->cap;
+	struct cols c = cols_of(r);
+	uint64_t q, first, cap = c.cap;
 
 	for (uint64_t j = 0; j < cap; j++) {
 		uint32_t env = (uint32_t)(j % E), t = (uint32_t)((j / E) % 100);
 		uint64_t s;
 
 		sr_ring_reserve(r, 1, 0, &q);
-		s = q & r->mask;
-		for (uint32_t k = 0; k < r->obs_dim; k++)
-			r->obs[s * r->obs_dim + k] = (float)(q + k);
-		memset(r->action + s * r->act_size, 0, r->act_size);
-		r->reward[s] = 1.0f;
-		r->terminated[s] = t == 99;
-		r->truncated[s] = 0;
-		r->flags[s] = t ? 0 : SR_SLOT_FIRST;
-		r->env_id[s] = env;
-		r->prev[s] = t ? q - E : SR_RING_NO_PREV;
+		s = q & c.mask;
+		for (uint32_t k = 0; k < c.obs_dim; k++)
+			c.obs[s * c.obs_dim + k] = (float)(q + k);
+		memset(c.action + s * c.act_size, 0, c.act_size);
+		c.reward[s] = 1.0f;
+		c.terminated[s] = t == 99;
+		c.truncated[s] = 0;
+		c.flags[s] = t ? 0 : SR_SLOT_FIRST;
+		c.env_id[s] = env;
+		c.prev[s] = t ? q - E : SR_RING_NO_PREV;
 		sr_ring_publish(r, q, 1);
 		sr_ring_consume(r, sr_ring_peek(r, UINT32_MAX, &first));
 	}
@@ -457,7 +492,7 @@ static void fill_episodes(sr_ring *r, uint32_t E)
 /* Bytes a sampled transition carries into the caller's buffers. */
 static size_t row_bytes(const sr_ring *r)
 {
-	return (size_t)r->obs_dim * 8 + r->act_size + 4 + 4 + 1 + 1 + 4 + 8 + 4;
+	return (size_t)sr_ring_obs_dim(r) * 8 + sr_ring_act_size(r) + 4 + 4 + 1 + 1 + 4 + 8 + 4;
 }
 
 struct rbufs {
@@ -471,11 +506,11 @@ struct rbufs {
 
 static void rbufs_alloc(struct rbufs *u, const sr_ring *r, uint32_t B)
 {
-	size_t d = r->obs_dim;
+	size_t d = sr_ring_obs_dim(r);
 
 	u->obs = malloc(B * d * 4);
 	u->nobs = malloc(B * d * 4);
-	u->act = malloc((size_t)B * r->act_size);
+	u->act = malloc((size_t)B * sr_ring_act_size(r));
 	u->rew = malloc(B * 4);
 	u->disc = malloc(B * 4);
 	u->w = malloc(B * 4);
@@ -552,7 +587,7 @@ static double replay_run(sr_replay *rp, struct rbufs *u, uint32_t B, int mode, d
 static double memcpy_run(const sr_ring *r, struct rbufs *u, uint32_t B, double seconds,
 			 double *cpu_bps)
 {
-	size_t bytes = B * row_bytes(r), span = (size_t)r->cap * r->obs_dim * 4;
+	size_t bytes = B * row_bytes(r), span = (size_t)sr_ring_capacity(r) * sr_ring_obs_dim(r) * 4;
 	uint64_t t0 = cli_now_ns(), c0 = cpu_ns(), end = t0 + (uint64_t)(seconds * 1e9);
 	uint64_t batches = 0, now;
 	size_t off = 0;
@@ -563,7 +598,7 @@ static double memcpy_run(const sr_ring *r, struct rbufs *u, uint32_t B, double s
 		for (int k = 0; k < 16; k++) {
 			if (bytes < span)
 				off = (size_t)(sr_rng_next(&g) % (span - bytes)) & ~(size_t)63;
-			memcpy(u->copy_dst, (const uint8_t *)r->obs + off, bytes < span ? bytes : span);
+			memcpy(u->copy_dst, (const uint8_t *)sr_ring_obs_col(r) + off, bytes < span ? bytes : span);
 			batches++;
 		}
 		now = cli_now_ns();

@@ -22,8 +22,7 @@
 
 #include "cli.h"
 #include "cli_mpi.h"
-#include "device_priv.h"
-#include "pool_internal.h"
+#include "placement.h"
 #include "stepring.h"
 
 int cmd_rollout(int argc, char **argv);
@@ -303,7 +302,6 @@ int cmd_topo(int argc, char **argv)
 	char gpu_cpus[256];
 	uint32_t threads = 0, bind = SR_BIND_CORE;
 	int gpu = -1;
-	struct sr__plan *plan;
 	int err;
 
 	for (int i = 1; i < argc; i++) {
@@ -335,7 +333,7 @@ int cmd_topo(int argc, char **argv)
 		if (near || topo)
 			cli_die("topo: --near-gpu is for this machine; not with --near, --synthetic "
 				"or --xml");
-		err = sr__cuda_local_cpus(gpu, gpu_cpus, sizeof(gpu_cpus));
+		err = bench_gpu_local_cpus(gpu, gpu_cpus, sizeof(gpu_cpus));
 		if (err == -ENOSYS)
 			cli_die("topo: --near-gpu: no CUDA in this build");
 		if (err)
@@ -343,10 +341,8 @@ int cmd_topo(int argc, char **argv)
 				gpu);
 		near = gpu_cpus;
 	}
-	err = sr__plan_compute(topo, cpuset, near, threads, bind, &plan);
+	err = bench_placement_print(topo, cpuset, near, threads, bind, stdout);
 	if (err)
 		cli_die("topo: %s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
-	sr__plan_print(plan, stdout);
-	sr__plan_free(plan);
 	return 0;
 }
