@@ -34,40 +34,47 @@ struct slot {
 	const char *ptr; /* the slot's registered buffer, or mapped memory */
 };
 
-static void prep(struct io_uring *ring, sr__ckpt_job *j, char *base, size_t chunk, bool fixed,
-		 int b, const struct slot *s, unsigned sqe_flags)
+/* One run of the writer: the ring, its buffers and what is in flight. */
+struct uwriter {
+	sr__ckpt_job *j;
+	struct io_uring ring;
+	struct iovec iov[SR_CKPT_NBUF];
+	struct slot slots[SR_CKPT_NBUF];
+	char *base;     /* SR_CKPT_NBUF buffers of chunk bytes */
+	size_t chunk;
+	bool fixed;     /* the buffers are registered: write_fixed */
+	unsigned inflight;
+};
+
+#define FSYNC_TAG 100 /* user data of the fsync (buffers are 0..SR_CKPT_NBUF-1) */
+
+/* Queue the rest of slot @b's write (flags: IOSQE_*). */
+static void prep(struct uwriter *w, int b, unsigned sqe_flags)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
+	const struct slot *s = &w->slots[b];
 	const char *addr = s->ptr + s->done;
-	bool in_buf = s->ptr == base + (size_t)b * chunk;
+	bool in_buf = s->ptr == w->base + (size_t)b * w->chunk;
 
 	/* The ring has room for every buffer plus the trailer and fsync. */
 	if (!sqe)
 		abort();
-	if (fixed && in_buf)
-		io_uring_prep_write_fixed(sqe, sr__ckpt_fd(j), addr, (unsigned)(s->len - s->done),
-					  s->off + s->done, b);
+	if (w->fixed && in_buf)
+		io_uring_prep_write_fixed(sqe, sr__ckpt_fd(w->j), addr,
+					  (unsigned)(s->len - s->done), s->off + s->done, b);
 	else
-		io_uring_prep_write(sqe, sr__ckpt_fd(j), addr, (unsigned)(s->len - s->done),
+		io_uring_prep_write(sqe, sr__ckpt_fd(w->j), addr, (unsigned)(s->len - s->done),
 				    s->off + s->done);
 	sqe->flags |= sqe_flags;
 	io_uring_sqe_set_data64(sqe, (uint64_t)b);
 }
 
-int sr__ckpt_run_uring(sr__ckpt_job *j, const char **why)
+/* Set up the ring. SR__CKPT_REFUSED (with *why) when io_uring cannot be
+ * used here, else 0 or -errno. */
+static int uring_open(struct uwriter *w, const char **why)
 {
-	struct io_uring ring;
-	struct io_uring_cqe *cqe;
-	struct iovec iov[SR_CKPT_NBUF];
-	struct slot slots[SR_CKPT_NBUF];
-	struct sr__ckpt_piece pc;
-	size_t chunk = sr__ckpt_chunk(j);
-	unsigned inflight = 0;
-	bool eof = false, fixed;
-	char *base;
-	int r, err = 0;
+	int r = io_uring_queue_init(2 * SR_CKPT_NBUF + 2, &w->ring, 0);
 
-	r = io_uring_queue_init(2 * SR_CKPT_NBUF + 2, &ring, 0);
 	if (r == -EPERM || r == -EACCES || r == -ENOSYS || r == -ENOMEM || r == -EINVAL) {
 		*why = r == -ENOSYS ? "io_uring_setup: not implemented by this kernel"
 		       : r == -ENOMEM ? "io_uring_setup: out of locked memory"
@@ -77,157 +84,199 @@ int sr__ckpt_run_uring(sr__ckpt_job *j, const char **why)
 		return SR__CKPT_REFUSED;
 	}
 	if (r < 0)
-		return sr__ckpt_fail(j, r, "checkpoint: io_uring_queue_init failed: %s",
+		return sr__ckpt_fail(w->j, r, "checkpoint: io_uring_queue_init failed: %s",
 				     sr_strerror(r));
+	return 0;
+}
 
-	/* io_uring's async workers (buffered writes that would block, fsync)
-	 * stay where the writer thread may run: off the pool's cores. */
-	{
-		size_t sz;
-		const void *cpus = sr__ckpt_job_cpus(j, &sz);
-		if (cpus)
-			io_uring_register_iowq_aff(&ring, sz, cpus);
-	}
+/* Keep io_uring's async workers (buffered writes that would block, fsync)
+ * where the writer thread may run: off the pool's cores. */
+static void uring_confine(struct uwriter *w)
+{
+	size_t sz;
+	const void *cpus = sr__ckpt_job_cpus(w->j, &sz);
 	/* Buffered writes to one file serialize on its inode lock: more than
 	 * one async worker only adds contention (and CPU the pool needs). */
-	{
-		unsigned int maxw[2] = {1, 1};
-		io_uring_register_iowq_max_workers(&ring, maxw);
-	}
-	base = aligned_alloc(SR_CKPT_ALIGN, SR_CKPT_NBUF * chunk);
-	if (!base) {
-		io_uring_queue_exit(&ring);
-		return sr__ckpt_fail(j, -ENOMEM, "checkpoint: out of memory for write buffers");
-	}
+	unsigned int maxw[2] = {1, 1};
+
+	if (cpus)
+		io_uring_register_iowq_aff(&w->ring, sz, cpus);
+	io_uring_register_iowq_max_workers(&w->ring, maxw);
+}
+
+/* The staging buffers, registered if the kernel lets us. */
+static int buffers_open(struct uwriter *w)
+{
+	w->base = aligned_alloc(SR_CKPT_ALIGN, SR_CKPT_NBUF * w->chunk);
+	if (!w->base)
+		return sr__ckpt_fail(w->j, -ENOMEM, "checkpoint: out of memory for write buffers");
 	for (int b = 0; b < SR_CKPT_NBUF; b++) {
-		iov[b].iov_base = base + (size_t)b * chunk;
-		iov[b].iov_len = chunk;
+		w->iov[b].iov_base = w->base + (size_t)b * w->chunk;
+		w->iov[b].iov_len = w->chunk;
 	}
-	memset(slots, 0, sizeof(slots));
-	fixed = io_uring_register_buffers(&ring, iov, SR_CKPT_NBUF) == 0;
+	memset(w->slots, 0, sizeof(w->slots));
+	w->fixed = io_uring_register_buffers(&w->ring, w->iov, SR_CKPT_NBUF) == 0;
+	return 0;
+}
 
-	while (!eof || inflight) {
-		/* Fill and submit every free buffer. */
-		for (int b = 0; b < SR_CKPT_NBUF && !eof && !err; b++) {
-			if (slots[b].busy)
-				continue;
-			r = sr__ckpt_produce(j, iov[b].iov_base, &pc);
-			if (r < 0) {
-				err = r;
-				break;
-			}
-			if (r == 0) {
-				eof = true;
-				break;
-			}
-			r = sr__ckpt_fault_check(&pc);
-			if (r) {
-				err = sr__ckpt_fail(j, r,
-						    "checkpoint: write of %zu bytes at offset %llu "
-						    "failed: %s",
-						    pc.len, (unsigned long long)pc.off, sr_strerror(r));
-				break;
-			}
-			slots[b] = (struct slot){.busy = true, .off = pc.off, .len = pc.len,
-						 .ptr = pc.ptr};
-			prep(&ring, j, base, chunk, fixed, b, &slots[b], 0);
-			inflight++;
-		}
-		if (err)
-			eof = true; /* produce nothing more; drain what is in flight */
-		if (!inflight)
-			break;
-		r = io_uring_submit_and_wait(&ring, 1);
-		if (r < 0 && r != -EINTR) {
-			err = sr__ckpt_fail(j, r, "checkpoint: io_uring_submit failed: %s",
-					    sr_strerror(r));
-			break; /* cannot reap safely: io_uring_queue_exit cancels */
-		}
-		unsigned head, seen = 0;
-		io_uring_for_each_cqe(&ring, head, cqe)
-		{
-			int b = (int)io_uring_cqe_get_data64(cqe);
-			struct slot *s = &slots[b];
-			seen++;
-			if (cqe->res < 0) {
-				err = sr__ckpt_fail(j, cqe->res,
-						    "checkpoint: write of %zu bytes at offset %llu "
-						    "failed: %s",
-						    s->len - s->done,
-						    (unsigned long long)(s->off + s->done),
-						    sr_strerror(cqe->res));
-				s->busy = false;
-				inflight--;
-			} else if (cqe->res == 0) {
-				err = sr__ckpt_fail(j, -EIO, "checkpoint: write returned 0 at "
-							     "offset %llu",
-						    (unsigned long long)(s->off + s->done));
-				s->busy = false;
-				inflight--;
-			} else {
-				s->done += (size_t)cqe->res;
-				if (s->done < s->len && !err) {
-					prep(&ring, j, base, chunk, fixed, b, s, 0); /* short write */
-				} else {
-					s->busy = false;
-					inflight--;
-				}
-			}
-		}
-		io_uring_cq_advance(&ring, seen);
-	}
+/* Fill every free buffer with the next piece of the file and queue its
+ * write. Sets *@eof when the job has produced everything but the trailer.
+ * 0 or -errno (a piece that could not be produced or was failed by fault
+ * injection; what is queued stays queued). */
+static int submit_free(struct uwriter *w, bool *eof)
+{
+	struct sr__ckpt_piece pc;
 
-	if (!err) {
-		/* Trailer last, linked to the fsync: the fsync starts only after
-		 * the trailer is written, and is cancelled if that write fails. */
-		struct io_uring_sqe *sqe;
-		int res[2] = {1, 1};
+	for (int b = 0; b < SR_CKPT_NBUF; b++) {
+		int r;
 
-		sr__ckpt_produce_trailer(j, iov[0].iov_base, &pc);
+		if (w->slots[b].busy)
+			continue;
+		r = sr__ckpt_produce(w->j, w->iov[b].iov_base, &pc);
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			*eof = true;
+			return 0;
+		}
 		r = sr__ckpt_fault_check(&pc);
-		if (r) {
-			err = sr__ckpt_fail(j, r, "checkpoint: write of the trailer failed: %s",
-					    sr_strerror(r));
-			goto out;
-		}
-		slots[0] = (struct slot){.busy = true, .off = pc.off, .len = pc.len, .ptr = pc.ptr};
-		prep(&ring, j, base, chunk, fixed, 0, &slots[0], IOSQE_IO_LINK);
-		sqe = io_uring_get_sqe(&ring);
-		if (!sqe)
-			abort();
-		io_uring_prep_fsync(sqe, sr__ckpt_fd(j), 0);
-		io_uring_sqe_set_data64(sqe, 100);
-		r = io_uring_submit(&ring);
-		if (r < 0) {
-			err = sr__ckpt_fail(j, r, "checkpoint: io_uring_submit failed: %s",
-					    sr_strerror(r));
-			goto out;
-		}
-		for (int k = 0; k < 2; k++) {
-			r = io_uring_wait_cqe(&ring, &cqe);
-			if (r < 0) {
-				err = sr__ckpt_fail(j, r, "checkpoint: io_uring_wait_cqe failed: %s",
-						    sr_strerror(r));
-				goto out;
-			}
-			res[io_uring_cqe_get_data64(cqe) == 100] = cqe->res;
-			io_uring_cqe_seen(&ring, cqe);
-		}
-		if (res[0] < 0)
-			err = sr__ckpt_fail(j, res[0], "checkpoint: write of the trailer failed: %s",
-					    sr_strerror(res[0]));
-		else if ((size_t)res[0] != pc.len)
-			err = sr__ckpt_fail(j, -EIO, "checkpoint: short write of the trailer (%d of "
-						     "%zu bytes)",
-					    res[0], pc.len);
-		else if (res[1] < 0)
-			err = sr__ckpt_fail(j, res[1], "checkpoint: fsync failed: %s",
-					    sr_strerror(res[1]));
+		if (r)
+			return sr__ckpt_fail(w->j, r,
+					     "checkpoint: write of %zu bytes at offset %llu failed: %s",
+					     pc.len, (unsigned long long)pc.off, sr_strerror(r));
+		w->slots[b] = (struct slot){.busy = true, .off = pc.off, .len = pc.len,
+					    .ptr = pc.ptr};
+		prep(w, b, 0);
+		w->inflight++;
 	}
-out:
-	if (fixed)
-		io_uring_unregister_buffers(&ring);
-	io_uring_queue_exit(&ring);
-	free(base);
+	return 0;
+}
+
+/* Account every completion: a slot whose write is done is free again, a
+ * short write is resubmitted for its remainder (unless @err: draining),
+ * a failed one records the error. Returns @err or the first new error. */
+static int reap(struct uwriter *w, int err)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0;
+
+	io_uring_for_each_cqe(&w->ring, head, cqe)
+	{
+		int b = (int)io_uring_cqe_get_data64(cqe);
+		struct slot *s = &w->slots[b];
+
+		seen++;
+		if (cqe->res < 0) {
+			err = sr__ckpt_fail(w->j, cqe->res,
+					    "checkpoint: write of %zu bytes at offset %llu failed: %s",
+					    s->len - s->done, (unsigned long long)(s->off + s->done),
+					    sr_strerror(cqe->res));
+		} else if (cqe->res == 0) {
+			err = sr__ckpt_fail(w->j, -EIO, "checkpoint: write returned 0 at offset %llu",
+					    (unsigned long long)(s->off + s->done));
+		} else {
+			s->done += (size_t)cqe->res;
+			if (s->done < s->len && !err) {
+				prep(w, b, 0); /* short write */
+				continue;
+			}
+		}
+		s->busy = false;
+		w->inflight--;
+	}
+	io_uring_cq_advance(&w->ring, seen);
+	return err;
+}
+
+/* Everything but the trailer: keep up to SR_CKPT_NBUF writes in flight
+ * while the next buffer is filled. On an error, produce nothing more and
+ * drain what is in flight (unless submitting itself failed: then we cannot
+ * reap safely, and io_uring_queue_exit cancels). */
+static int write_data(struct uwriter *w)
+{
+	bool eof = false;
+	int err = 0;
+
+	while (!eof || w->inflight) {
+		if (!eof && !err)
+			err = submit_free(w, &eof);
+		if (err)
+			eof = true;
+		if (!w->inflight)
+			break;
+		int r = io_uring_submit_and_wait(&w->ring, 1);
+		if (r < 0 && r != -EINTR)
+			return sr__ckpt_fail(w->j, r, "checkpoint: io_uring_submit failed: %s",
+					     sr_strerror(r));
+		err = reap(w, err);
+	}
+	return err;
+}
+
+/* Trailer last, linked to the fsync: the fsync starts only after the
+ * trailer is written, and is cancelled if that write fails. */
+static int write_trailer(struct uwriter *w)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct sr__ckpt_piece pc;
+	int res[2] = {1, 1}; /* trailer write, fsync */
+	int r;
+
+	sr__ckpt_produce_trailer(w->j, w->iov[0].iov_base, &pc);
+	r = sr__ckpt_fault_check(&pc);
+	if (r)
+		return sr__ckpt_fail(w->j, r, "checkpoint: write of the trailer failed: %s",
+				     sr_strerror(r));
+	w->slots[0] = (struct slot){.busy = true, .off = pc.off, .len = pc.len, .ptr = pc.ptr};
+	prep(w, 0, IOSQE_IO_LINK);
+	sqe = io_uring_get_sqe(&w->ring);
+	if (!sqe)
+		abort();
+	io_uring_prep_fsync(sqe, sr__ckpt_fd(w->j), 0);
+	io_uring_sqe_set_data64(sqe, FSYNC_TAG);
+	r = io_uring_submit(&w->ring);
+	if (r < 0)
+		return sr__ckpt_fail(w->j, r, "checkpoint: io_uring_submit failed: %s",
+				     sr_strerror(r));
+	for (int k = 0; k < 2; k++) {
+		r = io_uring_wait_cqe(&w->ring, &cqe);
+		if (r < 0)
+			return sr__ckpt_fail(w->j, r, "checkpoint: io_uring_wait_cqe failed: %s",
+					     sr_strerror(r));
+		res[io_uring_cqe_get_data64(cqe) == FSYNC_TAG] = cqe->res;
+		io_uring_cqe_seen(&w->ring, cqe);
+	}
+	if (res[0] < 0)
+		return sr__ckpt_fail(w->j, res[0], "checkpoint: write of the trailer failed: %s",
+				     sr_strerror(res[0]));
+	if ((size_t)res[0] != pc.len)
+		return sr__ckpt_fail(w->j, -EIO,
+				     "checkpoint: short write of the trailer (%d of %zu bytes)",
+				     res[0], pc.len);
+	if (res[1] < 0)
+		return sr__ckpt_fail(w->j, res[1], "checkpoint: fsync failed: %s",
+				     sr_strerror(res[1]));
+	return 0;
+}
+
+int sr__ckpt_run_uring(sr__ckpt_job *j, const char **why)
+{
+	struct uwriter w = {.j = j, .chunk = sr__ckpt_chunk(j)};
+	int err;
+
+	err = uring_open(&w, why);
+	if (err)
+		return err;
+	uring_confine(&w);
+	err = buffers_open(&w);
+	if (!err)
+		err = write_data(&w);
+	if (!err)
+		err = write_trailer(&w);
+	if (w.fixed)
+		io_uring_unregister_buffers(&w.ring);
+	io_uring_queue_exit(&w.ring);
+	free(w.base);
 	return err;
 }

@@ -298,7 +298,7 @@ void sr_pool_destroy(sr_pool *p)
 {
 	if (!p)
 		return;
-	sr__pool_ckpt_forget(p); /* waits for a checkpoint still reading the ring */
+	sr__pool_ckpt_close(p); /* waits for a checkpoint still reading the ring */
 	sr__workers_stop(p);
 	sr__stats_shm_close(p);
 	sr__collector_close(p);

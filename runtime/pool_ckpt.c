@@ -41,13 +41,12 @@
  * bookkeeping, statistics, the staged window and the ring counters, which
  * cannot fail: a restore either completes or leaves the pool untouched.
  *
- * Per-pool checkpoint state lives in a small registry keyed by the pool
- * (the pool struct has no field for it); sr__pool_ckpt_forget() (called
- * by sr_pool_destroy) waits for a checkpoint in flight before the ring it
- * reads goes away.
+ * The checkpoint state is a member of the pool (p->ckpt, made at the first
+ * checkpoint; every call on it comes from the pool thread, so it needs no
+ * lock); sr__pool_ckpt_close() (called by sr_pool_destroy) waits for a
+ * checkpoint in flight before the ring it reads goes away.
  */
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <sched.h>
 #include <stdio.h>
@@ -101,9 +100,8 @@ struct replay_ctx {
 	struct sr__ckpt_replay_meta meta;
 };
 
-struct pool_ckpt {
-	sr_pool *pool;
-	struct pool_ckpt *next;
+struct sr__pool_ckpt {
+	sr_pool *pool; /* the pool this is a member of */
 	sr__ckpt_job *job;
 	void *snap;
 	struct replay_ctx rc;
@@ -117,27 +115,15 @@ struct pool_ckpt {
 	char errmsg[512];
 };
 
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pool_ckpt *reg_head;
-
-static struct pool_ckpt *reg_get(sr_pool *p, bool create)
+/* The pool's checkpoint state (p->ckpt), made at its first checkpoint. */
+static struct sr__pool_ckpt *ckpt_state(sr_pool *p, bool create)
 {
-	struct pool_ckpt *c;
-
-	pthread_mutex_lock(&reg_lock);
-	for (c = reg_head; c; c = c->next)
-		if (c->pool == p)
-			break;
-	if (!c && create) {
-		c = calloc(1, sizeof(*c));
-		if (c) {
-			c->pool = p;
-			c->next = reg_head;
-			reg_head = c;
-		}
+	if (!p->ckpt && create) {
+		p->ckpt = calloc(1, sizeof(*p->ckpt));
+		if (p->ckpt)
+			p->ckpt->pool = p;
 	}
-	pthread_mutex_unlock(&reg_lock);
-	return c;
+	return p->ckpt;
 }
 
 static void shm_state(sr_pool *p, uint32_t state)
@@ -147,7 +133,7 @@ static void shm_state(sr_pool *p, uint32_t state)
 }
 
 /* Collect the finished job of @c (if any): result, status, memory. */
-static int finish_job(struct pool_ckpt *c, bool wait)
+static int finish_job(struct sr__pool_ckpt *c, bool wait)
 {
 	int err;
 
@@ -181,25 +167,17 @@ static int finish_job(struct pool_ckpt *c, bool wait)
 	return err;
 }
 
-void sr__pool_ckpt_forget(sr_pool *p)
+void sr__pool_ckpt_close(sr_pool *p)
 {
-	struct pool_ckpt **pp, *c = NULL;
+	struct sr__pool_ckpt *c = p->ckpt;
 
-	pthread_mutex_lock(&reg_lock);
-	for (pp = &reg_head; *pp; pp = &(*pp)->next) {
-		if ((*pp)->pool == p) {
-			c = *pp;
-			*pp = c->next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&reg_lock);
 	if (!c)
 		return;
 	finish_job(c, true);
 	if (c->stage_cache)
 		munmap(c->stage_cache, c->stage_cache_len);
 	free(c);
+	p->ckpt = NULL;
 }
 
 /* ---- snapshot -------------------------------------------------------------- */
@@ -389,77 +367,70 @@ static int check_async_idle(const sr_pool *p, const char *what)
 	return 0;
 }
 
-int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
+/* ---- sr_pool_checkpoint: options -> claim -> save (snapshot, replay window,
+ * writer job) ---------------------------------------------------------------- */
+
+/* @opts (NULL: defaults) into @o, with the chunk size filled in, and the
+ * backend asked for. -EINVAL for flags or a backend not known. */
+static int resolve_opts(const sr_ckpt_opts *opts, sr_ckpt_opts *o, uint32_t *backend)
 {
-	struct sr__ckpt_src src[8];
-	struct pool_ckpt *c;
-	sr_ckpt_opts o;
-	uint32_t n = 0, backend;
-	size_t ssz, nst, off_states, off_envs, off_stats, off_rt, total;
-	uint8_t *snap;
-	uint64_t t0;
-	int err;
-
-	if (!p || !path)
-		return sr__errorf(-EINVAL, "sr_pool_checkpoint: NULL argument");
-	if (sr_env_is_opaque(&p->spec))
-		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: env '%s' has opaque state; "
-				  "this build checkpoints plain-data states only", p->spec.id);
 	if (opts)
-		o = *opts;
+		*o = *opts;
 	else
-		sr_ckpt_opts_init(&o);
-	if (o.flags & ~(uint32_t)SR_CKPT_KNOWN_FLAGS)
+		sr_ckpt_opts_init(o);
+	if (o->flags & ~(uint32_t)SR_CKPT_KNOWN_FLAGS)
 		return sr__errorf(-EINVAL, "sr_pool_checkpoint: unknown flags 0x%x",
-				  o.flags & ~(uint32_t)SR_CKPT_KNOWN_FLAGS);
-	backend = (o.flags & SR_CKPT_F_BACKEND) ? o.backend : SR_CKPT_BACKEND_AUTO;
-	if (backend > SR_CKPT_BACKEND_SYNC)
-		return sr__errorf(-EINVAL, "sr_pool_checkpoint: unknown backend %u", backend);
-	if (!(o.flags & SR_CKPT_F_CHUNK))
-		o.chunk_size = SR_CKPT_DEFAULT_CHUNK;
-	o.flags |= SR_CKPT_F_CHUNK;
+				  o->flags & ~(uint32_t)SR_CKPT_KNOWN_FLAGS);
+	*backend = (o->flags & SR_CKPT_F_BACKEND) ? o->backend : SR_CKPT_BACKEND_AUTO;
+	if (*backend > SR_CKPT_BACKEND_SYNC)
+		return sr__errorf(-EINVAL, "sr_pool_checkpoint: unknown backend %u", *backend);
+	if (!(o->flags & SR_CKPT_F_CHUNK))
+		o->chunk_size = SR_CKPT_DEFAULT_CHUNK;
+	o->flags |= SR_CKPT_F_CHUNK;
+	return 0;
+}
 
-	c = reg_get(p, true);
-	if (!c)
-		return sr__errorf(-ENOMEM, "sr_pool_checkpoint: out of memory");
-	if (c->job) {
-		if ((o.flags & SR_CKPT_F_NOWAIT) &&
-		    sr__ckpt_job_poll(c->job) == -EINPROGRESS)
-			return sr__errorf(-EBUSY,
-					  "checkpoint: the previous checkpoint of this pool is still "
-					  "being written (started %.2f s ago); wait for it or retry",
-					  (double)(sr__now_ns() - c->t_start) / 1e9);
-		finish_job(c, true);
-	}
-	err = check_async_idle(p, "checkpoint");
-	if (err)
-		return err;
+/* One checkpoint at a time per pool: finish the previous one (waiting for
+ * it), or -EBUSY if it is still being written and the caller said NOWAIT. */
+static int claim(struct sr__pool_ckpt *c, const sr_ckpt_opts *o)
+{
+	if (!c->job)
+		return 0;
+	if ((o->flags & SR_CKPT_F_NOWAIT) && sr__ckpt_job_poll(c->job) == -EINPROGRESS)
+		return sr__errorf(-EBUSY,
+				  "checkpoint: the previous checkpoint of this pool is still "
+				  "being written (started %.2f s ago); wait for it or retry",
+				  (double)(sr__now_ns() - c->t_start) / 1e9);
+	finish_job(c, true);
+	return 0;
+}
 
-	t0 = sr__now_ns();
-	shm_state(p, SR_CKPT_STATE_SNAPSHOT);
-	ssz = p->spec.state_size;
-	nst = (size_t)p->num_envs * ssz;
-	off_states = sizeof(struct sr__ckpt_pool_sect);
-	off_envs = (off_states + nst + 63) & ~(size_t)63;
-	off_stats = off_envs + (size_t)p->num_envs * sizeof(struct ckpt_env_rec);
-	off_rt = off_stats + sizeof(struct ckpt_stats_sect);
-	total = off_rt + sizeof(struct ckpt_runtime_sect);
-	snap = calloc(1, total);
-	if (!snap) {
-		shm_state(p, c->st.state);
-		return sr__errorf(-ENOMEM, "checkpoint: out of memory for the snapshot (%zu bytes)",
-				  total);
-	}
+/* Where each small section sits in the snapshot buffer. */
+struct snap_layout {
+	size_t nst; /* env state bytes */
+	size_t off_states, off_envs, off_stats, off_rt, total;
+};
 
-	fill_pool_sect(p, (struct sr__ckpt_pool_sect *)snap);
+static void snap_layout(const sr_pool *p, struct snap_layout *l)
+{
+	l->nst = (size_t)p->num_envs * p->spec.state_size;
+	l->off_states = sizeof(struct sr__ckpt_pool_sect);
+	l->off_envs = (l->off_states + l->nst + 63) & ~(size_t)63;
+	l->off_stats = l->off_envs + (size_t)p->num_envs * sizeof(struct ckpt_env_rec);
+	l->off_rt = l->off_stats + sizeof(struct ckpt_stats_sect);
+	l->total = l->off_rt + sizeof(struct ckpt_runtime_sect);
+}
+
+/* Every env's state bytes and bookkeeping, in env order. */
+static void snap_envs(const sr_pool *p, uint8_t *states, struct ckpt_env_rec *recs)
+{
+	size_t ssz = p->spec.state_size;
+
 	for (uint32_t w = 0; w < p->num_threads; w++) {
 		const struct sr__worker *wk = &p->workers[w];
-		memcpy(snap + off_states + (size_t)wk->first_env * ssz, wk->states,
-		       (size_t)wk->n_envs * ssz);
+		memcpy(states + (size_t)wk->first_env * ssz, wk->states, (size_t)wk->n_envs * ssz);
 		for (uint32_t i = 0; i < wk->n_envs; i++) {
-			uint32_t e = wk->first_env + i;
-			struct ckpt_env_rec *er =
-				(struct ckpt_env_rec *)(snap + off_envs) + e;
+			struct ckpt_env_rec *er = &recs[wk->first_env + i];
 			er->prev_seq = wk->prev_seq[i];
 			er->elapsed = wk->elapsed[i];
 			er->done = wk->done[i];
@@ -469,107 +440,167 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 			er->ep_len = wk->ep_len[i];
 		}
 	}
-	struct ckpt_stats_sect *ss = (struct ckpt_stats_sect *)(snap + off_stats);
+}
+
+static void snap_stats(const sr_pool *p, struct ckpt_stats_sect *ss)
+{
 	ss->steps = pool_steps(p);
 	ss->episodes = p->episodes;
 	ss->batches = p->batches;
 	memcpy(ss->ep_ret, p->ep_ret, sizeof(ss->ep_ret));
 	memcpy(ss->ep_len, p->ep_len, sizeof(ss->ep_len));
-	struct ckpt_runtime_sect *rt = (struct ckpt_runtime_sect *)(snap + off_rt);
+}
+
+#define SRC(t, l, d) ((struct sr__ckpt_src){.type = (t), .len = (l), .data = (d)})
+
+/* Copy the small state into one buffer (c->snap) and append its five
+ * sections to @src; *@rt_out: its runtime section (ring counters). */
+static int snapshot(struct sr__pool_ckpt *c, struct sr__ckpt_src *src, uint32_t *n,
+		    const struct ckpt_runtime_sect **rt_out)
+{
+	const sr_pool *p = c->pool;
+	struct snap_layout l;
+	struct ckpt_runtime_sect *rt;
+	uint8_t *snap;
+
+	snap_layout(p, &l);
+	snap = calloc(1, l.total);
+	if (!snap)
+		return sr__errorf(-ENOMEM, "checkpoint: out of memory for the snapshot (%zu bytes)",
+				  l.total);
+	fill_pool_sect(p, (struct sr__ckpt_pool_sect *)snap);
+	snap_envs(p, snap + l.off_states, (struct ckpt_env_rec *)(snap + l.off_envs));
+	snap_stats(p, (struct ckpt_stats_sect *)(snap + l.off_stats));
+	rt = (struct ckpt_runtime_sect *)(snap + l.off_rt);
 	rt->ring_head = sr_ring_head(p->ring);
 	rt->ring_cursor = sr_ring_cursor(p->ring);
 	memcpy(rt->spec_params, p->spec.params, sizeof(rt->spec_params));
 
-#define SRC(t, l, d) ((struct sr__ckpt_src){.type = (t), .len = (l), .data = (d)})
-	src[n++] = SRC(SR_CKPT_SECT_POOL, sizeof(struct sr__ckpt_pool_sect), snap);
-	src[n++] = SRC(SR_CKPT_SECT_ENV_STATES, nst, snap + off_states);
-	src[n++] = SRC(SR_CKPT_SECT_ENV_COUNTERS, (size_t)p->num_envs * sizeof(struct ckpt_env_rec),
-		       snap + off_envs);
-	src[n++] = SRC(SR_CKPT_SECT_STATS, sizeof(struct ckpt_stats_sect), snap + off_stats);
-	src[n++] = SRC(SR_CKPT_SECT_RUNTIME, sizeof(struct ckpt_runtime_sect), snap + off_rt);
+	src[(*n)++] = SRC(SR_CKPT_SECT_POOL, sizeof(struct sr__ckpt_pool_sect), snap);
+	src[(*n)++] = SRC(SR_CKPT_SECT_ENV_STATES, l.nst, snap + l.off_states);
+	src[(*n)++] = SRC(SR_CKPT_SECT_ENV_COUNTERS,
+			  (size_t)p->num_envs * sizeof(struct ckpt_env_rec), snap + l.off_envs);
+	src[(*n)++] = SRC(SR_CKPT_SECT_STATS, sizeof(struct ckpt_stats_sect), snap + l.off_stats);
+	src[(*n)++] = SRC(SR_CKPT_SECT_RUNTIME, sizeof(struct ckpt_runtime_sect), snap + l.off_rt);
+	c->snap = snap;
+	*rt_out = rt;
+	return 0;
+}
 
-	memset(&c->rc, 0, sizeof(c->rc));
-	if (o.flags & SR_CKPT_F_REPLAY) {
-		struct replay_ctx *rc = &c->rc;
-		uint64_t cnt, nblk, len;
+/* Staging memory for a window of @len bytes, kept from one checkpoint to
+ * the next; mapped here (lazily: no page is touched in the step loop's
+ * thread), filled by the writer thread. No memory: rc->stage stays NULL
+ * and the writer copies straight from the ring. */
+static void map_stage(struct sr__pool_ckpt *c, uint64_t len)
+{
+	struct replay_ctx *rc = &c->rc;
 
-		rc->r = p->ring;
-		rc->head = rt->ring_head;
-		rc->first = rc->head > p->ring->cap ? rc->head - p->ring->cap : 0;
-		rc->slot_bytes = slot_bytes(p->ring->obs_dim, p->ring->act_size);
-		rc->blk = (size_t)o.chunk_size;
-		rc->chunk_slots = rc->blk / rc->slot_bytes;
-		if (rc->chunk_slots == 0) {
-			free(snap);
-			shm_state(p, c->st.state);
-			return sr__errorf(-EINVAL, "checkpoint: chunk_size %zu is smaller than one "
-						   "replay slot (%zu bytes)",
-					  rc->blk, rc->slot_bytes);
-		}
-		cnt = rc->head - rc->first;
-		nblk = (cnt + rc->chunk_slots - 1) / rc->chunk_slots;
-		len = nblk ? (nblk - 1) * rc->blk +
-				     (cnt - (nblk - 1) * rc->chunk_slots) * rc->slot_bytes
-			   : 0;
-		rc->meta.capacity = p->ring->cap;
-		rc->meta.head = rc->head;
-		rc->meta.cursor = rt->ring_cursor;
-		rc->meta.first_seq = rc->first;
-		rc->meta.first_valid = rc->first;
-		rc->meta.chunk_slots = rc->chunk_slots;
-		rc->meta.block_bytes = rc->blk;
-		rc->meta.obs_dim = p->ring->obs_dim;
-		rc->meta.act_size = p->ring->act_size;
-		/* Staging memory: mapped here (lazily: no page is touched in the
-		 * step loop's thread), filled by the writer thread. */
-		if (!(o.flags & SR_CKPT_F_NO_STAGE) && len) {
-			if (c->stage_cache && c->stage_cache_len < len) {
-				munmap(c->stage_cache, c->stage_cache_len);
-				c->stage_cache = NULL;
-			}
-			if (!c->stage_cache) {
-				void *m = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE,
-					       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-				if (m != MAP_FAILED) {
-					c->stage_cache = m;
-					c->stage_cache_len = (size_t)len;
-				}
-			}
-			rc->stage = c->stage_cache; /* NULL: straight from the ring */
-			rc->stage_len = c->stage_cache ? c->stage_cache_len : 0;
-		}
-		src[n++] = (struct sr__ckpt_src){.type = SR_CKPT_SECT_REPLAY, .len = len,
-						 .fill = replay_fill, .ctx = rc,
-						 .map = replay_map};
-		/* Written after the replay section, so first_valid is final. */
-		src[n++] = SRC(SR_CKPT_SECT_REPLAY_META, sizeof(rc->meta), &rc->meta);
+	if (c->stage_cache && c->stage_cache_len < len) {
+		munmap(c->stage_cache, c->stage_cache_len);
+		c->stage_cache = NULL;
 	}
-	c->st.ns_snapshot = sr__now_ns() - t0;
+	if (!c->stage_cache) {
+		void *m = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m != MAP_FAILED) {
+			c->stage_cache = m;
+			c->stage_cache_len = (size_t)len;
+		}
+	}
+	rc->stage = c->stage_cache;
+	rc->stage_len = c->stage_cache ? c->stage_cache_len : 0;
+}
 
-	err = sr__ckpt_job_create(path, src, n, backend, &o, &c->job);
+/* Describe the replay window [W, H) of the snapshot (c->rc), map its
+ * staging memory and append the replay and replay_meta sections. */
+static int replay_window(struct sr__pool_ckpt *c, const struct ckpt_runtime_sect *rt,
+			 const sr_ckpt_opts *o, struct sr__ckpt_src *src, uint32_t *n)
+{
+	sr_ring *ring = c->pool->ring;
+	struct replay_ctx *rc = &c->rc;
+	uint64_t cnt, nblk, len;
+
+	rc->r = ring;
+	rc->head = rt->ring_head;
+	rc->first = rc->head > ring->cap ? rc->head - ring->cap : 0;
+	rc->slot_bytes = slot_bytes(ring->obs_dim, ring->act_size);
+	rc->blk = (size_t)o->chunk_size;
+	rc->chunk_slots = rc->blk / rc->slot_bytes;
+	if (rc->chunk_slots == 0)
+		return sr__errorf(-EINVAL, "checkpoint: chunk_size %zu is smaller than one "
+					   "replay slot (%zu bytes)",
+				  rc->blk, rc->slot_bytes);
+	cnt = rc->head - rc->first;
+	nblk = (cnt + rc->chunk_slots - 1) / rc->chunk_slots;
+	len = nblk ? (nblk - 1) * rc->blk + (cnt - (nblk - 1) * rc->chunk_slots) * rc->slot_bytes
+		   : 0;
+	rc->meta.capacity = ring->cap;
+	rc->meta.head = rc->head;
+	rc->meta.cursor = rt->ring_cursor;
+	rc->meta.first_seq = rc->first;
+	rc->meta.first_valid = rc->first;
+	rc->meta.chunk_slots = rc->chunk_slots;
+	rc->meta.block_bytes = rc->blk;
+	rc->meta.obs_dim = ring->obs_dim;
+	rc->meta.act_size = ring->act_size;
+	if (!(o->flags & SR_CKPT_F_NO_STAGE) && len)
+		map_stage(c, len);
+	src[(*n)++] = (struct sr__ckpt_src){.type = SR_CKPT_SECT_REPLAY, .len = len,
+					    .fill = replay_fill, .ctx = rc, .map = replay_map};
+	/* Written after the replay section, so first_valid is final. */
+	src[(*n)++] = SRC(SR_CKPT_SECT_REPLAY_META, sizeof(rc->meta), &rc->meta);
+	return 0;
+}
+
+#undef SRC
+
+/* The writer runs on the allowed CPUs the workers are not bound to, if
+ * there are any (else it floats, at its lower priority). */
+static void place_writer(const sr_pool *p, sr__ckpt_job *job, uint32_t flags)
+{
+	cpu_set_t cs;
+
+	if (!p->plan || sched_getaffinity(0, sizeof(cs), &cs) != 0)
+		return;
+	for (uint32_t w = 0; w < p->plan->nthreads; w++)
+		if (p->plan->w[w].cpu >= 0 && p->plan->w[w].cpu < CPU_SETSIZE)
+			CPU_CLR(p->plan->w[w].cpu, &cs);
+	sr__ckpt_job_set_cpus(job, &cs, sizeof(cs));
+	/* On CPUs of its own it need not yield to the workers. */
+	if (CPU_COUNT(&cs) && !(flags & SR_CKPT_F_NICE))
+		sr__ckpt_job_set_nice(job, 0);
+}
+
+/* Snapshot the pool and start the job that writes it to @path. */
+static int save(struct sr__pool_ckpt *c, const char *path, uint32_t backend,
+		const sr_ckpt_opts *o)
+{
+	sr_pool *p = c->pool;
+	const struct ckpt_runtime_sect *rt = NULL;
+	struct sr__ckpt_src src[8];
+	uint32_t n = 0;
+	uint64_t t0 = sr__now_ns();
+	int err;
+
+	shm_state(p, SR_CKPT_STATE_SNAPSHOT);
+	memset(&c->rc, 0, sizeof(c->rc));
+	err = snapshot(c, src, &n, &rt);
+	if (!err && (o->flags & SR_CKPT_F_REPLAY))
+		err = replay_window(c, rt, o, src, &n);
+	if (!err) {
+		c->st.ns_snapshot = sr__now_ns() - t0;
+		err = sr__ckpt_job_create(path, src, n, backend, o, &c->job);
+	}
 	if (err) {
-		free(snap);
+		free(c->snap);
+		c->snap = NULL;
 		memset(&c->rc, 0, sizeof(c->rc));
 		shm_state(p, c->st.state);
 		return err;
 	}
-	/* The writer runs on the allowed CPUs the workers are not bound to,
-	 * if there are any (else it floats, at its lower priority). */
-	{
-		cpu_set_t cs;
-		if (p->plan && sched_getaffinity(0, sizeof(cs), &cs) == 0) {
-			for (uint32_t w = 0; w < p->plan->nthreads; w++)
-				if (p->plan->w[w].cpu >= 0 && p->plan->w[w].cpu < CPU_SETSIZE)
-					CPU_CLR(p->plan->w[w].cpu, &cs);
-			sr__ckpt_job_set_cpus(c->job, &cs, sizeof(cs));
-			/* On CPUs of its own it need not yield to the workers. */
-			if (CPU_COUNT(&cs) && !(o.flags & SR_CKPT_F_NICE))
-				sr__ckpt_job_set_nice(c->job, 0);
-		}
-	}
+	place_writer(p, c->job, o->flags);
 	if (c->rc.stage)
 		sr__ckpt_job_set_prepare(c->job, replay_prepare, &c->rc);
-	c->snap = snap;
 	c->t_start = t0;
 	c->st.state = SR_CKPT_STATE_WRITING;
 	shm_state(p, SR_CKPT_STATE_WRITING);
@@ -583,8 +614,34 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 	return 0;
 }
 
+int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
+{
+	struct sr__pool_ckpt *c;
+	sr_ckpt_opts o;
+	uint32_t backend = SR_CKPT_BACKEND_AUTO;
+	int err;
+
+	if (!p || !path)
+		return sr__errorf(-EINVAL, "sr_pool_checkpoint: NULL argument");
+	if (sr_env_is_opaque(&p->spec))
+		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: env '%s' has opaque state; "
+				  "this build checkpoints plain-data states only", p->spec.id);
+	err = resolve_opts(opts, &o, &backend);
+	if (err)
+		return err;
+	c = ckpt_state(p, true);
+	if (!c)
+		return sr__errorf(-ENOMEM, "sr_pool_checkpoint: out of memory");
+	err = claim(c, &o);
+	if (!err)
+		err = check_async_idle(p, "checkpoint");
+	if (err)
+		return err;
+	return save(c, path, backend, &o);
+}
+
 /* Report a failure once: the call that learns it returns it. */
-static int report(struct pool_ckpt *c, int err, sr_ckpt_status *st)
+static int report(struct sr__pool_ckpt *c, int err, sr_ckpt_status *st)
 {
 	if (st) {
 		if (c)
@@ -601,12 +658,12 @@ static int report(struct pool_ckpt *c, int err, sr_ckpt_status *st)
 
 int sr_pool_checkpoint_poll(sr_pool *p, sr_ckpt_status *st)
 {
-	struct pool_ckpt *c;
+	struct sr__pool_ckpt *c;
 	int err = 0;
 
 	if (!p)
 		return sr__errorf(-EINVAL, "sr_pool_checkpoint_poll: NULL pool");
-	c = reg_get(p, false);
+	c = ckpt_state(p, false);
 	if (c && c->job)
 		err = finish_job(c, false);
 	return report(c, err, st);
@@ -614,11 +671,11 @@ int sr_pool_checkpoint_poll(sr_pool *p, sr_ckpt_status *st)
 
 int sr_pool_checkpoint_wait(sr_pool *p, sr_ckpt_status *st)
 {
-	struct pool_ckpt *c;
+	struct sr__pool_ckpt *c;
 
 	if (!p)
 		return sr__errorf(-EINVAL, "sr_pool_checkpoint_wait: NULL pool");
-	c = reg_get(p, false);
+	c = ckpt_state(p, false);
 	if (c && c->job)
 		finish_job(c, true);
 	return report(c, 0, st);
@@ -763,7 +820,7 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	struct sr__ckpt_replay_meta meta;
 	struct ckpt_env_rec *envs = NULL;
 	uint8_t *states = NULL;
-	struct pool_ckpt *c;
+	struct sr__pool_ckpt *c;
 	uint8_t *stage = NULL;
 	size_t nst, stage_len = 0;
 	int fd, err, ri = -1;
@@ -774,7 +831,7 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	if (sr_env_is_opaque(&p->spec))
 		return sr__errorf(-ENOTSUP, "sr_pool_restore: env '%s' has opaque state; "
 				  "this build restores plain-data states only", p->spec.id);
-	c = reg_get(p, false);
+	c = ckpt_state(p, false);
 	if (c && c->job)
 		finish_job(c, true);
 	err = check_async_idle(p, "restore");

@@ -307,6 +307,10 @@ struct sr_pool {
 	uint32_t lat_n;
 	uint64_t call_t0;
 
+	/* --- checkpoint state (pool_ckpt.c), made at the first checkpoint,
+	 * or NULL; pool thread only --- */
+	struct sr__pool_ckpt *ckpt;
+
 	/* --- stats block in shared memory (stats_shm.c), or NULL --- */
 	struct sr_stats_shm *shm;
 	size_t shm_len;
@@ -395,7 +399,7 @@ void sr__stats_shm_close(sr_pool *p);
 void sr__pool_quiesce(sr_pool *p);
 
 /* --- pool_ckpt.c --- */
-/* Wait for this pool's checkpoint in flight and forget its state. */
-void sr__pool_ckpt_forget(sr_pool *p);
+/* Wait for this pool's checkpoint in flight and free p->ckpt. */
+void sr__pool_ckpt_close(sr_pool *p);
 
 #endif
