@@ -963,3 +963,128 @@ out:
 	close(fd);
 	return err;
 }
+
+int sr_pool_restore_envs(sr_pool *p, const char *path)
+{
+	struct sr__ckpt_file f;
+	struct sr__ckpt_pool_sect ps;
+	struct ckpt_runtime_sect rt;
+	struct ckpt_env_rec *envs = NULL;
+	uint8_t *states = NULL;
+	struct pool_ckpt *c;
+	uint64_t lo, hi;
+	size_t ssz;
+	int fd, err;
+
+	if (!p || !path)
+		return sr__errorf(-EINVAL, "sr_pool_restore_envs: NULL argument");
+	if (sr_env_is_opaque(&p->spec))
+		return sr__errorf(-ENOTSUP, "sr_pool_restore_envs: env '%s' has opaque state; "
+				  "this build restores plain-data states only", p->spec.id);
+	c = reg_get(p, false);
+	if (c && c->job)
+		finish_job(c, true);
+	err = check_async_idle(p, "restore");
+	if (err)
+		return err;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sr__errorf(-errno, "restore: cannot open '%s': %s", path, strerror(errno));
+	err = sr__ckpt_verify_fd(fd, &f, NULL);
+	if (err)
+		goto out;
+	err = read_exact(&f, SR_CKPT_SECT_POOL, &ps, sizeof(ps), true);
+	if (!err)
+		err = read_exact(&f, SR_CKPT_SECT_RUNTIME, &rt, sizeof(rt), true);
+	if (err)
+		goto out;
+	if (strcmp(ps.env_id, p->spec.id)) {
+		err = sr__errorf(-EINVAL, "restore: env differs: checkpoint has '%s', pool has '%s'",
+				 ps.env_id, p->spec.id);
+		goto out;
+	}
+#define GEOM2(field, a, b)                                                                 \
+	if ((uint64_t)(a) != (uint64_t)(b)) {                                              \
+		err = sr__errorf(-EINVAL, "restore: %s differs: checkpoint has %llu, pool has " \
+				 "%llu", field, (unsigned long long)(a),                   \
+				 (unsigned long long)(b));                                 \
+		goto out;                                                                  \
+	}
+	GEOM2("obs_dim", ps.obs_dim, p->obs_dim)
+	GEOM2("action size", ps.act_size, p->act_size)
+	GEOM2("env state_size", ps.state_size, p->spec.state_size)
+	GEOM2("autoreset", ps.autoreset, p->autoreset)
+	GEOM2("max_episode_steps", ps.max_episode_steps, p->spec.max_episode_steps)
+	GEOM2("seed", ps.seed, p->seed)
+#undef GEOM2
+	if (memcmp(rt.spec_params, p->spec.params, sizeof(rt.spec_params))) {
+		err = sr__errorf(-EINVAL, "restore: the env parameters of '%s' differ", ps.env_id);
+		goto out;
+	}
+	lo = ps.first_env > p->env_base ? ps.first_env : p->env_base;
+	hi = ps.first_env + ps.num_envs < p->env_base + p->num_envs ? ps.first_env + ps.num_envs
+								     : p->env_base + p->num_envs;
+	if (lo >= hi) {
+		err = 0; /* nothing in common */
+		goto out;
+	}
+	ssz = p->spec.state_size;
+	states = malloc((size_t)ps.num_envs * ssz);
+	envs = malloc((size_t)ps.num_envs * sizeof(*envs));
+	if (!states || !envs) {
+		err = sr__errorf(-ENOMEM, "restore: out of memory");
+		goto out;
+	}
+	err = read_exact(&f, SR_CKPT_SECT_ENV_STATES, states, (size_t)ps.num_envs * ssz, true);
+	if (!err)
+		err = read_exact(&f, SR_CKPT_SECT_ENV_COUNTERS, envs,
+				 (size_t)ps.num_envs * sizeof(*envs), true);
+	if (err)
+		goto out;
+	for (uint32_t e = 0; e < ps.num_envs; e++)
+		if (envs[e].done > 1 || envs[e].term > 1 || envs[e].trunc > 1) {
+			err = sr__errorf(-EBADMSG, "restore: env %u bookkeeping is malformed", e);
+			goto out;
+		}
+	if (p->spec.check_state) {
+		/* The env's own check of a state (v2 specs): nothing is applied
+		 * when any saved state is refused. */
+		for (uint64_t g = lo; g < hi; g++) {
+			err = p->spec.check_state(&p->spec, states + (g - ps.first_env) * ssz);
+			if (err) {
+				err = sr__errorf(err < 0 ? err : -EBADMSG, "restore: env %llu: the "
+						 "saved state is refused by '%s'",
+						 (unsigned long long)g, p->spec.id);
+				goto out;
+			}
+		}
+	}
+
+	/* ---- from here on the pool changes ---- */
+	for (uint32_t w = 0; w < p->num_threads; w++) {
+		struct sr__worker *wk = &p->workers[w];
+
+		for (uint32_t i = 0; i < wk->n_envs; i++) {
+			uint64_t g = p->env_base + wk->first_env + i;
+			const struct ckpt_env_rec *er;
+
+			if (g < lo || g >= hi)
+				continue;
+			er = &envs[g - ps.first_env];
+			memcpy(wk->states + (size_t)i * ssz, states + (g - ps.first_env) * ssz, ssz);
+			wk->prev_seq[i] = SR_RING_NO_PREV;
+			wk->elapsed[i] = er->elapsed;
+			wk->done[i] = er->done;
+			wk->done_term[i] = er->term;
+			wk->done_trunc[i] = er->trunc;
+			wk->ep_ret[i] = er->ep_ret;
+			wk->ep_len[i] = er->ep_len;
+		}
+	}
+	err = (int)(hi - lo);
+out:
+	free(states);
+	free(envs);
+	close(fd);
+	return err;
+}

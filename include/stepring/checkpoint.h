@@ -138,6 +138,22 @@ SR_EXPORT int sr_pool_checkpoint_wait(sr_pool *p, sr_ckpt_status *st);
  */
 SR_EXPORT int sr_pool_restore(sr_pool *p, const char *path);
 
+/**
+ * Re-shard: restore the envs this pool and the checkpoint at @path share.
+ * Envs are known by their global index (SR_POOL_F_FIRST_ENV; 0 for an
+ * ordinary pool): the file holds envs [F, F + n) of some run, this pool
+ * [first_env, first_env + num_envs); each env in both gets its saved state
+ * (its RNG inside), elapsed steps, done flags and episode accumulators,
+ * and continues its trajectory bit-exactly. The others are untouched, as
+ * are the ring (each restored env's next slot starts a chain: no prev) and
+ * the statistics, so a run saved as N parts is restored on M pools by
+ * calling this once per overlapping part (stepring/mpi.h does that).
+ * Checks the env, its parameters and sizes, autoreset and seed, and every
+ * CRC, before changing anything. Returns the number of envs restored
+ * (0: no overlap), or -errno as sr_pool_restore.
+ */
+SR_EXPORT int sr_pool_restore_envs(sr_pool *p, const char *path);
+
 /* What sr_checkpoint_verify() learns about a file. */
 typedef struct sr_ckpt_section_info {
 	uint32_t type;   /* SR_CKPT_SECT_* */

@@ -32,6 +32,7 @@
 
 #include "stepring/common.h"
 #include "stepring/pool.h"
+#include "stepring/checkpoint.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -116,6 +117,30 @@ SR_EXPORT int sr_mpi_pool_barrier(sr_mpi_pool *mp);
  */
 SR_EXPORT int sr_mpi_pool_gather_envs(sr_mpi_pool *mp, const void *local, size_t size, void *out,
 				      int root);
+
+/**
+ * COLLECTIVE: checkpoint the run into directory @dir (created if absent; a
+ * file system every rank sees). Each rank writes its part,
+ * dir/part-G-R.ckpt (generation G, rank R; sr_pool_checkpoint with @opts,
+ * NULL for defaults), and waits until it is durable. Only when every part
+ * is does rank 0 write dir/manifest (a temporary file, fsync, rename over
+ * the old one, fsync of the directory) naming G and each part's global
+ * env range; it then removes older generations' parts. A crash at any
+ * point leaves the previous manifest with its parts, or the new one with
+ * its parts. Async pools: call it with no step in flight. Returns the same
+ * result on every rank.
+ */
+SR_EXPORT int sr_mpi_pool_checkpoint(sr_mpi_pool *mp, const char *dir, const sr_ckpt_opts *opts);
+/**
+ * COLLECTIVE: restore the run saved in @dir on this pool, whatever the
+ * number of ranks that saved it: the manifest must name this run (env,
+ * num_envs, seed) and its parts cover every env; each rank restores its
+ * envs from the parts that hold them (sr_pool_restore_envs), bit-exactly.
+ * Returns the same result on every rank; on error no rank's pool changed
+ * (every part is read and checked first) unless a part turned bad between
+ * the check and the restore.
+ */
+SR_EXPORT int sr_mpi_pool_restore(sr_mpi_pool *mp, const char *dir);
 
 /* Statistics of every rank (sr_mpi_pool_stats_get). */
 typedef struct sr_mpi_pool_stats {
