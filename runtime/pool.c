@@ -50,6 +50,93 @@ static uint64_t pow2_at_least(uint64_t x)
 	return c;
 }
 
+/*
+ * The default thread count (num_threads 0) comes from the work of one
+ * batch: num_envs x the env's step cost, measured here on the calling
+ * thread (SR__COST_ENVS instances, about 20 us of steps after a warm-up
+ * round). A worker thread pays for itself only when its share of a batch
+ * is well above what waking it and waiting for it cost: a few
+ * microseconds on an idle machine, tens on a busy or virtualised one,
+ * where a second thread made a 4-env CartPole pool 2.5x slower than the
+ * calling thread alone. So: one thread per SR__THREAD_GRAIN_NS of work, at
+ * least one (the calling thread steps everything: no wake-ups at all), at
+ * most one per core of the allowed cpuset. Results never depend on it.
+ */
+#define SR__THREAD_GRAIN_NS 100000ull
+#define SR__COST_ENVS 16u
+
+static uint64_t step_cost_ns(const sr_env_spec *s, uint64_t seed)
+{
+	const size_t n = SR__COST_ENVS, asz = sr_env_action_size(s);
+	size_t sbytes = ((size_t)s->state_size * n + 63) & ~(size_t)63;
+	unsigned char *st = aligned_alloc(64, sbytes), *act = calloc(n, asz);
+	float *obs = malloc(n * s->obs_dim * sizeof(float));
+	double *rew = malloc(n * sizeof(double));
+	uint8_t *term = malloc(n);
+	uint64_t t0, t = 0, rounds = 0, cost = 0;
+	size_t made = 0;
+
+	if (!st || !act || !obs || !rew || !term)
+		goto out;
+	memset(st, 0, sbytes);
+	if (s->flags & SR_ENV_F_OPAQUE)
+		for (; made < n; made++)
+			if (s->create(s, st + made * s->state_size))
+				goto out;
+	if (s->act_kind == SR_SPACE_BOX)
+		for (size_t i = 0; i < n * s->act_dim; i++) {
+			uint32_t k = (uint32_t)(i % s->act_dim);
+			((float *)act)[i] = 0.5f * s->act_low[k] + 0.5f * s->act_high[k];
+		}
+	s->seed(s, st, n, seed, 0);
+	s->reset(s, st, n, obs);
+	s->step(s, st, n, act, obs, rew, term); /* warm-up: caches, lazy init */
+	t0 = sr__now_ns();
+	do {
+		s->step(s, st, n, act, obs, rew, term);
+		rounds++;
+		t = sr__now_ns();
+	} while (t - t0 < 20000 && rounds < 512);
+	cost = (t - t0) / (n * rounds);
+	if (!cost)
+		cost = 1;
+out:
+	if (s->flags & SR_ENV_F_OPAQUE)
+		while (made)
+			s->destroy(s, st + --made * s->state_size);
+	free(st);
+	free(act);
+	free(obs);
+	free(rew);
+	free(term);
+	return cost;
+}
+
+/* Threads for @p's work, at most @cores; the reason in p->threads_note. */
+static uint32_t auto_threads(sr_pool *p, uint32_t cores)
+{
+	uint64_t cost = step_cost_ns(&p->spec, p->seed);
+	uint64_t work = cost * p->num_envs;
+	uint64_t t = work / SR__THREAD_GRAIN_NS;
+
+	if (!cost) {
+		snprintf(p->threads_note, sizeof(p->threads_note),
+			 "%u (default: the step cost could not be measured: one per core)", cores);
+		return cores;
+	}
+	if (t < 1)
+		t = 1;
+	if (t > cores)
+		t = cores;
+	snprintf(p->threads_note, sizeof(p->threads_note),
+		 "%u (default: %u envs x %llu ns a step = %.1f us a batch; one thread per "
+		 "%llu us of it, %s)", (unsigned)t, p->num_envs, (unsigned long long)cost,
+		 (double)work / 1e3, SR__THREAD_GRAIN_NS / 1000,
+		 t == 1 ? "so the calling thread steps them all" :
+		 t == cores ? "up to one per core" : "fewer than the cores");
+	return (uint32_t)t;
+}
+
 static int check_opts(const sr_pool_opts *o)
 {
 	if (o->flags & ~(uint32_t)SR_POOL_F_ALL)
@@ -172,6 +259,11 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		p->caller_bound = p->plan->w[0].cpus[0] != '\0';
 	}
 	T = p->plan->nthreads;
+	if (o->num_threads == 0)
+		T = auto_threads(p, T);
+	else
+		snprintf(p->threads_note, sizeof(p->threads_note), "%u (asked for)",
+			 T < p->num_envs ? T : p->num_envs);
 	if (T > p->num_envs)
 		T = p->num_envs; /* a worker without envs would only cost a thread */
 	p->num_threads = T;
@@ -735,6 +827,11 @@ sr_ring *sr_pool_ring(const sr_pool *p)
 uint32_t sr_pool_num_envs(const sr_pool *p)
 {
 	return p ? p->num_envs : 0;
+}
+
+const char *sr_pool_threads_note(const sr_pool *p)
+{
+	return p ? p->threads_note : "";
 }
 
 uint32_t sr_pool_num_threads(const sr_pool *p)

@@ -44,6 +44,26 @@ struct diag {
 	uint64_t seed;
 };
 
+/* Say how a pool of these options picks its threads (the default comes
+ * from the work: sr_pool_threads_note). */
+static void threads_note(const struct diag *d, const char *env_id, uint32_t batch)
+{
+	sr_pool_opts o;
+	sr_pool *p;
+
+	sr_pool_opts_init(&o);
+	o.env = env_id;
+	o.num_envs = d->num_envs;
+	o.num_threads = d->threads;
+	o.batch_size = d->async ? batch : d->num_envs;
+	o.flags = SR_POOL_F_SEED;
+	o.seed = d->seed;
+	if (sr_pool_create(&o, &p) == 0) {
+		printf("(threads: %s)\n", sr_pool_threads_note(p));
+		sr_pool_destroy(p);
+	}
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -57,7 +77,8 @@ static void usage(FILE *f)
 		"\n"
 		"  --env ID      env id or short name; repeat for several (default CartPole-v1)\n"
 		"  --envs N      num_envs (default 256)\n"
-		"  --threads T   worker threads (default 0: one per core)\n"
+		"  --threads T   worker threads (default 0: chosen from the work, see the\n"
+		"                \"(threads: ...)\" line)\n"
 		"  --batch B     async batch size (default num_envs/2); sync uses num_envs\n"
 		"  --mode M      sync or async (default sync); the other mode is run too\n"
 		"  --policy P    mlp:WxD synthetic policy (default mlp:64x2)\n"
@@ -398,9 +419,11 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 		us_call = loop.ns_policy / 1e3;
 	}
 
-	printf("\ndiagnose %s: %u envs, %u threads, batch %u, %s, policy %s on %s, %gs per run\n\n",
+	printf("\ndiagnose %s: %u envs, %u threads, batch %u, %s, policy %s on %s, %gs per run\n",
 	       spec.id, d->num_envs, loop.threads_used ? loop.threads_used : d->threads, batch,
 	       d->async ? "async" : "sync", d->policy, where, d->seconds);
+	threads_note(d, env_id, batch);
+	putchar('\n');
 	printf("%-24s %12s %9s %9s %5s %4s %4s %4s %6s %4s %6s\n", "run", "steps/s", "p50_us",
 	       "p99_us", "eff", "env", "ring", "copy", "policy", "wait", "bound");
 	print_row("envs only (no policy)", &env_only);

@@ -300,6 +300,7 @@ _OPTIONAL = {
     "sr_pool_ring": (c_vp, [c_vp]),
     "sr_pool_num_envs": (c_u32, [c_vp]),
     "sr_pool_num_threads": (c_u32, [c_vp]),
+    "sr_pool_threads_note": (c_cp, [c_vp]),
     "sr_pool_worker_cpu": (ctypes.c_int, [c_vp, c_u32]),
     "sr_pool_batch_size": (c_u32, [c_vp]),
     "sr_pool_batch_groups": (c_u32, [c_vp]),
