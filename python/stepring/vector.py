@@ -473,6 +473,7 @@ class VectorEnv(_Base):
         self._handle = _PoolHandle(ptr.value)
         self.closed = False
         self._seed = seed
+        self._env_seeds = [None if seed is None else (seed, i) for i in range(self.num_envs)]
         self._ended[:] = False
         self._setup_views()
         if self._dlpack:
@@ -864,7 +865,15 @@ class VectorEnv(_Base):
             if self._async:
                 raise ValueError("async mode: reset takes one int seed and no options")
             self._reset_ex(m, seed, seeds, env_opts)
+        if seeds is not None:
+            for i, s in enumerate(seeds):
+                if s is not None and (m is None or m[i]):
+                    self._env_seeds[i] = (s, 0)
         if seed is not None:
+            self._seed = seed
+            for i in range(self.num_envs):
+                if m is None or m[i]:
+                    self._env_seeds[i] = (seed, i)
             self.single_action_space.seed(seed)
             self.action_space.seed(seed)
             if _gym is not None:
@@ -1008,8 +1017,7 @@ class VectorEnv(_Base):
         elif name == "action_space":
             v = self.single_action_space
         elif name == "np_random_seed":
-            return tuple(None if self._seed is None else (self._seed, i)
-                         for i in range(self.num_envs))
+            return tuple(self._env_seeds)
         else:
             v = getattr(self, name)
         return tuple(v for _ in range(self.num_envs))
