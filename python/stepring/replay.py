@@ -13,6 +13,11 @@ import numpy as np
 from . import _lib
 from ._lib import lib, check
 
+
+def _as_int(name, v, lo, hi, what):
+    from .vector import _as_int as f
+    return f(name, v, lo, hi, what)
+
 _KINDS = {"uniform": _lib.SR_REPLAY_UNIFORM, "prioritized": _lib.SR_REPLAY_PRIORITIZED}
 
 
@@ -53,10 +58,11 @@ class Replay:
         o.kind = _KINDS[kind]
         if seed is not None:
             o.flags |= _lib.SR_REPLAY_F_SEED
-            o.seed = int(seed) & (2**64 - 1)
+            o.seed = _as_int("seed", seed, 0, 2**64 - 1, "a non-negative int")
         if n_step is not None or gamma != 0.99:
             o.flags |= _lib.SR_REPLAY_F_NSTEP
-            o.n_step = 1 if n_step is None else int(n_step)
+            o.n_step = 1 if n_step is None else _as_int("n_step", n_step, 1, 2**32 - 1,
+                                                        "a positive int")
             o.gamma = float(gamma)
         if alpha is not None or beta is not None or eps is not None:
             o.flags |= _lib.SR_REPLAY_F_PRIORITY
@@ -69,10 +75,10 @@ class Replay:
         if samples_per_insert is not None:
             o.flags |= _lib.SR_REPLAY_F_LIMITER
             o.samples_per_insert = float(samples_per_insert)
-            o.min_size = int(min_size)
+            o.min_size = _as_int("min_size", min_size, 0, 2**64 - 1, "a non-negative int")
             o.error_buffer = float(error_buffer if error_buffer is not None
                                    else max(1.0, samples_per_insert))
-            o.timeout_ms = int(timeout_ms)
+            o.timeout_ms = _as_int("timeout_ms", timeout_ms, -2**31, 2**31 - 1, "an int")
         s = ctypes.c_void_p()
         check(lib.sr_replay_create(self._ring, ctypes.byref(o), ctypes.byref(s)))
         self._s = s.value
@@ -121,7 +127,7 @@ class Replay:
         Raises TryAgainError when no transition is live yet or the rate
         limiter refuses."""
         s = self._live()
-        n = int(batch_size)
+        n = _as_int("batch_size", batch_size, 1, 2**32 - 1, "a positive int")
         if n < 1:
             raise ValueError("batch_size must be >= 1, not %r" % (batch_size,))
         d = {
@@ -145,7 +151,8 @@ class Replay:
         one episode, oldest first: obs [n, k, ...], action, reward,
         terminated, truncated, flags [n, k], env_id [n], seq [n, k]."""
         s = self._live()
-        n, k = int(batch_size), int(length)
+        n = _as_int("batch_size", batch_size, 1, 2**32 - 1, "a positive int")
+        k = _as_int("length", length, 1, 2**32 - 1, "a positive int")
         if n < 1 or k < 1:
             raise ValueError("batch_size and length must be >= 1")
         d = {
@@ -178,7 +185,8 @@ class Replay:
         return int(lib.sr_replay_sync(self._live()))
 
     def can_insert(self, n=1):
-        return bool(lib.sr_replay_can_insert(self._live(), int(n)))
+        return bool(lib.sr_replay_can_insert(self._live(),
+                                             _as_int("n", n, 0, 2**64 - 1, "an int")))
 
     @property
     def inserts(self):
