@@ -61,6 +61,15 @@ static inline double wrap(double x)
 {
 	const double diff = M_PI - (-M_PI);
 
+	/* The reference subtracts 2 pi until the angle is in range: bit-exact
+	 * for the angles one step makes (a few turns at most). A huge or
+	 * infinite angle (a corrupt state, a bad CSV row) would loop forever
+	 * (x - diff == x): reduce it first, NaN for a non-finite one. */
+	if (__builtin_expect(!(fabs(x) <= 64 * M_PI), 0)) {
+		if (!isfinite(x))
+			return NAN;
+		x = fmod(x, diff);
+	}
 	while (x > M_PI)
 		x = x - diff;
 	while (x < -M_PI)
@@ -157,6 +166,19 @@ static void ac_set_phys(const sr_env_spec *spec, void *state, const double *phys
 		a->s[k] = phys[k];
 }
 
+/* What a step leaves: angles wrapped into [-pi, pi], velocities clipped;
+ * reset draws all four in [-0.1, 0.1]. */
+static int ac_check_state(const sr_env_spec *spec, const void *state)
+{
+	const struct acrobot *a = state;
+
+	(void)spec;
+	if (!sr__rng_ok(&a->rng) || !(fabs(a->s[0]) <= M_PI) || !(fabs(a->s[1]) <= M_PI) ||
+	    !(fabs(a->s[2]) <= MAX_VEL_1) || !(fabs(a->s[3]) <= MAX_VEL_2))
+		return -EINVAL;
+	return 0;
+}
+
 const sr_env_spec sr__env_acrobot = {
 	.abi_version = SR_ENV_ABI_VERSION,
 	.spec_size = sizeof(sr_env_spec),
@@ -179,4 +201,5 @@ const sr_env_spec sr__env_acrobot = {
 	.observe = ac_observe,
 	.get_phys = ac_get_phys,
 	.set_phys = ac_set_phys,
+	.check_state = ac_check_state,
 };

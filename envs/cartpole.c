@@ -124,6 +124,19 @@ static void cp_set_phys(const sr_env_spec *spec, void *state, const double *phys
 	c->theta_dot = phys[3];
 }
 
+/* Any finite state can be stepped (a terminated pole keeps falling when
+ * autoreset is disabled), so finiteness and a seeded RNG are the bounds. */
+static int cp_check_state(const sr_env_spec *spec, const void *state)
+{
+	const struct cartpole *c = state;
+
+	(void)spec;
+	if (!sr__rng_ok(&c->rng) || !isfinite(c->x) || !isfinite(c->x_dot) ||
+	    !isfinite(c->theta) || !isfinite(c->theta_dot))
+		return -EINVAL;
+	return 0;
+}
+
 const sr_env_spec sr__env_cartpole = {
 	.abi_version = SR_ENV_ABI_VERSION,
 	.spec_size = sizeof(sr_env_spec),
@@ -146,4 +159,5 @@ const sr_env_spec sr__env_cartpole = {
 	.observe = cp_observe,
 	.get_phys = cp_get_phys,
 	.set_phys = cp_set_phys,
+	.check_state = cp_check_state,
 };

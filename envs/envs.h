@@ -3,6 +3,9 @@
 #ifndef SR_ENVS_H
 #define SR_ENVS_H
 
+#include <errno.h>
+#include <math.h>
+
 #include "stepring/env.h"
 
 #define SR_BUILTIN_ENVS(X)                                                                 \
@@ -16,6 +19,13 @@
 #define SR_ENV_DECLARE(sym) extern const sr_env_spec sym;
 SR_BUILTIN_ENVS(SR_ENV_DECLARE)
 #undef SR_ENV_DECLARE
+
+/* A seeded xoshiro256** state is never all zero (that state would only
+ * ever draw zeros): check_state hooks refuse it. */
+static inline int sr__rng_ok(const sr_rng *r)
+{
+	return (r->s[0] | r->s[1] | r->s[2] | r->s[3]) != 0;
+}
 
 /* 2.0, read through a volatile so that pow(x, two) is not folded into x*x:
  * Gymnasium's x**2 is glibc pow, which differs from x*x by an ulp for a few

@@ -145,6 +145,19 @@ static void mc_set_phys(const sr_env_spec *spec, void *state, const double *phys
 	m->vel = phys[1];
 }
 
+/* Every step clips the position to [-1.2, 0.6] and the velocity to
+ * [-0.07, 0.07]; reset draws inside them. */
+static int mc_check_state(const sr_env_spec *spec, const void *state)
+{
+	const struct mountaincar *m = state;
+
+	(void)spec;
+	if (!sr__rng_ok(&m->rng) || !(m->pos >= MIN_POS && m->pos <= MAX_POS) ||
+	    !(fabs(m->vel) <= MAX_SPEED))
+		return -EINVAL;
+	return 0;
+}
+
 const sr_env_spec sr__env_mountaincar = {
 	.abi_version = SR_ENV_ABI_VERSION,
 	.spec_size = sizeof(sr_env_spec),
@@ -167,6 +180,7 @@ const sr_env_spec sr__env_mountaincar = {
 	.observe = mc_observe,
 	.get_phys = mc_get_phys,
 	.set_phys = mc_set_phys,
+	.check_state = mc_check_state,
 };
 
 const sr_env_spec sr__env_mountaincar_continuous = {
@@ -193,4 +207,5 @@ const sr_env_spec sr__env_mountaincar_continuous = {
 	.observe = mc_observe,
 	.get_phys = mc_get_phys,
 	.set_phys = mc_set_phys,
+	.check_state = mc_check_state,
 };

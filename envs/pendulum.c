@@ -124,6 +124,18 @@ static void pd_set_phys(const sr_env_spec *spec, void *state, const double *phys
 	p->thdot = phys[1];
 }
 
+/* The angle is not wrapped by a step (any finite one is fine), the speed
+ * is clipped to [-8, 8]. */
+static int pd_check_state(const sr_env_spec *spec, const void *state)
+{
+	const struct pendulum *p = state;
+
+	(void)spec;
+	if (!sr__rng_ok(&p->rng) || !isfinite(p->th) || !(fabs(p->thdot) <= MAX_SPEED))
+		return -EINVAL;
+	return 0;
+}
+
 const sr_env_spec sr__env_pendulum = {
 	.abi_version = SR_ENV_ABI_VERSION,
 	.spec_size = sizeof(sr_env_spec),
@@ -148,4 +160,5 @@ const sr_env_spec sr__env_pendulum = {
 	.observe = pd_observe,
 	.get_phys = pd_get_phys,
 	.set_phys = pd_set_phys,
+	.check_state = pd_check_state,
 };

@@ -65,31 +65,62 @@ int sr_env_validate(const sr_env_spec *s)
 				  s->spec_size, want, s->abi_version);
 	if (!s->id || !s->name || !s->id[0] || !s->name[0])
 		return sr__errorf(-EINVAL, "env spec has no id or name");
+	/* Checkpoints and the statistics block keep the id in 64 bytes: a
+	 * longer one would be cut there and never match again on restore. */
+	if (strnlen(s->id, SR_ENV_ID_MAX + 1) > SR_ENV_ID_MAX ||
+	    strnlen(s->name, SR_ENV_ID_MAX + 1) > SR_ENV_ID_MAX)
+		return sr__errorf(-EINVAL, "env id or name longer than %d bytes (\"%.40s...\")",
+				  SR_ENV_ID_MAX, s->id);
+	for (const char *c = s->id; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return sr__errorf(-EINVAL, "env id has a control character (byte %ld)",
+					  (long)(c - s->id));
 	if (!s->seed || !s->reset || !s->step || !s->observe)
 		return sr__errorf(-EINVAL, "env '%s': seed, reset, step and observe are required",
 				  s->id);
-	if (s->state_size == 0 || s->state_size % 8)
-		return sr__errorf(-EINVAL, "env '%s': state_size %u must be a positive multiple of 8",
-				  s->id, s->state_size);
+	if (s->state_size == 0 || s->state_size % 8 || s->state_size > SR_ENV_MAX_STATE_SIZE)
+		return sr__errorf(-EINVAL,
+				  "env '%s': state_size %u must be a positive multiple of 8, at "
+				  "most %u",
+				  s->id, s->state_size, (unsigned)SR_ENV_MAX_STATE_SIZE);
 	if (s->obs_ndim == 0 || s->obs_ndim > SR_ENV_MAX_DIMS)
 		return sr__errorf(-EINVAL, "env '%s': obs_ndim %u not in [1, %d]", s->id, s->obs_ndim,
 				  SR_ENV_MAX_DIMS);
-	for (uint32_t i = 0; i < s->obs_ndim; i++)
+	/* Overflow-checked: stop as soon as the product leaves the bound
+	 * (eight uint32 factors would wrap a uint64). */
+	for (uint32_t i = 0; i < s->obs_ndim && prod && prod <= (1u << 24); i++)
 		prod *= s->obs_shape[i];
-	if (prod == 0 || prod != s->obs_dim || prod > (1u << 24))
+	if (prod == 0 || prod > (1u << 24))
+		return sr__errorf(-EINVAL, "env '%s': obs_shape's product is 0 or above 2^24",
+				  s->id);
+	if (prod != s->obs_dim)
 		return sr__errorf(-EINVAL, "env '%s': obs_dim %u does not match its shape", s->id,
 				  s->obs_dim);
+	for (uint32_t i = 0; s->obs_low && s->obs_high && i < s->obs_dim; i++)
+		if (!(s->obs_low[i] <= s->obs_high[i]))
+			return sr__errorf(-EINVAL, "env '%s': obs bound %u: low > high or NaN", s->id,
+					  i);
 	if (s->act_kind == SR_SPACE_DISCRETE) {
-		if (s->act_n == 0 || s->act_dim != 1)
-			return sr__errorf(-EINVAL, "env '%s': discrete action needs act_n >= 1, act_dim = 1",
+		if (s->act_n == 0 || s->act_n > INT32_MAX || s->act_dim != 1)
+			return sr__errorf(-EINVAL,
+					  "env '%s': discrete action needs act_n in [1, 2^31), "
+					  "act_dim = 1",
 					  s->id);
 	} else if (s->act_kind == SR_SPACE_BOX) {
 		if (s->act_dim == 0 || s->act_dim > 4096 || !s->act_low || !s->act_high)
 			return sr__errorf(-EINVAL, "env '%s': box action needs act_dim and bounds",
 					  s->id);
+		for (uint32_t i = 0; i < s->act_dim; i++)
+			if (!(s->act_low[i] <= s->act_high[i]))
+				return sr__errorf(-EINVAL,
+						  "env '%s': action bound %u: low > high or NaN",
+						  s->id, i);
 	} else {
 		return sr__errorf(-EINVAL, "env '%s': unknown action kind %u", s->id, s->act_kind);
 	}
+	if (s->n_phys > SR_ENV_MAX_PHYS)
+		return sr__errorf(-EINVAL, "env '%s': n_phys %u above %d", s->id, s->n_phys,
+				  SR_ENV_MAX_PHYS);
 	if (s->n_phys && (!s->get_phys || !s->set_phys))
 		return sr__errorf(-EINVAL, "env '%s': n_phys > 0 needs get_phys and set_phys", s->id);
 	if (s->abi_version == 1)

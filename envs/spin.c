@@ -151,6 +151,16 @@ static void spin_observe(const sr_env_spec *spec, const void *state, float *obs)
 	write_obs(s->rng.s[0] ^ s->rng.s[3], (uint32_t)spec->params[P_OBS_DIM], obs);
 }
 
+/* Any step count is fine (it only compares with ep_len); the RNG must be
+ * a seeded one. */
+static int spin_check_state(const sr_env_spec *spec, const void *state)
+{
+	const struct spin *s = state;
+
+	(void)spec;
+	return sr__rng_ok(&s->rng) && s->pad == 0 ? 0 : -EINVAL;
+}
+
 const sr_env_spec sr__env_spin = {
 	.abi_version = SR_ENV_ABI_VERSION,
 	.spec_size = sizeof(sr_env_spec),
@@ -171,6 +181,7 @@ const sr_env_spec sr__env_spin = {
 	.reset = spin_reset,
 	.step = spin_step,
 	.observe = spin_observe,
+	.check_state = spin_check_state,
 };
 
 int sr__spin_configure(sr_env_spec *spec, const char *params)

@@ -53,6 +53,10 @@ extern "C" {
 #define SR_ENV_ABI_VERSION_MIN 1u
 #define SR_ENV_PLUGIN_SYMBOL "sr_env_plugin_spec"
 #define SR_ENV_MAX_DIMS 4
+/* Bounds sr_env_validate enforces on any spec (a plugin's too). */
+#define SR_ENV_ID_MAX 63                 /* bytes of id and name (checkpoints keep 64) */
+#define SR_ENV_MAX_STATE_SIZE (1u << 20) /* bytes per instance */
+#define SR_ENV_MAX_PHYS 64               /* n_phys */
 
 enum sr_space_kind {
 	SR_SPACE_DISCRETE = 1, /* int32 in [0, act_n) */
