@@ -22,6 +22,35 @@ struct node_info {
 	uint32_t want;        /* workers planned here */
 };
 
+/* Synthetic topologies are for tests and planning: bound the PUs they
+ * describe, so that "pack:65536 pu:65536" is refused at once instead of
+ * making hwloc build four billion objects (minutes, then out of memory). */
+#define SR_SYNTH_MAX_PUS 16384
+
+/* Product of the arities ("type:N") of a synthetic description,
+ * overflow-checked; UINT64_MAX above the bound. */
+static uint64_t synthetic_pus(const char *desc)
+{
+	uint64_t prod = 1;
+	const char *p = desc;
+
+	while ((p = strchr(p, ':'))) {
+		char *end;
+		unsigned long long n;
+
+		p++;
+		if (*p < '0' || *p > '9')
+			continue;
+		errno = 0;
+		n = strtoull(p, &end, 10);
+		if (errno || n > SR_SYNTH_MAX_PUS || (n && prod > SR_SYNTH_MAX_PUS / n))
+			return UINT64_MAX;
+		prod *= n;
+		p = end;
+	}
+	return prod;
+}
+
 static int load_topology(const char *desc, hwloc_topology_t *out)
 {
 	hwloc_topology_t t;
@@ -32,10 +61,18 @@ static int load_topology(const char *desc, hwloc_topology_t *out)
 		return sr__errorf(-ENOMEM, "hwloc_topology_init failed");
 	if (desc) {
 		len = strlen(desc);
-		if (len > 4 && !strcmp(desc + len - 4, ".xml"))
+		if (len > 4 && !strcmp(desc + len - 4, ".xml")) {
 			err = hwloc_topology_set_xml(t, desc);
-		else
+		} else if (synthetic_pus(desc) > SR_SYNTH_MAX_PUS) {
+			hwloc_topology_destroy(t);
+			return sr__errorf(-EINVAL,
+					  "topology '%.100s' describes more than %d PUs (the "
+					  "product of its arities); synthetic topologies are "
+					  "bounded",
+					  desc, SR_SYNTH_MAX_PUS);
+		} else {
 			err = hwloc_topology_set_synthetic(t, desc);
+		}
 		if (err < 0) {
 			hwloc_topology_destroy(t);
 			return sr__errorf(-EINVAL, "bad topology '%s' (an hwloc synthetic description "

@@ -430,9 +430,28 @@ int cmd_sweep(int argc, char **argv)
 			       m ? "async" : "sync", s.best_sps[m], s.best_cfg[m].envs,
 			       s.best_cfg[m].threads, s.best_cfg[m].batch);
 	if (s.out) {
-		fclose(s.out);
+		/* A full disk or /dev/full shows up here, at the flush, or as
+		 * the stream's error flag: never say "wrote" then. */
+		bool bad = ferror(s.out) != 0;
+		int e = errno;
+
+		if (fclose(s.out) != 0) {
+			bad = true;
+			e = errno;
+		}
+		if (bad) {
+			fprintf(stderr, "stepring: sweep: --out: writing '%s' failed: %s\n",
+				s.out_path, strerror(e));
+			return 1;
+		}
 		printf("wrote %u JSON lines to %s (plot: /usr/bin/python3 tools/plot_sweep.py %s)\n",
 		       s.runs, s.out_path, s.out_path);
+	}
+	if (s.runs == 0) {
+		fprintf(stderr, "stepring: sweep: no configuration ran (%u failed, the rest "
+				"were skipped: see the messages above)\n",
+			s.failures);
+		return 1;
 	}
 	if (s.failures) {
 		fprintf(stderr, "stepring: sweep: %u of %u configurations failed\n", s.failures,

@@ -26,6 +26,9 @@ const char *refcsv_error(void)
 }
 
 #define MAX_COLS 64
+/* A header of 64 columns of %.17g numbers is under 2 KiB. */
+#define REFCSV_MAX_LINE 65536
+#define REFCSV_MAX_ROWS (1 << 26)
 
 void refcsv_free(struct refcsv *c)
 {
@@ -41,6 +44,41 @@ void refcsv_free(struct refcsv *c)
 	free(c->term);
 	free(c->trunc);
 	memset(c, 0, sizeof(*c));
+}
+
+/* One line (with its '\n') into *buf: its length, -1 at the end of the
+ * file, -2 when it is longer than REFCSV_MAX_LINE (a file of one endless
+ * line, /dev/zero, must not take all the memory), -3 on a read error. */
+static long read_line(FILE *f, char **buf, size_t *cap)
+{
+	size_t n = 0;
+	int ch = EOF;
+
+	while ((ch = getc_unlocked(f)) != EOF) {
+		if (n + 2 > *cap) {
+			size_t nc = *cap ? 2 * *cap : 256;
+			char *p;
+
+			if (*cap >= REFCSV_MAX_LINE)
+				return -2;
+			if (nc > REFCSV_MAX_LINE)
+				nc = REFCSV_MAX_LINE;
+			p = realloc(*buf, nc);
+			if (!p)
+				return -3;
+			*buf = p;
+			*cap = nc;
+		}
+		(*buf)[n++] = (char)ch;
+		if (ch == '\n')
+			break;
+	}
+	if (ferror(f))
+		return -3;
+	if (n == 0)
+		return -1;
+	(*buf)[n] = '\0';
+	return (long)n;
 }
 
 static int split(char *line, char **tok, int max)
@@ -133,6 +171,7 @@ int refcsv_load(const char *path, const sr_env_spec *spec, struct refcsv *out)
 	const char *unexpected = NULL;
 	size_t len = 0, cap = 0, lineno = 1;
 	struct refcsv c;
+	long got;
 	FILE *f;
 
 	memset(&c, 0, sizeof(c));
@@ -142,7 +181,15 @@ int refcsv_load(const char *path, const sr_env_spec *spec, struct refcsv *out)
 		err = -errno;
 		return refcsv_errorf(err, "cannot open '%s': %s", path, strerror(-err));
 	}
-	if (getline(&line, &len, f) < 0) {
+	got = read_line(f, &line, &len);
+	if (got == -2) {
+		err = refcsv_errorf(-E2BIG, "%s:1: line longer than %d bytes", path,
+				    REFCSV_MAX_LINE);
+		goto out;
+	} else if (got == -3) {
+		err = refcsv_errorf(-EIO, "%s:1: read error or out of memory", path);
+		goto out;
+	} else if (got < 0) {
 		err = refcsv_errorf(-EINVAL, "%s: empty file (expected a CSV header)", path);
 		goto out;
 	}
@@ -200,12 +247,17 @@ int refcsv_load(const char *path, const sr_env_spec *spec, struct refcsv *out)
 		goto out;
 	}
 
-	while (getline(&line, &len, f) >= 0) {
+	while ((got = read_line(f, &line, &len)) >= 0) {
 		size_t r = c.rows;
 		int64_t v;
 		int n;
 
 		lineno++;
+		if (c.rows >= REFCSV_MAX_ROWS) {
+			err = refcsv_errorf(-E2BIG, "%s:%zu: more than %d data rows", path, lineno,
+					    REFCSV_MAX_ROWS);
+			goto out;
+		}
 		if (line[0] == '\n' || line[0] == '\0')
 			continue;
 		if (r == cap) {
@@ -268,6 +320,14 @@ int refcsv_load(const char *path, const sr_env_spec *spec, struct refcsv *out)
 		}
 		c.rows++;
 	}
+	if (got == -2) {
+		err = refcsv_errorf(-E2BIG, "%s:%zu: line longer than %d bytes", path, lineno + 1,
+				    REFCSV_MAX_LINE);
+		goto out;
+	} else if (got == -3) {
+		err = refcsv_errorf(-EIO, "%s:%zu: read error or out of memory", path, lineno + 1);
+		goto out;
+	}
 	if (c.rows == 0) {
 		err = refcsv_errorf(-EINVAL, "%s: no data rows", path);
 		goto out;
@@ -321,12 +381,27 @@ static const void *action_of(const struct refcsv *c, size_t r)
 	return c->discrete ? (const void *)&c->act_i[r] : (const void *)&c->act_f[r * c->act_dim];
 }
 
+/* A reference row's state that the env could never be in (a corrupt or
+ * hostile CSV: NaN, huge angles) is refused before it is stepped, through
+ * the env's own check_state hook. */
+static bool bad_state(const sr_env_spec *spec, const void *st, const struct refcsv *c, size_t r)
+{
+	if (!spec->check_state || spec->check_state(spec, st) == 0)
+		return false;
+	refcsv_errorf(-EINVAL,
+		      "data row %zu (episode %lld, t %lld): a state env '%s' can never be in "
+		      "(non-finite or out of its bounds)",
+		      r + 1, (long long)c->episode[r], (long long)c->t[r], spec->id);
+	return true;
+}
+
 int refcsv_check(const sr_env_spec *spec, const struct refcsv *c, unsigned modes,
-		     struct refcheck *res)
+		 struct refcheck *res)
 {
 	double phys[64], next[64];
 	float *obs;
 	void *st;
+	int err = 0;
 
 	memset(res, 0, sizeof(*res));
 	res->first_bad_row = SIZE_MAX;
@@ -351,6 +426,10 @@ int refcsv_check(const sr_env_spec *spec, const struct refcsv *c, unsigned modes
 			for (uint32_t k = 0; k < c->n_phys; k++)
 				phys[k] = c->phys[r * c->n_phys + k];
 			spec->set_phys(spec, st, phys);
+			if (bad_state(spec, st, c, r)) {
+				err = -EINVAL;
+				goto out;
+			}
 			if (c->t[r] == 0) {
 				spec->observe(spec, st, obs);
 				compare(c, r, obs, 0.0, 0, 0, res);
@@ -381,6 +460,10 @@ int refcsv_check(const sr_env_spec *spec, const struct refcsv *c, unsigned modes
 				for (uint32_t k = 0; k < c->n_phys; k++)
 					phys[k] = c->phys[r * c->n_phys + k];
 				spec->set_phys(spec, st, phys);
+				if (bad_state(spec, st, c, r)) {
+					err = -EINVAL;
+					goto out;
+				}
 				spec->observe(spec, st, obs);
 				elapsed = 0;
 				compare(c, r, obs, 0.0, 0, 0, res);
@@ -392,9 +475,11 @@ int refcsv_check(const sr_env_spec *spec, const struct refcsv *c, unsigned modes
 			compare(c, r, obs, rew, term, trunc, res);
 		}
 	}
+	err = 0;
+out:
 	free(st);
 	free(obs);
-	return 0;
+	return err;
 }
 
 bool refcheck_ok(const struct refcheck *res)
