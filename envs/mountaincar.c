@@ -146,14 +146,16 @@ static void mc_set_phys(const sr_env_spec *spec, void *state, const double *phys
 }
 
 /* Every step clips the position to [-1.2, 0.6] and the velocity to
- * [-0.07, 0.07]; reset draws inside them. */
+ * [-0.07, 0.07]; reset draws inside them. The continuous version keeps
+ * them as float32 values, which may round just outside (float)-1.2 is
+ * -1.2000000477: hence the 1e-6 of slack. */
 static int mc_check_state(const sr_env_spec *spec, const void *state)
 {
 	const struct mountaincar *m = state;
 
 	(void)spec;
-	if (!sr__rng_ok(&m->rng) || !(m->pos >= MIN_POS && m->pos <= MAX_POS) ||
-	    !(fabs(m->vel) <= MAX_SPEED))
+	if (!sr__rng_ok(&m->rng) || !(m->pos >= MIN_POS - 1e-6 && m->pos <= MAX_POS + 1e-6) ||
+	    !(fabs(m->vel) <= MAX_SPEED + 1e-6))
 		return -EINVAL;
 	return 0;
 }
