@@ -971,7 +971,7 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 	struct ckpt_runtime_sect rt;
 	struct ckpt_env_rec *envs = NULL;
 	uint8_t *states = NULL;
-	struct pool_ckpt *c;
+	struct sr__pool_ckpt *c;
 	uint64_t lo, hi;
 	size_t ssz;
 	int fd, err;
@@ -981,7 +981,7 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 	if (sr_env_is_opaque(&p->spec))
 		return sr__errorf(-ENOTSUP, "sr_pool_restore_envs: env '%s' has opaque state; "
 				  "this build restores plain-data states only", p->spec.id);
-	c = reg_get(p, false);
+	c = ckpt_state(p, false);
 	if (c && c->job)
 		finish_job(c, true);
 	err = check_async_idle(p, "restore");
