@@ -678,3 +678,58 @@ bool sr_ring_slot_valid(const sr_ring *r, uint64_t seq)
 	return atomic_load_explicit(&r->seq[seq & r->mask], memory_order_acquire) == seq + 1 &&
 	       sr__lap_floor(r) <= seq;
 }
+
+/* Attach a ring from a descriptor inherited from its creator (process
+ * workers: the pool's memfd). Read-write; the same checks as
+ * sr_ring_attach. The handle owns @fd (closed by sr_ring_destroy). */
+int sr__ring_attach_fd(int fd, sr_ring **out)
+{
+	struct sr__ring_hdr want, *h;
+	struct sr_ring *r;
+	struct stat st;
+	void *base;
+	int err;
+
+	*out = NULL;
+	if (fstat(fd, &st))
+		return sr__errorf(-errno, "ring attach fd %d: %s", fd, strerror(errno));
+	if ((uint64_t)st.st_size < sizeof(struct sr__ring_hdr))
+		return sr__errorf(-EBADMSG, "ring attach fd %d: not a stepring ring", fd);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return sr__errorf(-ENOMEM, "ring attach: out of memory");
+	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		err = sr__errorf(-errno, "ring attach fd %d: mmap: %s", fd, strerror(errno));
+		goto err_free;
+	}
+	h = base;
+	memset(&want, 0, sizeof(want));
+	/* R4: the geometry is trusted only once ready is seen with acquire. */
+	if (h->magic != SR_RING_MAGIC || h->version != SR_RING_FORMAT_VERSION ||
+	    atomic_load_explicit(&h->ready, memory_order_acquire) != 1 ||
+	    h->hdr_size != sizeof(struct sr__ring_hdr) ||
+	    sr__ring_layout(h->capacity, h->obs_dim, h->act_size, &want) ||
+	    want.total_size != (uint64_t)st.st_size || h->off_obs != want.off_obs ||
+	    h->off_action != want.off_action || h->off_reward != want.off_reward ||
+	    h->off_terminated != want.off_terminated || h->off_truncated != want.off_truncated ||
+	    h->off_flags != want.off_flags || h->off_env_id != want.off_env_id ||
+	    h->off_prev != want.off_prev || h->off_seq != want.off_seq) {
+		err = sr__errorf(-EBADMSG, "ring attach fd %d: not a stepring ring of format %u",
+				 fd, SR_RING_FORMAT_VERSION);
+		goto err_unmap;
+	}
+	r->base = base;
+	r->len = (size_t)st.st_size;
+	r->hdr = h;
+	r->fd = fd;
+	bind_columns(r);
+	*out = r;
+	return 0;
+
+err_unmap:
+	munmap(base, (size_t)st.st_size);
+err_free:
+	free(r);
+	return err;
+}

@@ -125,6 +125,9 @@ struct sr_ring {
  * Returns 0 or -EINVAL (overflow). */
 int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,
 		    struct sr__ring_hdr *h);
+/* Attach read-write from an inherited descriptor (process workers get the
+ * pool's memfd); the handle owns @fd. Returns 0 or -errno. */
+int sr__ring_attach_fd(int fd, struct sr_ring **out);
 /* "sr-foo" or "/sr-foo" -> "/sr-foo" in @out. Returns 0 or -EINVAL. */
 int sr__ring_norm_name(const char *name, char out[SR__RING_NAME_MAX]);
 

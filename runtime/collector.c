@@ -67,6 +67,10 @@ void sr__collector_close(sr_pool *p)
 /* P1: merge the finished episodes the workers queued. */
 void sr__collect_episodes(sr_pool *p)
 {
+	if (p->procs) {
+		sr__pool_procs_episodes(p);
+		return;
+	}
 	for (uint32_t i = 0; i < p->num_threads; i++) {
 		struct sr__worker *w = &p->workers[i];
 		uint32_t t = atomic_load_explicit(&w->eps_tail, memory_order_relaxed);

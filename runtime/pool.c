@@ -27,11 +27,12 @@
 #include "device_priv.h"
 #include "pool_internal.h"
 #include "envs.h"
+#include "proc.h"
 
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
 		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER | \
 		       SR_POOL_F_NO_INLINE | SR_POOL_F_NO_BATCH_GROUPS | SR_POOL_F_NO_REBALANCE | \
-		       SR_POOL_F_FIRST_ENV)
+		       SR_POOL_F_FIRST_ENV | SR_POOL_F_PROCS)
 
 void sr_pool_opts_init(sr_pool_opts *o)
 {
@@ -171,6 +172,10 @@ static int check_opts(const sr_pool_opts *o)
 	if ((o->flags & SR_POOL_F_FIRST_ENV) && o->first_env > UINT64_MAX - o->num_envs)
 		return sr__errorf(-EINVAL, "first_env %llu + num_envs %u overflows",
 				  (unsigned long long)o->first_env, o->num_envs);
+	if ((o->flags & SR_POOL_F_PROCS) && o->batch_size && o->batch_size < o->num_envs)
+		return sr__errorf(-EINVAL, "process workers (SR_POOL_F_PROCS) step sync pools only "
+				  "(batch_size = num_envs or 0), not batch_size %u < num_envs %u",
+				  o->batch_size, o->num_envs);
 	if (o->ring_capacity && (o->ring_capacity & (o->ring_capacity - 1)))
 		return sr__errorf(-EINVAL, "ring_capacity %llu is not a power of two",
 				  (unsigned long long)o->ring_capacity);
@@ -363,7 +368,8 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	for (uint32_t i = 0; i < T; i++)
 		if (p->workers[i].n_envs > p->max_slice)
 			p->max_slice = p->workers[i].n_envs;
-	p->rebalance = (!p->async || p->grp_n) && T > 1 && !(o->flags & SR_POOL_F_NO_REBALANCE);
+	p->rebalance = (!p->async || p->grp_n) && T > 1 &&
+		       !(o->flags & (SR_POOL_F_NO_REBALANCE | SR_POOL_F_PROCS));
 	atomic_store_explicit(&p->cmd, p->async ? SR__CMD_ASYNC : SR__CMD_NONE,
 			      memory_order_relaxed);
 
@@ -375,7 +381,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		if (err)
 			goto fail;
 	}
-	err = sr__workers_start(p);
+	err = (o->flags & SR_POOL_F_PROCS) ? sr__pool_procs_start(p, o) : sr__workers_start(p);
 	if (err)
 		goto fail;
 	sr__clear_error();
@@ -392,6 +398,9 @@ void sr_pool_destroy(sr_pool *p)
 		return;
 	sr__pool_ckpt_close(p); /* waits for a checkpoint still reading the ring */
 	sr__workers_stop(p);
+	sr__procs_destroy(p->procs);
+	if (p->procs)
+		p->final_env = NULL; /* it was the command block's */
 	sr__stats_shm_close(p);
 	sr__collector_close(p);
 	sr_ring_destroy(p->ring);
@@ -482,7 +491,20 @@ static int sync_cmd(sr_pool *p, uint32_t cmd, const void *actions, const uint8_t
 	p->cmd_actions = actions;
 	p->cmd_mask = mask;
 	p->cmd_seq = seq;
-	t = sr__workers_run(p, cmd);
+	if (p->procs) {
+		err = sr__pool_procs_run(p, cmd, &t);
+		if (err) {
+			/* Every row is published all the same (fault rows):
+			 * consume them, so that the ring stays usable. */
+			uint64_t t2 = t;
+			const sr_batch *b;
+
+			sr__collect_sync(p, seq, &t2, &b);
+			return err;
+		}
+	} else {
+		t = sr__workers_run(p, cmd);
+	}
 	err = sr__collect_sync(p, seq, &t, out);
 	lat_record(p, t0, t);
 	return err;
@@ -880,6 +902,14 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 	out->first_env = w->first_env;
 	out->num_envs = w->n_envs;
 	out->rows = sr__sync_rows(p, worker);
+	if (p->procs) {
+		struct sr__procs_wstats ws;
+
+		if (!sr__procs_worker(p->procs, worker, &ws)) {
+			out->pid = (int32_t)ws.pid;
+			out->restarts = ws.restarts;
+		}
+	}
 	/* sr_pool_worker_cpu's answer, without setting the last error. */
 	out->cpu = (worker == 0 && p->first_thread && !p->caller_bound) || w->cpu < 0 ||
 				   !p->plan->w[worker].cpus[0]

@@ -312,6 +312,9 @@ struct sr_pool {
 	 * or NULL; pool thread only --- */
 	struct sr__pool_ckpt *ckpt;
 
+	/* --- process workers (SR_POOL_F_PROCS, pool_procs.c), or NULL --- */
+	struct sr__procs *procs;
+
 	/* --- stats block in shared memory (stats_shm.c), or NULL --- */
 	struct sr_stats_shm *shm;
 	size_t shm_len;
@@ -398,6 +401,13 @@ void sr__stats_shm_close(sr_pool *p);
 /* --- pool.c --- */
 /* Async: wait for the results in flight and drop them; sync: no-op. */
 void sr__pool_quiesce(sr_pool *p);
+
+/* --- pool_procs.c: process workers --- */
+int sr__pool_procs_start(sr_pool *p, const sr_pool_opts *o);
+/* Run a sync command on the worker processes (the caller reserved the
+ * batch at p->cmd_seq); *@t gets the clock at the end. 0 or -errno. */
+int sr__pool_procs_run(sr_pool *p, uint32_t cmd, uint64_t *t);
+void sr__pool_procs_episodes(sr_pool *p);
 
 /* --- pool_ckpt.c --- */
 /* Wait for this pool's checkpoint in flight and free p->ckpt. */

@@ -78,6 +78,11 @@ enum {
 					   * speed end a batch together */
 	SR_POOL_F_FIRST_ENV = 1u << 9, /* first_env is set: this pool is one part of
 					* a larger run (a rank of stepring/mpi.h) */
+	SR_POOL_F_PROCS = 1u << 10, /* workers are processes (docs/procs.md): num_threads
+				    * worker processes, each owning a slice of envs;
+				    * one that crashes or hangs is restarted and its
+				    * rows come back as SR_SLOT_FAULT rows. Sync pools
+				    * (batch_size = num_envs) only, for now. */
 };
 
 typedef struct sr_pool_opts {
@@ -102,6 +107,16 @@ typedef struct sr_pool_opts {
 				  * env i is seeded from (seed, first_env + i), so
 				  * parts of a run seed like one pool of all its envs.
 				  * Batches' env_id stay local (0 .. num_envs - 1). */
+	/* With SR_POOL_F_PROCS (docs/procs.md). */
+	const char *const *worker_argv; /* NULL: the stepring-worker program (C envs:
+					 * built-in or plugin); else the program to run
+					 * (argv[0] a path), e.g. the Python worker */
+	const void *worker_payload;   /* bytes every worker reads at start, or NULL */
+	size_t worker_payload_len;
+	uint32_t step_timeout_ms;     /* a worker silent this long in one command is
+				       * killed and restarted; 0: never */
+	uint32_t max_restarts;        /* restarts over the pool's life; 0: 100. Past it
+				       * step / reset return -EOWNERDEAD */
 } sr_pool_opts;
 
 /** Defaults: sync, NEXT_STEP, bind core, host device, seed 0. */
@@ -218,6 +233,17 @@ typedef struct sr_pool_stats {
 
 SR_EXPORT int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out);
 
+/* Process workers' faults (SR_POOL_F_PROCS; all zero otherwise). */
+typedef struct sr_pool_faults {
+	uint64_t faults;      /* worker processes that died or hung */
+	uint64_t restarts;    /* worker processes started again */
+	uint64_t fault_rows;  /* rows published as SR_SLOT_FAULT (interrupted env steps) */
+	char last[1024];      /* the last fault: envs, worker, pid, cause; or "" */
+} sr_pool_faults;
+
+/** Fault counters of a pool; 0 or -EINVAL. */
+SR_EXPORT int sr_pool_faults_get(const sr_pool *p, sr_pool_faults *out);
+
 /* One worker's share of the statistics: in sync mode every batch waits for
  * the slowest worker, so a worker whose steps cost more per env (another
  * process on its CPU, a slower core) shows here first. */
@@ -234,6 +260,9 @@ typedef struct sr_pool_worker_stats {
 				   * less or plus what rebalancing moved to or from
 				   * its neighbours (see SR_POOL_F_NO_REBALANCE);
 				   * async per-env queues: num_envs */
+	int32_t pid;              /* SR_POOL_F_PROCS: the worker's process id (-1
+				   * while it is restarted); 0 for a thread */
+	uint32_t restarts;        /* SR_POOL_F_PROCS: times it was restarted */
 } sr_pool_worker_stats;
 
 /** Statistics of worker @worker (0 .. sr_pool_num_threads - 1); -EINVAL

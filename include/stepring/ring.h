@@ -44,6 +44,9 @@ enum {
 	SR_SLOT_FIRST = 1u << 0, /* first obs of an episode (reset); action/reward unused */
 	SR_SLOT_PAD = 1u << 1,   /* filler written by SR_RESERVE_CONTIG; never a transition */
 	SR_SLOT_FINAL = 1u << 2, /* obs is the final obs of an episode (same-step autoreset) */
+	SR_SLOT_FAULT = 1u << 3, /* the env's worker process died or hung during this step:
+				  * truncated = 1, prev SR_RING_NO_PREV, obs zero; not a
+				  * transition. The env restarts with a reset row next. */
 };
 
 /* sr_ring_create flags */

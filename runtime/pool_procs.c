@@ -1,0 +1,119 @@
+/*
+ * The pool's process workers (SR_POOL_F_PROCS): the glue between the
+ * pool (slices, sync commands, statistics) and runtime/proc.c (the
+ * command block, spawning, faults and restarts).
+ *
+ * The pool keeps its worker records (slices, counters) but starts no
+ * threads: a sync command goes to the worker processes, and their
+ * counters are copied into the records after each command, so that
+ * sr_pool_stats_get, sr_pool_worker_stats_get and the stats block read
+ * them as for threads. Episodes come from the workers' queues in the
+ * command block.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool_internal.h"
+#include "proc.h"
+
+int sr__pool_procs_start(sr_pool *p, const sr_pool_opts *o)
+{
+	struct sr__procs_opts po;
+	uint32_t *slice;
+	int err;
+
+	slice = calloc(p->num_threads, sizeof(*slice));
+	if (!slice)
+		return sr__errorf(-ENOMEM, "out of memory");
+	for (uint32_t w = 0; w < p->num_threads; w++)
+		slice[w] = p->workers[w].n_envs;
+	memset(&po, 0, sizeof(po));
+	po.num_envs = p->num_envs;
+	po.nworkers = p->num_threads;
+	po.slice_n = slice;
+	po.spec = &p->spec;
+	po.ring = p->ring;
+	po.seed = p->seed;
+	po.env_base = p->env_base;
+	po.autoreset = p->autoreset;
+	po.keep_final = p->keep_final;
+	/* A waiting worker spins a little before it sleeps: the trainer
+	 * usually sends the next command within microseconds. */
+	po.spin_iters = p->spin_iters;
+	po.step_timeout_ms = o->step_timeout_ms;
+	po.max_restarts = o->max_restarts ? o->max_restarts : 100;
+	po.argv = o->worker_argv;
+	po.payload = o->worker_payload;
+	po.payload_len = o->worker_payload ? o->worker_payload_len : 0;
+	err = sr__procs_create(&po, &p->procs);
+	free(slice);
+	if (err)
+		return err;
+	if (p->keep_final) {
+		free(p->final_env);
+		p->final_env = sr__procs_final(p->procs);
+	}
+	return 0;
+}
+
+static void mirror(sr_pool *p)
+{
+	for (uint32_t w = 0; w < p->num_threads; w++) {
+		struct sr__worker *x = &p->workers[w];
+		struct sr__procs_wstats ws;
+
+		if (sr__procs_worker(p->procs, w, &ws))
+			continue;
+		atomic_store_explicit(&x->steps, ws.steps, memory_order_relaxed);
+		atomic_store_explicit(&x->ns_env, ws.ns_env, memory_order_relaxed);
+		atomic_store_explicit(&x->ns_ring, ws.ns_ring, memory_order_relaxed);
+		atomic_store_explicit(&x->ns_idle, ws.ns_idle, memory_order_relaxed);
+		if (x->shm) {
+			x->shm->steps = ws.steps;
+			x->shm->ns_busy = ws.ns_env + ws.ns_ring;
+			x->shm->ns_idle = ws.ns_idle;
+		}
+	}
+}
+
+int sr__pool_procs_run(sr_pool *p, uint32_t cmd, uint64_t *t)
+{
+	int err = sr__procs_run(p->procs, cmd == SR__CMD_STEP ? SR_PROC_CMD_STEP : SR_PROC_CMD_RESET,
+				p->cmd_seq, p->cmd_actions, p->cmd_mask);
+
+	mirror(p);
+	*t = sr__now_ns();
+	return err;
+}
+
+static void add_episode(void *arg, double ret, double len)
+{
+	sr_pool *p = arg;
+	uint32_t k = (uint32_t)(p->episodes % SR__EPWIN);
+
+	p->ep_ret[k] = ret;
+	p->ep_len[k] = len;
+	p->episodes++;
+}
+
+void sr__pool_procs_episodes(sr_pool *p)
+{
+	sr__procs_episodes(p->procs, add_episode, p);
+}
+
+int sr_pool_faults_get(const sr_pool *p, sr_pool_faults *out)
+{
+	struct sr__procs_stats st;
+
+	if (!p || !out)
+		return sr__errorf(-EINVAL, "sr_pool_faults_get: NULL argument");
+	memset(out, 0, sizeof(*out));
+	if (!p->procs)
+		return 0;
+	sr__procs_info(p->procs, &st);
+	out->faults = st.faults;
+	out->restarts = st.restarts;
+	out->fault_rows = st.fault_rows;
+	snprintf(out->last, sizeof(out->last), "%s", st.last_fault);
+	return 0;
+}

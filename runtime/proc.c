@@ -1,0 +1,713 @@
+/*
+ * DESIGN: process workers, the trainer's side (proc.h has the command
+ * block and the orderings PC0..PC3; proc_worker.c the worker's side).
+ *
+ * Spawning: posix_spawn of the worker program (the stepring-worker
+ * executable for C envs, or the caller's argv, e.g. the Python worker),
+ * never a bare fork() of a trainer that runs threads. The ring and the
+ * command block (both memfd by default) are inherited as fds 3 and 4;
+ * every other descriptor is closed in the child; signals start at their
+ * defaults with an empty mask; STEPRING_PROC tells the worker its index
+ * and the trainer's pid (for its parent-death check).
+ *
+ * A command: the caller has reserved num_envs contiguous ring slots
+ * (SR_RESERVE_CONTIG), so env e's row is slot seq + e. The trainer writes
+ * the command and the actions into the block, bumps go (PC0) and wakes
+ * sleeping workers; each worker writes and publishes its slice's rows and
+ * stores done_gen (PC1). The trainer spins, then sleeps on done_evt in
+ * ticks of 10 ms; after each tick it checks the workers not done yet.
+ *
+ * Faults: a worker that exited or was killed (waitpid, this pid only: a
+ * Python trainer's other children are not touched), or that has not
+ * answered within the step timeout (then SIGKILL and reap), is dead
+ * before anything else happens: no write of it can land later. Each of
+ * its rows that is not published (ring seq word) becomes a fault row,
+ * published by the trainer: truncated = 1, flags SR_SLOT_FAULT, prev
+ * SR_RING_NO_PREV, obs and reward zero. Rows it published stay as they are
+ * (it dies after a publish or in the middle of one: each slot is whole
+ * when published, R1). Then, with every other worker done, any slot
+ * between the ring's cursor and head still unpublished is an extra slot
+ * the dead worker reserved (same-step autoreset): it becomes a pad row, so
+ * the consumer never waits for it. The worker is then spawned again with
+ * restarts + 1: it seeds its envs from sr_proc_seed(seed, env, restarts)
+ * and starts each of them with a reset. Past the pool's restart budget the
+ * command returns -EOWNERDEAD with the env range, the worker and the cause
+ * (signal, exit code, or the worker's own message such as a Python
+ * traceback), and so does every later command.
+ *
+ * Close: a STOP command, a short wait, then SIGKILL for any worker left,
+ * and every child is reaped. A trainer killed outright takes its workers
+ * with it (PR_SET_PDEATHSIG in the worker) and, with memfd segments,
+ * leaves no shared memory behind.
+ */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc.h"
+#include "ring_internal.h"
+#include "stepring/pool.h"
+
+extern char **environ;
+
+#define TICK_MS 10
+#define BOOT_TIMEOUT_MS 120000u /* a worker building its envs (Python imports) */
+
+struct sr__procs {
+	struct sr__proc_hdr *h;
+	size_t len;
+	int fd;
+	sr_ring *ring;
+	uint32_t nworkers, num_envs, act_size, obs_dim;
+	uint32_t gen;
+	uint32_t spin;
+	uint32_t step_timeout_ms, max_restarts;
+	uint64_t restarts, faults, fault_rows, pad_rows;
+	pid_t *pid;
+	char **argv;       /* owned copy */
+	char *exe;         /* argv[0] resolved */
+	int broken;        /* the budget is spent: every command returns it */
+	char last_fault[1024];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static size_t align_up(size_t x, size_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
+size_t sr__proc_layout(struct sr__proc_hdr *h, uint32_t nworkers, uint32_t num_envs,
+		       uint32_t obs_dim, uint32_t act_size, size_t payload_len,
+		       const uint32_t *slice_n)
+{
+	size_t off = align_up(sizeof(*h), 4096);
+
+	h->off_workers = off;
+	off = align_up(off + (size_t)nworkers * sizeof(struct sr__proc_wrec), 4096);
+	for (uint32_t w = 0; w < nworkers; w++) {
+		uint32_t cap = 1;
+
+		while (cap < slice_n[w] + 1u)
+			cap <<= 1;
+		/* recorded by the caller into the worker records */
+		off = align_up(off + (size_t)cap * 2 * sizeof(double), 64);
+	}
+	h->off_actions = off = align_up(off, 4096);
+	off = align_up(off + (size_t)num_envs * act_size, 64);
+	h->off_mask = off;
+	off = align_up(off + num_envs, 64);
+	h->off_final = off;
+	off = align_up(off + (size_t)num_envs * obs_dim * sizeof(float), 64);
+	h->off_payload = off;
+	h->payload_len = payload_len;
+	off = align_up(off + payload_len, 4096);
+	h->total_size = off;
+	return off;
+}
+
+/* The stepring-worker program: $STEPRING_WORKER, else next to this
+ * library (the build tree), else ../libexec/stepring/ from it. */
+static int find_worker(char **out)
+{
+	const char *env = getenv("STEPRING_WORKER");
+	Dl_info di;
+	char buf[PATH_MAX];
+
+	*out = NULL;
+	if (env && *env) {
+		*out = strdup(env);
+		return *out ? 0 : -ENOMEM;
+	}
+	if (dladdr((void *)find_worker, &di) && di.dli_fname) {
+		const char *slash = strrchr(di.dli_fname, '/');
+		int dl = slash ? (int)(slash - di.dli_fname) : 1;
+		const char *dir = slash ? di.dli_fname : ".";
+		const char *tails[] = {"/stepring-worker", "/../libexec/stepring/stepring-worker"};
+
+		for (size_t i = 0; i < 2; i++) {
+			snprintf(buf, sizeof(buf), "%.*s%s", dl, dir, tails[i]);
+			if (!access(buf, X_OK)) {
+				*out = strdup(buf);
+				return *out ? 0 : -ENOMEM;
+			}
+		}
+	}
+	return sr__errorf(-ENOENT, "process workers: the stepring-worker program was not found "
+				   "next to the library nor in ../libexec/stepring (set "
+				   "STEPRING_WORKER to its path)");
+}
+
+static int spawn_worker(struct sr__procs *P, uint32_t w)
+{
+	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	size_t nenv = 0, k = 0;
+	char var[64], **envp;
+	int rfd, bfd, err;
+	pid_t pid;
+
+	while (environ && environ[nenv])
+		nenv++;
+	envp = calloc(nenv + 2, sizeof(char *));
+	if (!envp)
+		return sr__errorf(-ENOMEM, "out of memory");
+	snprintf(var, sizeof(var), "%s=%u,%lld", SR__PROC_ENV, w, (long long)getpid());
+	for (size_t i = 0; i < nenv; i++)
+		if (strncmp(environ[i], SR__PROC_ENV "=", sizeof(SR__PROC_ENV)))
+			envp[k++] = environ[i];
+	envp[k++] = var;
+	envp[k] = NULL;
+	/* Sources above the targets, so that dup2 clears close-on-exec. */
+	rfd = fcntl(P->ring->fd, F_DUPFD_CLOEXEC, 16);
+	bfd = fcntl(P->fd, F_DUPFD_CLOEXEC, 16);
+	if (rfd < 0 || bfd < 0) {
+		err = sr__errorf(-errno, "process workers: dup: %s", strerror(errno));
+		goto out;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, rfd, SR__PROC_FD_RING);
+	posix_spawn_file_actions_adddup2(&fa, bfd, SR__PROC_FD_BLOCK);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+	/* Nothing else of the trainer's (its pipes, sockets) stays open. */
+	posix_spawn_file_actions_addclosefrom_np(&fa, SR__PROC_FD_BLOCK + 1);
+#endif
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigfillset(&all);
+	sigdelset(&all, SIGKILL);
+	sigdelset(&all, SIGSTOP);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	atomic_store_explicit(&r->state, SR__PW_BOOT, memory_order_relaxed);
+	atomic_store_explicit(&r->err_len, 0, memory_order_relaxed);
+	atomic_store_explicit(&r->sleeping, 0, memory_order_relaxed);
+	/* The worker treats every command up to the current go as settled. */
+	atomic_store_explicit(&r->done_gen, P->gen, memory_order_relaxed);
+	r->start_gen = P->gen;
+	/* Ordered before the child reads them by the spawn itself. */
+	err = posix_spawn(&pid, P->exe, &fa, &at, P->argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	if (err) {
+		err = sr__errorf(-err, "process workers: cannot start '%s': %s", P->exe,
+				 strerror(err));
+		goto out;
+	}
+	P->pid[w] = pid;
+	r->pid = pid;
+out:
+	if (rfd >= 0)
+		close(rfd);
+	if (bfd >= 0)
+		close(bfd);
+	free(envp);
+	return err;
+}
+
+/* Describe how worker @w ended (@st from waitpid; @hung: killed by us). */
+static void describe(struct sr__procs *P, uint32_t w, int st, bool hung, char *buf, size_t len)
+{
+	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+	uint32_t n = atomic_load_explicit(&r->err_len, memory_order_acquire);
+	int o;
+
+	if (hung)
+		o = snprintf(buf, len, "no answer within the step timeout of %u ms (killed)",
+			     P->step_timeout_ms);
+	else if (WIFSIGNALED(st))
+		o = snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(st),
+			     strsignal(WTERMSIG(st)));
+	else if (WIFEXITED(st))
+		o = snprintf(buf, len, "exited with code %d", WEXITSTATUS(st));
+	else
+		o = snprintf(buf, len, "ended (status 0x%x)", st);
+	if (n && o > 0 && (size_t)o < len)
+		snprintf(buf + o, len - (size_t)o, ": %.*s", (int)(n < SR__PROC_ERR_MAX ? n : 0),
+			 r->err);
+}
+
+/* Publish every unpublished row of worker @w's slice of the command at
+ * @seq as a fault row. The worker is dead and reaped. */
+static void fault_rows(struct sr__procs *P, uint32_t w, uint64_t seq, const void *actions)
+{
+	struct sr_ring *R = P->ring;
+	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+
+	for (uint32_t i = 0; i < r->n_envs; i++) {
+		uint32_t e = r->first_env + i;
+		uint64_t q = seq + e, s = q & R->mask;
+
+		if (atomic_load_explicit(&R->seq[s], memory_order_acquire) == q + 1)
+			continue; /* published whole before it died: keep it */
+		memset(R->obs + s * R->obs_dim, 0, R->obs_dim * sizeof(float));
+		if (actions)
+			memcpy(R->action + s * R->act_size,
+			       (const char *)actions + (size_t)e * R->act_size, R->act_size);
+		else
+			memset(R->action + s * R->act_size, 0, R->act_size);
+		R->reward[s] = 0.0f;
+		R->terminated[s] = 0;
+		R->truncated[s] = 1;
+		R->flags[s] = SR_SLOT_FAULT;
+		R->env_id[s] = e;
+		R->prev[s] = SR_RING_NO_PREV;
+		sr_ring_publish(R, q, 1); /* R1 */
+		P->fault_rows++;
+	}
+}
+
+/* With every live worker done: slots in [cursor, head) that nobody will
+ * publish (a dead worker's extra reservation) become pad rows. */
+static void fill_gaps(struct sr__procs *P)
+{
+	struct sr_ring *R = P->ring;
+	uint64_t c = sr_ring_cursor(R), hd = sr_ring_head(R);
+
+	for (uint64_t q = c; q < hd && q < c + R->cap; q++) {
+		uint64_t s = q & R->mask;
+
+		if (atomic_load_explicit(&R->seq[s], memory_order_acquire) == q + 1)
+			continue;
+		R->flags[s] = SR_SLOT_PAD;
+		R->terminated[s] = 0;
+		R->truncated[s] = 0;
+		R->reward[s] = 0.0f;
+		R->env_id[s] = UINT32_MAX;
+		R->prev[s] = SR_RING_NO_PREV;
+		sr_ring_publish(R, q, 1);
+		P->pad_rows++;
+	}
+}
+
+/* Worker @w is dead (reaped, status @st): fault rows, then a restart
+ * within the budget. */
+static int recover(struct sr__procs *P, uint32_t w, int st, bool hung, uint64_t seq,
+		   const void *actions)
+{
+	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+	char why[SR__PROC_ERR_MAX + 128];
+
+	describe(P, w, st, hung, why, sizeof(why));
+	P->pid[w] = -1;
+	P->faults++;
+	fault_rows(P, w, seq, actions);
+	snprintf(P->last_fault, sizeof(P->last_fault), "envs %u-%u, worker %u (pid %lld): %.900s",
+		 r->first_env, r->first_env + r->n_envs - 1, w, (long long)r->pid, why);
+	atomic_store_explicit(&r->done_gen, P->gen, memory_order_relaxed);
+	if (P->restarts >= P->max_restarts) {
+		P->broken = sr__errorf(-EOWNERDEAD,
+				       "process workers: restart budget of %u spent; last fault: "
+				       "envs %u-%u, worker %u (pid %lld): %s",
+				       P->max_restarts, r->first_env,
+				       r->first_env + r->n_envs - 1, w, (long long)r->pid, why);
+		return P->broken;
+	}
+	P->restarts++;
+	r->restarts++;
+	return spawn_worker(P, w);
+}
+
+/* Reap worker @w if it has ended: 1 (and *st), 0 alive. */
+static int ended(struct sr__procs *P, uint32_t w, int *st)
+{
+	pid_t r;
+
+	if (P->pid[w] <= 0)
+		return 0;
+	do
+		r = waitpid(P->pid[w], st, WNOHANG);
+	while (r < 0 && errno == EINTR);
+	if (r == P->pid[w])
+		return 1;
+	if (r < 0) {
+		/* Reaped by someone else (a SIGCHLD handler of the program):
+		 * the process is gone all the same. */
+		*st = 0;
+		return 1;
+	}
+	return 0;
+}
+
+static void kill_reap(struct sr__procs *P, uint32_t w, int *st)
+{
+	kill(P->pid[w], SIGKILL);
+	while (waitpid(P->pid[w], st, 0) < 0 && errno == EINTR)
+		;
+}
+
+static bool all_done(struct sr__procs *P, uint32_t gen)
+{
+	for (uint32_t w = 0; w < P->nworkers; w++)
+		/* PC1: acquire pairs with the worker's release. */
+		if (atomic_load_explicit(&sr__proc_wrec(P->h, w)->done_gen, memory_order_acquire) !=
+		    gen)
+			return false;
+	return true;
+}
+
+int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *actions,
+		  const uint8_t *mask)
+{
+	struct sr__proc_hdr *h = P->h;
+	uint64_t t0 = now_ns();
+	uint32_t gen;
+	bool any_sleeping = false, faulted = false;
+	int err = 0;
+
+	if (P->broken)
+		return sr__errorf(P->broken, "process workers: restart budget of %u spent; "
+					     "last fault: %s",
+				  P->max_restarts, P->last_fault);
+	h->cmd = cmd;
+	h->seq = seq;
+	h->has_mask = mask != NULL;
+	if (cmd == SR_PROC_CMD_STEP)
+		memcpy((char *)h + h->off_actions, actions, (size_t)P->num_envs * P->act_size);
+	if (mask)
+		memcpy((char *)h + h->off_mask, mask, P->num_envs);
+	gen = ++P->gen;
+	/* PC0 (release, and seq_cst for PC2): the command before go. */
+	atomic_store_explicit(&h->go, gen, memory_order_seq_cst);
+	for (uint32_t w = 0; w < P->nworkers; w++)
+		any_sleeping |= atomic_load_explicit(&sr__proc_wrec(h, w)->sleeping,
+						     memory_order_seq_cst) != 0;
+	if (any_sleeping)
+		sr__sfutex_wake(&h->go, INT_MAX);
+
+	for (uint32_t i = 0; !all_done(P, gen); i++) {
+		uint32_t ev;
+
+		if (i < P->spin) {
+			sr__cpu_relax();
+			continue;
+		}
+		/* PC2: announce, re-check, sleep one tick at most. */
+		atomic_store_explicit(&h->trainer_sleeping, 1, memory_order_seq_cst);
+		ev = atomic_load_explicit(&h->done_evt, memory_order_seq_cst);
+		if (!all_done(P, gen))
+			sr__sfutex_wait(&h->done_evt, ev, TICK_MS);
+		atomic_store_explicit(&h->trainer_sleeping, 0, memory_order_relaxed);
+		for (uint32_t w = 0; w < P->nworkers; w++) {
+			struct sr__proc_wrec *r = sr__proc_wrec(h, w);
+			uint64_t el = (now_ns() - t0) / 1000000u;
+			bool booting, hung = false;
+			int st = 0;
+
+			if (atomic_load_explicit(&r->done_gen, memory_order_acquire) == gen)
+				continue;
+			booting = atomic_load_explicit(&r->state, memory_order_acquire) ==
+				  SR__PW_BOOT;
+			if (!ended(P, w, &st)) {
+				if (booting ? el < BOOT_TIMEOUT_MS
+					    : !P->step_timeout_ms || el < P->step_timeout_ms)
+					continue;
+				kill_reap(P, w, &st);
+				hung = true;
+			}
+			faulted = true;
+			err = recover(P, w, st, hung, seq, cmd == SR_PROC_CMD_STEP ? actions : NULL);
+			if (err) {
+				/* Settle the others' rows before returning. */
+				for (uint32_t k = 0; k < P->nworkers; k++)
+					if (k != w && P->pid[k] > 0 &&
+					    atomic_load_explicit(&sr__proc_wrec(h, k)->done_gen,
+								 memory_order_acquire) != gen) {
+						int s2;
+
+						kill_reap(P, k, &s2);
+						P->pid[k] = -1;
+						fault_rows(P, k, seq, NULL);
+						atomic_store_explicit(&sr__proc_wrec(h, k)->done_gen,
+								      gen, memory_order_relaxed);
+					}
+				fill_gaps(P);
+				return err;
+			}
+		}
+		i = P->spin; /* sleep again at once */
+	}
+	if (faulted)
+		fill_gaps(P);
+	return 0;
+}
+
+void sr__procs_episodes(struct sr__procs *P, void (*fn)(void *, double, double), void *arg)
+{
+	for (uint32_t w = 0; w < P->nworkers; w++) {
+		struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+		const double *e = (const double *)((char *)P->h + r->off_eps);
+		uint32_t t = atomic_load_explicit(&r->eps_tail, memory_order_relaxed);
+		uint32_t hd = atomic_load_explicit(&r->eps_head, memory_order_acquire); /* PC3 */
+
+		if (t == hd)
+			continue;
+		for (; t != hd; t++)
+			fn(arg, e[2 * (t & (r->eps_cap - 1))], e[2 * (t & (r->eps_cap - 1)) + 1]);
+		atomic_store_explicit(&r->eps_tail, hd, memory_order_release); /* PC3 */
+	}
+}
+
+float *sr__procs_final(struct sr__procs *P)
+{
+	return P->h->keep_final ? (float *)((char *)P->h + P->h->off_final) : NULL;
+}
+
+void sr__procs_info(const struct sr__procs *P, struct sr__procs_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->faults = P->faults;
+	out->restarts = P->restarts;
+	out->fault_rows = P->fault_rows;
+	out->pad_rows = P->pad_rows;
+	out->last_fault = P->last_fault;
+}
+
+int sr__procs_worker(const struct sr__procs *P, uint32_t w, struct sr__procs_wstats *out)
+{
+	const struct sr__proc_wrec *r;
+
+	if (w >= P->nworkers)
+		return -EINVAL;
+	r = sr__proc_wrec(P->h, w);
+	out->pid = P->pid[w];
+	out->restarts = r->restarts;
+	out->steps = atomic_load_explicit(&r->steps, memory_order_relaxed);
+	out->ns_env = atomic_load_explicit(&r->ns_env, memory_order_relaxed);
+	out->ns_ring = atomic_load_explicit(&r->ns_ring, memory_order_relaxed);
+	out->ns_idle = atomic_load_explicit(&r->ns_idle, memory_order_relaxed);
+	return 0;
+}
+
+static void stop_all(struct sr__procs *P)
+{
+	struct sr__proc_hdr *h = P->h;
+	uint64_t t0 = now_ns();
+	bool left = false;
+
+	h->cmd = SR_PROC_CMD_STOP;
+	atomic_store_explicit(&h->go, ++P->gen, memory_order_seq_cst); /* PC0 */
+	sr__sfutex_wake(&h->go, INT_MAX);
+	/* A second for a clean exit, then SIGKILL: a hung env ends here too. */
+	do {
+		int st;
+
+		left = false;
+		for (uint32_t w = 0; w < P->nworkers; w++) {
+			if (P->pid[w] <= 0)
+				continue;
+			if (ended(P, w, &st))
+				P->pid[w] = -1;
+			else
+				left = true;
+		}
+		if (left) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	} while (left && now_ns() - t0 < 1000000000ull);
+	for (uint32_t w = 0; w < P->nworkers; w++) {
+		int st;
+
+		if (P->pid[w] > 0)
+			kill_reap(P, w, &st);
+		P->pid[w] = -1;
+	}
+}
+
+void sr__procs_destroy(struct sr__procs *P)
+{
+	if (!P)
+		return;
+	if (P->h && P->pid)
+		stop_all(P);
+	if (P->h)
+		munmap(P->h, P->len);
+	if (P->fd >= 0)
+		close(P->fd);
+	if (P->argv)
+		for (char **a = P->argv; *a; a++)
+			free(*a);
+	free(P->argv);
+	free(P->exe);
+	free(P->pid);
+	free(P);
+}
+
+int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
+{
+	struct sr__proc_hdr geo, *h;
+	struct sr__procs *P;
+	size_t len, na = 0, off;
+	uint64_t t0;
+	int err;
+
+	*out = NULL;
+	P = calloc(1, sizeof(*P));
+	if (!P)
+		return sr__errorf(-ENOMEM, "out of memory");
+	P->fd = -1;
+	P->ring = o->ring;
+	P->nworkers = o->nworkers;
+	P->num_envs = o->num_envs;
+	P->act_size = sr_ring_act_size(o->ring);
+	P->obs_dim = sr_ring_obs_dim(o->ring);
+	P->step_timeout_ms = o->step_timeout_ms;
+	P->max_restarts = o->max_restarts;
+	P->spin = o->spin_iters;
+	P->pid = calloc(o->nworkers, sizeof(pid_t));
+	if (!P->pid) {
+		err = sr__errorf(-ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (uint32_t w = 0; w < o->nworkers; w++)
+		P->pid[w] = -1;
+	if (o->argv && o->argv[0]) {
+		while (o->argv[na])
+			na++;
+		P->exe = strdup(o->argv[0]);
+	} else {
+		err = find_worker(&P->exe);
+		if (err)
+			goto fail;
+		na = 1;
+	}
+	P->argv = calloc(na + 1, sizeof(char *));
+	if (!P->exe || !P->argv) {
+		err = sr__errorf(-ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < na; i++) {
+		P->argv[i] = strdup(o->argv && o->argv[0] ? o->argv[i] : P->exe);
+		if (!P->argv[i]) {
+			err = sr__errorf(-ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
+
+	memset(&geo, 0, sizeof(geo));
+	len = sr__proc_layout(&geo, o->nworkers, o->num_envs, P->obs_dim, P->act_size,
+			      o->payload_len, o->slice_n);
+	P->fd = memfd_create("stepring-procs", MFD_CLOEXEC);
+	if (P->fd < 0) {
+		err = sr__errorf(-errno, "process workers: memfd_create: %s", strerror(errno));
+		goto fail;
+	}
+	if (ftruncate(P->fd, (off_t)len) || (errno = posix_fallocate(P->fd, 0, (off_t)len))) {
+		err = sr__errorf(-errno, "process workers: %zu bytes of shared memory: %s", len,
+				 strerror(errno));
+		goto fail;
+	}
+	h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, P->fd, 0);
+	if (h == MAP_FAILED) {
+		err = sr__errorf(-errno, "process workers: mmap: %s", strerror(errno));
+		goto fail;
+	}
+	P->h = h;
+	P->len = len;
+	memcpy(h, &geo, sizeof(geo));
+	h->magic = SR__PROC_MAGIC;
+	h->version = SR__PROC_VERSION;
+	h->hdr_size = sizeof(*h);
+	h->trainer_pid = getpid();
+	h->nworkers = o->nworkers;
+	h->num_envs = o->num_envs;
+	h->obs_dim = P->obs_dim;
+	h->act_size = P->act_size;
+	h->autoreset = o->autoreset;
+	h->keep_final = o->keep_final;
+	h->seed = o->seed;
+	h->env_base = o->env_base;
+	h->spin_iters = o->spin_iters;
+	if (o->spec) {
+		const sr_env_spec *s = o->spec;
+		Dl_info di, me;
+
+		snprintf(h->env_name, sizeof(h->env_name), "%s", s->name);
+		/* A plugin's spec points into its shared object: the worker
+		 * loads the same file. */
+		if (s->step && dladdr((void *)s->step, &di) && di.dli_fname &&
+		    dladdr((void *)sr__procs_create, &me) && me.dli_fname &&
+		    strcmp(di.dli_fname, me.dli_fname) && di.dli_fbase != me.dli_fbase)
+			snprintf(h->plugin, sizeof(h->plugin), "%s", di.dli_fname);
+		h->state_size = s->state_size;
+		h->max_episode_steps = s->max_episode_steps;
+		h->obs_ndim = s->obs_ndim;
+		memcpy(h->obs_shape, s->obs_shape, sizeof(h->obs_shape));
+		memcpy(h->params, s->params, sizeof(h->params));
+	}
+	off = h->off_workers + align_up((size_t)o->nworkers * sizeof(struct sr__proc_wrec), 4096);
+	for (uint32_t w = 0, e = 0; w < o->nworkers; w++) {
+		struct sr__proc_wrec *r = sr__proc_wrec(h, w);
+		uint32_t cap = 1;
+
+		while (cap < o->slice_n[w] + 1u)
+			cap <<= 1;
+		r->first_env = e;
+		r->n_envs = o->slice_n[w];
+		r->eps_cap = cap;
+		r->off_eps = off;
+		off = align_up(off + (size_t)cap * 2 * sizeof(double), 64);
+		e += o->slice_n[w];
+	}
+	if (o->payload_len)
+		memcpy((char *)h + h->off_payload, o->payload, o->payload_len);
+	for (uint32_t w = 0; w < o->nworkers; w++) {
+		err = spawn_worker(P, w);
+		if (err)
+			goto fail;
+	}
+	/* Wait until every worker has built its envs, or one failed. */
+	t0 = now_ns();
+	for (uint32_t w = 0; w < o->nworkers;) {
+		struct sr__proc_wrec *r = sr__proc_wrec(h, w);
+		int st = 0;
+
+		if (atomic_load_explicit(&r->state, memory_order_acquire) == SR__PW_READY) {
+			w++;
+			continue;
+		}
+		bool dead = ended(P, w, &st);
+
+		if (dead || (now_ns() - t0) / 1000000u > BOOT_TIMEOUT_MS) {
+			char why[SR__PROC_ERR_MAX + 128];
+
+			if (!dead)
+				kill_reap(P, w, &st);
+			P->pid[w] = -1;
+			describe(P, w, st, false, why, sizeof(why));
+			err = sr__errorf(-ECHILD, "process workers: worker %u (envs %u-%u) did not "
+						  "start: %s",
+					 w, r->first_env, r->first_env + r->n_envs - 1, why);
+			goto fail;
+		}
+		{
+			struct timespec ts = {0, 200000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	*out = P;
+	return 0;
+fail:
+	sr__procs_destroy(P);
+	return err;
+}

@@ -1,0 +1,590 @@
+/*
+ * DESIGN: a process worker's side of the command block (see proc.h for
+ * the block and the orderings PC0..PC3, proc.c for the trainer's side).
+ *
+ * A worker process is started by the pool with the ring and the command
+ * block as inherited descriptors. It sets PR_SET_PDEATHSIG (SIGKILL) and
+ * then checks that its parent is still the pool's process (the parent may
+ * have died before the prctl); while it waits for a command it wakes every
+ * 200 ms to check again (the death signal follows the thread that spawned
+ * it, so a pool made on a thread that exits is covered by the check).
+ *
+ * Waiting: spin on go for spin_iters rounds, then announce sleeping and
+ * futex_wait on go (shared futex: the trainer is another process), PC2.
+ *
+ * The C env worker (sr__proc_c_main, the stepring-worker program) loads
+ * the pool's env (built-in by name, or plugin by path, with the trainer's
+ * scalar spec fields), seeds its slice from (seed, env index) (restarts:
+ * sr_proc_seed) and steps it with the same bookkeeping as the pool's
+ * thread workers (runtime/worker.c): TimeLimit truncation, autoreset
+ * modes, prev links, episode statistics, final observations, same-step
+ * extra slots. Same seed, same actions: the same rows as thread workers.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc.h"
+#include "ring_internal.h"
+#include "stepring/pool.h"
+
+struct sr_proc_worker {
+	struct sr__proc_hdr *h;
+	size_t len;
+	struct sr__proc_wrec *rec;
+	sr_ring *ring;
+	uint32_t index;
+	uint32_t last_go;
+	pid_t trainer;
+	uint64_t idle_t0; /* when it last started waiting */
+	uint64_t busy_t0; /* when the command in hand arrived */
+};
+
+int sr__sfutex_wait(_Atomic uint32_t *addr, uint32_t val, uint32_t timeout_ms)
+{
+	struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+
+	if (syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, val, timeout_ms ? &ts : NULL, NULL,
+		    0))
+		return -errno;
+	return 0;
+}
+
+void sr__sfutex_wake(_Atomic uint32_t *addr, int n)
+{
+	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sr_proc_seed(uint64_t seed, uint32_t index, uint32_t restarts)
+{
+	uint64_t x;
+
+	if (!restarts)
+		return seed;
+	x = seed ^ (0x9e3779b97f4a7c15ull * ((uint64_t)index + 1)) ^
+	    ((uint64_t)restarts << 40);
+	return sr_splitmix64(&x) >> 1; /* 63 bits: Python seeds it as an int >= 0 */
+}
+
+int sr_proc_worker_open(sr_proc_worker **out, sr_proc_info *info)
+{
+	const char *env = getenv(SR__PROC_ENV);
+	struct sr_proc_worker *w;
+	struct stat st;
+	unsigned idx;
+	long long tp;
+	int err;
+
+	*out = NULL;
+	if (!env || sscanf(env, "%u,%lld", &idx, &tp) != 2)
+		return sr__errorf(-ENOENT, "not started by a stepring pool (%s is not set)",
+				  SR__PROC_ENV);
+	/* Die with the pool's process; if it is already gone, the parent is
+	 * someone else now (a subreaper or init): leave at once. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != (pid_t)tp)
+		_exit(0);
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return sr__errorf(-ENOMEM, "out of memory");
+	w->trainer = (pid_t)tp;
+	w->index = idx;
+	if (fstat(SR__PROC_FD_BLOCK, &st) || (size_t)st.st_size < sizeof(struct sr__proc_hdr)) {
+		err = sr__errorf(-EBADMSG, "worker: no command block on fd %d", SR__PROC_FD_BLOCK);
+		goto err_free;
+	}
+	w->len = (size_t)st.st_size;
+	w->h = mmap(NULL, w->len, PROT_READ | PROT_WRITE, MAP_SHARED, SR__PROC_FD_BLOCK, 0);
+	if (w->h == MAP_FAILED) {
+		err = sr__errorf(-errno, "worker: mmap command block: %s", strerror(errno));
+		goto err_free;
+	}
+	close(SR__PROC_FD_BLOCK);
+	if (w->h->magic != SR__PROC_MAGIC || w->h->version != SR__PROC_VERSION ||
+	    w->h->hdr_size != sizeof(struct sr__proc_hdr) || w->h->total_size != w->len ||
+	    idx >= w->h->nworkers) {
+		err = sr__errorf(-EBADMSG, "worker: fd %d is not a command block of version %u",
+				 SR__PROC_FD_BLOCK, SR__PROC_VERSION);
+		goto err_unmap;
+	}
+	w->rec = sr__proc_wrec(w->h, idx);
+	err = sr__ring_attach_fd(SR__PROC_FD_RING, &w->ring);
+	if (err)
+		goto err_unmap;
+	/* PC0: commands up to start_gen were settled before this process
+	 * was spawned (the pool may have issued the next one already). */
+	w->last_go = w->rec->start_gen;
+	if (info) {
+		memset(info, 0, sizeof(*info));
+		info->index = idx;
+		info->first_env = w->rec->first_env;
+		info->n_envs = w->rec->n_envs;
+		info->num_envs = w->h->num_envs;
+		info->restarts = w->rec->restarts;
+		info->autoreset = w->h->autoreset;
+		info->obs_dim = w->h->obs_dim;
+		info->act_size = w->h->act_size;
+		info->seed = w->h->seed;
+		info->env_base = w->h->env_base;
+		info->payload = w->h->payload_len ? (char *)w->h + w->h->off_payload : NULL;
+		info->payload_len = (size_t)w->h->payload_len;
+		info->ring = w->ring;
+		info->final_obs = w->h->keep_final ? (float *)((char *)w->h + w->h->off_final) : NULL;
+	}
+	*out = w;
+	return 0;
+
+err_unmap:
+	munmap(w->h, w->len);
+err_free:
+	free(w);
+	return err;
+}
+
+void sr_proc_worker_ready(sr_proc_worker *w)
+{
+	w->idle_t0 = now_ns();
+	atomic_store_explicit(&w->rec->state, SR__PW_READY, memory_order_release);
+}
+
+static void add_relaxed(_Atomic uint64_t *c, uint64_t v)
+{
+	/* Single writer: a relaxed load and store; readers may be stale. */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+int sr_proc_worker_wait(sr_proc_worker *w, sr_proc_cmd *cmd)
+{
+	struct sr__proc_hdr *h = w->h;
+	uint32_t spins = h->spin_iters, g;
+	uint64_t t0 = w->idle_t0 ? w->idle_t0 : now_ns();
+
+	for (uint32_t i = 0;; i++) {
+		/* PC0: acquire pairs with the trainer's release of go. */
+		g = atomic_load_explicit(&h->go, memory_order_acquire);
+		if (g != w->last_go)
+			break;
+		if (i < spins) {
+			sr__cpu_relax();
+			continue;
+		}
+		/* PC2: announce, then re-check the word before sleeping. */
+		atomic_store_explicit(&w->rec->sleeping, 1, memory_order_seq_cst);
+		if (atomic_load_explicit(&h->go, memory_order_seq_cst) == w->last_go &&
+		    sr__sfutex_wait(&h->go, w->last_go, 200) == -ETIMEDOUT &&
+		    getppid() != w->trainer) {
+			atomic_store_explicit(&w->rec->sleeping, 0, memory_order_relaxed);
+			return -ESHUTDOWN;
+		}
+		atomic_store_explicit(&w->rec->sleeping, 0, memory_order_relaxed);
+		i = spins; /* woken: look once more, then sleep again */
+	}
+	w->last_go = g;
+	w->busy_t0 = now_ns();
+	add_relaxed(&w->rec->ns_idle, w->busy_t0 - t0);
+	cmd->kind = h->cmd;
+	cmd->gen = g;
+	cmd->seq = h->seq;
+	cmd->actions = (char *)h + h->off_actions;
+	cmd->mask = h->has_mask ? (const uint8_t *)((char *)h + h->off_mask) : NULL;
+	return cmd->kind == SR_PROC_CMD_STOP ? -ESHUTDOWN : 0;
+}
+
+void sr_proc_worker_done(sr_proc_worker *w, uint64_t steps, uint64_t ns_env)
+{
+	struct sr__proc_hdr *h = w->h;
+	uint64_t t = now_ns();
+
+	add_relaxed(&w->rec->steps, steps);
+	add_relaxed(&w->rec->ns_env, ns_env);
+	if (t > w->busy_t0 + ns_env)
+		add_relaxed(&w->rec->ns_ring, t - w->busy_t0 - ns_env);
+	w->idle_t0 = t;
+	/* PC1: the rows were published before this release. */
+	atomic_store_explicit(&w->rec->done_gen, w->last_go, memory_order_release);
+	/* PC2: bump the trainer's word, then look whether it sleeps. */
+	atomic_fetch_add_explicit(&h->done_evt, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&h->trainer_sleeping, memory_order_seq_cst))
+		sr__sfutex_wake(&h->done_evt, 1);
+}
+
+void sr_proc_worker_episode(sr_proc_worker *w, double ret, uint64_t len)
+{
+	struct sr__proc_wrec *r = w->rec;
+	double *e = (double *)((char *)w->h + r->off_eps);
+	uint32_t hd = atomic_load_explicit(&r->eps_head, memory_order_relaxed);
+
+	/* PC3: acquire of the trainer's tail before reusing an entry. */
+	if (hd - atomic_load_explicit(&r->eps_tail, memory_order_acquire) >= r->eps_cap)
+		return; /* full: the pool merges after every command, so never */
+	e[2 * (hd & (r->eps_cap - 1))] = ret;
+	e[2 * (hd & (r->eps_cap - 1)) + 1] = (double)len;
+	atomic_store_explicit(&r->eps_head, hd + 1, memory_order_release);
+}
+
+void sr_proc_worker_fail(sr_proc_worker *w, const char *msg)
+{
+	size_t n = strlen(msg);
+
+	if (n >= SR__PROC_ERR_MAX)
+		msg += n - (SR__PROC_ERR_MAX - 1); /* a traceback's end says most */
+	n = strlen(msg);
+	memcpy(w->rec->err, msg, n + 1);
+	atomic_store_explicit(&w->rec->err_len, (uint32_t)n, memory_order_release);
+	atomic_store_explicit(&w->rec->state, SR__PW_FAILED, memory_order_release);
+}
+
+void sr_proc_worker_close(sr_proc_worker *w)
+{
+	if (!w)
+		return;
+	sr_ring_destroy(w->ring);
+	munmap(w->h, w->len);
+	free(w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The C env worker                                                        */
+/* ---------------------------------------------------------------------- */
+
+struct cworker {
+	sr_proc_worker *w;
+	sr_proc_info in;
+	sr_env_spec spec;
+	uint32_t n, od, maxs;
+	size_t asz;
+	uint64_t mask; /* ring capacity - 1 */
+	float *c_obs, *c_rew;
+	uint8_t *c_act, *c_term, *c_trunc, *c_flags;
+	uint32_t *c_env;
+	uint64_t *c_prev;
+	unsigned char *states;
+	uint64_t *prev_seq, *ep_len, *done_seq;
+	uint32_t *elapsed, *done_loc;
+	uint8_t *done, *done_term, *done_trunc;
+	double *ep_ret, *rew;
+};
+
+static unsigned char *state_of(struct cworker *c, uint32_t i)
+{
+	return c->states + (size_t)i * c->spec.state_size;
+}
+
+/* The env this pool steps: by name or plugin path, then the trainer's
+ * scalar fields (the spin env keeps its parameters there). */
+static int load_env(struct cworker *c)
+{
+	struct sr__proc_hdr *h = c->w->h;
+	int err = h->plugin[0] ? sr_env_load_plugin(h->plugin, &c->spec)
+			       : sr_env_find(h->env_name, &c->spec);
+
+	if (err)
+		return err;
+	c->spec.state_size = h->state_size;
+	c->spec.max_episode_steps = h->max_episode_steps;
+	c->spec.obs_ndim = h->obs_ndim;
+	memcpy(c->spec.obs_shape, h->obs_shape, sizeof(c->spec.obs_shape));
+	c->spec.obs_dim = h->obs_dim;
+	memcpy(c->spec.params, h->params, sizeof(c->spec.params));
+	if (sr_env_action_size(&c->spec) != h->act_size)
+		return sr__errorf(-EINVAL, "worker: env '%s' has actions of %zu bytes, the pool %u",
+				  c->spec.id, sr_env_action_size(&c->spec), h->act_size);
+	return 0;
+}
+
+static int cw_alloc(struct cworker *c)
+{
+	size_t n = c->n ? c->n : 1;
+
+	c->states = calloc(n, c->spec.state_size);
+	c->prev_seq = calloc(n, sizeof(uint64_t));
+	c->ep_len = calloc(n, sizeof(uint64_t));
+	c->done_seq = calloc(n, sizeof(uint64_t));
+	c->elapsed = calloc(n, sizeof(uint32_t));
+	c->done_loc = calloc(n, sizeof(uint32_t));
+	c->done = calloc(n, 1);
+	c->done_term = calloc(n, 1);
+	c->done_trunc = calloc(n, 1);
+	c->ep_ret = calloc(n, sizeof(double));
+	c->rew = calloc(n, sizeof(double));
+	if (!c->states || !c->prev_seq || !c->ep_len || !c->done_seq || !c->elapsed ||
+	    !c->done_loc || !c->done || !c->done_term || !c->done_trunc || !c->ep_ret || !c->rew)
+		return sr__errorf(-ENOMEM, "worker: out of memory for %u envs", c->n);
+	return 0;
+}
+
+static void cw_free(struct cworker *c)
+{
+	free(c->states);
+	free(c->prev_seq);
+	free(c->ep_len);
+	free(c->done_seq);
+	free(c->elapsed);
+	free(c->done_loc);
+	free(c->done);
+	free(c->done_term);
+	free(c->done_trunc);
+	free(c->ep_ret);
+	free(c->rew);
+}
+
+static void cw_seed(struct cworker *c)
+{
+	const uint64_t e0 = c->in.env_base + c->in.first_env;
+
+	if (!c->n)
+		return;
+	if (!c->in.restarts) {
+		/* As the thread workers do: instance i from (seed, e0 + i). */
+		c->spec.seed(&c->spec, c->states, c->n, c->in.seed, e0);
+	} else {
+		for (uint32_t i = 0; i < c->n; i++)
+			c->spec.seed(&c->spec, state_of(c, i), 1,
+				     sr_proc_seed(c->in.seed, (uint32_t)(e0 + i), c->in.restarts),
+				     e0 + i);
+	}
+	for (uint32_t i = 0; i < c->n; i++) {
+		c->prev_seq[i] = SR_RING_NO_PREV;
+		/* After a restart every env starts over: the next step resets
+		 * it (NEXT_STEP, SAME_STEP), or it repeats a truncated pad row
+		 * until the trainer resets it (DISABLED). */
+		c->done[i] = c->done_trunc[i] = c->in.restarts ? 1 : 0;
+	}
+}
+
+/* Reset (all, or where mask[env]) into rows from slot s; the others are
+ * observed into pad rows. */
+static void cw_reset(struct cworker *c, uint64_t seq, const uint8_t *mask)
+{
+	const sr_env_spec *sp = &c->spec;
+	const uint32_t e0 = c->in.first_env;
+
+	for (uint32_t i = 0; i < c->n; i++) {
+		uint64_t q = seq + i, s = q & c->mask;
+		bool on = !mask || mask[e0 + i];
+
+		if (on)
+			sp->reset(sp, state_of(c, i), 1, c->c_obs + s * c->od);
+		else
+			sp->observe(sp, state_of(c, i), c->c_obs + s * c->od);
+		memset(c->c_act + s * c->asz, 0, c->asz);
+		c->c_env[s] = e0 + i;
+		c->c_rew[s] = 0.0f;
+		c->c_term[s] = 0;
+		c->c_trunc[s] = 0;
+		if (on) {
+			c->ep_ret[i] = 0;
+			c->ep_len[i] = 0;
+			c->c_flags[s] = SR_SLOT_FIRST;
+			c->c_prev[s] = SR_RING_NO_PREV;
+			c->prev_seq[i] = q;
+			c->elapsed[i] = 0;
+			c->done[i] = c->done_term[i] = c->done_trunc[i] = 0;
+		} else {
+			c->c_flags[s] = SR_SLOT_PAD;
+			c->c_prev[s] = c->prev_seq[i];
+		}
+	}
+}
+
+/* Step the slice into rows from @seq (contiguous, no wrap: the pool
+ * reserves a sync batch with SR_RESERVE_CONTIG). */
+static void cw_step(struct cworker *c, uint64_t seq, const unsigned char *acts, uint64_t *ns_env)
+{
+	const sr_env_spec *sp = &c->spec;
+	const uint32_t e0 = c->in.first_env;
+	const uint64_t s0 = seq & c->mask;
+	const uint32_t trunc_at = c->maxs ? c->maxs - 1 : UINT32_MAX;
+	uint64_t t0 = now_ns();
+	uint32_t i = 0, nd = 0;
+
+	/* Env calls: runs of live envs in one call; an env whose episode
+	 * ended last step is reset (or observed, DISABLED) instead. */
+	while (i < c->n) {
+		uint32_t j = i;
+
+		while (j < c->n && !c->done[j])
+			j++;
+		if (j > i)
+			sp->step(sp, state_of(c, i), j - i, acts + (size_t)i * c->asz,
+				 c->c_obs + (s0 + i) * c->od, c->rew + i, c->c_term + s0 + i);
+		if (j == c->n)
+			break;
+		if (c->in.autoreset == SR_AUTORESET_DISABLED)
+			sp->observe(sp, state_of(c, j), c->c_obs + (s0 + j) * c->od);
+		else
+			sp->reset(sp, state_of(c, j), 1, c->c_obs + (s0 + j) * c->od);
+		c->rew[j] = 0.0;
+		c->c_term[s0 + j] = 0;
+		i = j + 1;
+	}
+	*ns_env = now_ns() - t0;
+
+	/* Bookkeeping, as runtime/worker.c's bookkeep(). */
+	memcpy(c->c_act + s0 * c->asz, acts, (size_t)c->n * c->asz);
+	for (i = 0; i < c->n; i++) {
+		const uint64_t s = s0 + i, q = seq + i;
+		const float r = (float)c->rew[i];
+		const uint8_t t = c->c_term[s] != 0, tr = c->elapsed[i] >= trunc_at;
+
+		c->c_env[s] = e0 + i;
+		c->c_rew[s] = r;
+		c->c_flags[s] = 0;
+		if (c->done[i]) {
+			if (c->in.autoreset == SR_AUTORESET_DISABLED) {
+				/* Repeat the state: a pad row, not a transition. */
+				c->c_term[s] = c->done_term[i];
+				c->c_trunc[s] = c->done_trunc[i];
+				c->c_flags[s] = SR_SLOT_PAD;
+				c->c_prev[s] = c->prev_seq[i];
+			} else {
+				/* The reset obs of a new episode. */
+				c->c_term[s] = 0;
+				c->c_trunc[s] = 0;
+				c->c_flags[s] = SR_SLOT_FIRST;
+				c->c_prev[s] = SR_RING_NO_PREV;
+				c->prev_seq[i] = q;
+				c->elapsed[i] = 0;
+				c->ep_ret[i] = 0;
+				c->ep_len[i] = 0;
+				c->done[i] = c->done_term[i] = c->done_trunc[i] = 0;
+			}
+			continue;
+		}
+		c->c_term[s] = t;
+		c->c_trunc[s] = tr;
+		c->c_prev[s] = c->prev_seq[i];
+		c->prev_seq[i] = q;
+		c->elapsed[i]++;
+		c->ep_ret[i] += r;
+		c->ep_len[i]++;
+		if (!(t | tr))
+			continue;
+		sr_proc_worker_episode(c->w, c->ep_ret[i], c->ep_len[i]);
+		c->ep_ret[i] = 0;
+		c->ep_len[i] = 0;
+		c->done[i] = 1;
+		c->done_term[i] = t;
+		c->done_trunc[i] = tr;
+		if (c->in.final_obs)
+			memcpy(c->in.final_obs + (size_t)(e0 + i) * c->od, c->c_obs + s * c->od,
+			       c->od * sizeof(float));
+		if (c->in.autoreset == SR_AUTORESET_SAME_STEP) {
+			c->done_loc[nd] = i;
+			c->done_seq[nd] = q;
+			nd++;
+		}
+	}
+	if (nd) {
+		/* SAME_STEP: the step's row (final obs) moves to an extra slot
+		 * flagged FINAL; the batch row gets the reset obs, FIRST. The
+		 * extras are reserved here: if this process dies before it
+		 * publishes them, the pool publishes the gap as pad rows. */
+		uint64_t e;
+
+		sr_ring_reserve(c->in.ring, nd, 0, &e);
+		for (uint32_t k = 0; k < nd; k++) {
+			const uint64_t sq = c->done_seq[k] & c->mask, se = (e + k) & c->mask;
+			const uint32_t l = c->done_loc[k];
+
+			memcpy(c->c_obs + se * c->od, c->c_obs + sq * c->od, c->od * sizeof(float));
+			memcpy(c->c_act + se * c->asz, c->c_act + sq * c->asz, c->asz);
+			c->c_rew[se] = c->c_rew[sq];
+			c->c_term[se] = c->c_term[sq];
+			c->c_trunc[se] = c->c_trunc[sq];
+			c->c_env[se] = c->c_env[sq];
+			c->c_prev[se] = c->c_prev[sq];
+			c->c_flags[se] = SR_SLOT_FINAL;
+			sp->reset(sp, state_of(c, l), 1, c->c_obs + sq * c->od);
+			c->c_flags[sq] = SR_SLOT_FIRST;
+			c->c_prev[sq] = SR_RING_NO_PREV;
+			c->prev_seq[l] = c->done_seq[k];
+			c->elapsed[l] = 0;
+			c->done[l] = c->done_term[l] = c->done_trunc[l] = 0;
+		}
+		sr_ring_publish(c->in.ring, e, nd);
+	}
+}
+
+int sr__proc_c_main(void);
+int sr__proc_c_main(void)
+{
+	struct cworker c;
+	sr_proc_cmd cmd;
+	int err;
+
+	memset(&c, 0, sizeof(c));
+	err = sr_proc_worker_open(&c.w, &c.in);
+	if (err) {
+		fprintf(stderr, "stepring-worker: %s\n", sr_last_error());
+		return 2;
+	}
+	c.n = c.in.n_envs;
+	err = load_env(&c);
+	if (!err)
+		err = cw_alloc(&c);
+	if (err) {
+		sr_proc_worker_fail(c.w, sr_last_error());
+		return 3;
+	}
+	c.od = c.in.obs_dim;
+	c.asz = c.in.act_size;
+	c.maxs = c.spec.max_episode_steps;
+	c.mask = sr_ring_capacity(c.in.ring) - 1;
+	c.c_obs = sr_ring_obs_col(c.in.ring);
+	c.c_rew = sr_ring_reward_col(c.in.ring);
+	c.c_act = sr_ring_action_col(c.in.ring);
+	c.c_term = sr_ring_terminated_col(c.in.ring);
+	c.c_trunc = sr_ring_truncated_col(c.in.ring);
+	c.c_flags = sr_ring_flags_col(c.in.ring);
+	c.c_env = sr_ring_env_id_col(c.in.ring);
+	c.c_prev = sr_ring_prev_col(c.in.ring);
+	cw_seed(&c);
+	sr_proc_worker_ready(c.w);
+	while (!(err = sr_proc_worker_wait(c.w, &cmd))) {
+		const uint64_t seq = cmd.seq + c.in.first_env;
+		uint64_t ns_env = 0, t0 = now_ns();
+
+		if (!c.n) {
+			sr_proc_worker_done(c.w, 0, 0);
+			continue;
+		}
+		/* R3: the trainer claimed the batch on the ring's head before
+		 * the command (PC0's acquire ordered it before us); the fence
+		 * orders the claim before our column writes. */
+		atomic_thread_fence(memory_order_release);
+		if (cmd.kind == SR_PROC_CMD_STEP) {
+			cw_step(&c, seq, (const unsigned char *)cmd.actions +
+						 (size_t)c.in.first_env * c.asz,
+				&ns_env);
+		} else {
+			cw_reset(&c, seq, cmd.mask);
+			ns_env = now_ns() - t0;
+		}
+		/* R1: the rows' columns before the consumer sees them. */
+		sr_ring_publish(c.in.ring, seq, c.n);
+		sr_proc_worker_done(c.w, c.n, ns_env);
+	}
+	cw_free(&c);
+	sr_proc_worker_close(c.w);
+	return 0;
+}

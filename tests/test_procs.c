@@ -1,0 +1,530 @@
+/*
+ * Process workers (SR_POOL_F_PROCS): the same rows as thread workers;
+ * faults (SIGSEGV, exit, hang, abort) at a chosen step give fault rows,
+ * keep the replay intact and restart deterministically; the restart
+ * budget; a long run with many faults; closing and a killed trainer leave
+ * no process and no shared memory behind.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "stepring.h"
+#include "stepring/proc.h"
+
+#define FAULTY SR_PLUGIN_FAULTY
+
+enum { M_SEGV = 1, M_EXIT = 2, M_HANG = 3, M_ABORT = 4 };
+
+static sr_pool *mk(const sr_env_spec *spec, const char *env, uint32_t n, uint32_t t, bool procs,
+		   uint32_t autoreset, uint32_t timeout_ms, uint32_t budget)
+{
+	sr_pool_opts o;
+	sr_pool *p = NULL;
+	int err;
+
+	sr_pool_opts_init(&o);
+	o.flags = SR_POOL_F_SEED | (procs ? SR_POOL_F_PROCS : 0);
+	o.seed = 12345;
+	o.num_envs = n;
+	o.num_threads = t;
+	o.bind = SR_BIND_NONE;
+	o.spec = spec;
+	o.env = env;
+	o.autoreset = autoreset;
+	o.step_timeout_ms = timeout_ms;
+	o.max_restarts = budget;
+	err = sr_pool_create(&o, &p);
+	if (err)
+		fprintf(stderr, "pool: %s\n", sr_last_error());
+	assert_int_equal(err, 0);
+	return p;
+}
+
+static sr_env_spec faulty(uint64_t mode)
+{
+	sr_env_spec s;
+
+	assert_int_equal(sr_env_load_plugin(FAULTY, &s), 0);
+	s.params[0] = mode;
+	return s;
+}
+
+/* Actions 0/1 from a fixed generator. */
+static void acts(uint64_t *st, int32_t *a, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		a[i] = (int32_t)(sr_splitmix64(st) & 1);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t batch_hash(uint64_t h, const sr_batch *b)
+{
+	h = fnv(h, b->obs, (size_t)b->n * b->obs_dim * sizeof(float));
+	h = fnv(h, b->reward, b->n * sizeof(float));
+	h = fnv(h, b->terminated, b->n);
+	h = fnv(h, b->truncated, b->n);
+	h = fnv(h, b->env_id, b->n * sizeof(uint32_t));
+	return h;
+}
+
+static void cmp_batches(const sr_batch *a, const sr_batch *b, bool final)
+{
+	assert_int_equal(a->n, b->n);
+	assert_memory_equal(a->obs, b->obs, (size_t)a->n * a->obs_dim * sizeof(float));
+	assert_memory_equal(a->reward, b->reward, a->n * sizeof(float));
+	assert_memory_equal(a->terminated, b->terminated, a->n);
+	assert_memory_equal(a->truncated, b->truncated, a->n);
+	assert_memory_equal(a->env_id, b->env_id, a->n * sizeof(uint32_t));
+	if (final) {
+		assert_non_null(a->final_obs);
+		assert_non_null(b->final_obs);
+		for (uint32_t i = 0; i < a->n; i++)
+			if (a->terminated[i] || a->truncated[i])
+				assert_memory_equal(a->final_obs + (size_t)i * a->obs_dim,
+						    b->final_obs + (size_t)i * a->obs_dim,
+						    a->obs_dim * sizeof(float));
+	}
+}
+
+/* Thread workers and process workers: the same batches, every mode. */
+static void run_same(const sr_env_spec *spec, const char *env, uint32_t mode)
+{
+	const uint32_t N = 13, K = 300;
+	sr_pool *a = mk(spec, env, N, 2, false, mode, 0, 0);
+	sr_pool *b = mk(spec, env, N, 2, true, mode, 0, 0);
+	const sr_batch *ba, *bb;
+	int32_t act[13];
+	uint8_t mask[13];
+	uint64_t st = 7;
+	sr_pool_stats sa, sb;
+
+	assert_int_equal(sr_pool_reset(a, &ba), 0);
+	assert_int_equal(sr_pool_reset(b, &bb), 0);
+	cmp_batches(ba, bb, false);
+	for (uint32_t k = 0; k < K; k++) {
+		acts(&st, act, N);
+		assert_int_equal(sr_pool_step(a, act, &ba), 0);
+		assert_int_equal(sr_pool_step(b, act, &bb), 0);
+		cmp_batches(ba, bb, mode == SR_AUTORESET_SAME_STEP);
+		if (mode == SR_AUTORESET_DISABLED && k % 7 == 6) {
+			bool any = false;
+
+			for (uint32_t i = 0; i < N; i++) {
+				mask[i] = ba->terminated[i] | ba->truncated[i];
+				any |= mask[i];
+			}
+			if (any) {
+				assert_int_equal(sr_pool_reset_mask(a, mask, &ba), 0);
+				assert_int_equal(sr_pool_reset_mask(b, mask, &bb), 0);
+				cmp_batches(ba, bb, false);
+			}
+		}
+	}
+	assert_int_equal(sr_pool_stats_get(a, &sa), 0);
+	assert_int_equal(sr_pool_stats_get(b, &sb), 0);
+	assert_int_equal(sa.steps, sb.steps);
+	assert_int_equal(sa.episodes, sb.episodes);
+	assert_true(sa.mean_return == sb.mean_return);
+	sr_pool_destroy(a);
+	sr_pool_destroy(b);
+}
+
+static void test_same_as_threads(void **state)
+{
+	sr_env_spec f = faulty(0), c;
+	const uint32_t modes[] = {SR_AUTORESET_NEXT_STEP, SR_AUTORESET_SAME_STEP,
+				  SR_AUTORESET_DISABLED};
+
+	assert_int_equal(sr_env_load_plugin(SR_PLUGIN_GOOD, &c), 0);
+	for (size_t m = 0; m < 3; m++) {
+		run_same(NULL, "CartPole-v1", modes[m]);
+		run_same(NULL, "spin:obs_dim=5,ep_len=17", modes[m]);
+		run_same(&c, NULL, modes[m]);
+		run_same(&f, NULL, modes[m]);
+	}
+}
+
+/* Every transition in the ring's window links to the previous slot of the
+ * same env, and Faulty's step counter (obs[1]) grew by one along it. */
+static uint64_t check_replay(sr_pool *p)
+{
+	sr_ring *r = sr_pool_ring(p);
+	uint64_t head = sr_ring_head(r), lo = sr_ring_oldest(r), mask = sr_ring_capacity(r) - 1;
+	const float *obs = sr_ring_obs_col(r);
+	const uint8_t *fl = sr_ring_flags_col(r), *tr = sr_ring_truncated_col(r);
+	const uint32_t *env = sr_ring_env_id_col(r);
+	const uint64_t *prev = sr_ring_prev_col(r);
+	uint64_t n = 0;
+
+	for (uint64_t q = lo; q < head; q++) {
+		uint64_t s = q & mask, pq, ps;
+
+		assert_true(sr_ring_slot_valid(r, q));
+		if (fl[s] & SR_SLOT_FAULT) {
+			assert_int_equal(tr[s], 1);
+			assert_true(prev[s] == SR_RING_NO_PREV);
+			continue;
+		}
+		if (fl[s] & (SR_SLOT_PAD | SR_SLOT_FIRST))
+			continue;
+		pq = prev[s];
+		assert_true(pq != SR_RING_NO_PREV && pq < q);
+		if (pq < lo)
+			continue;
+		ps = pq & mask;
+		assert_int_equal(env[ps], env[s]);
+		assert_false(fl[ps] & (SR_SLOT_FAULT | SR_SLOT_PAD));
+		assert_true(obs[s * 3 + 1] == obs[ps * 3 + 1] + 1.0f);
+		n++;
+	}
+	return n;
+}
+
+/* One fault of @mode at step @at of env 6 (worker 1 holds envs 4..7). */
+static uint64_t fault_run(uint64_t mode, uint32_t timeout_ms)
+{
+	sr_env_spec f = faulty(mode);
+	sr_pool *p = mk(&f, NULL, 8, 2, true, SR_AUTORESET_NEXT_STEP, timeout_ms, 10);
+	sr_ring *r = sr_pool_ring(p);
+	const sr_batch *b;
+	sr_pool_faults fs;
+	sr_pool_worker_stats ws;
+	int32_t act[8];
+	uint64_t st = 99, h = 0, before_seq = 0;
+	float before_obs[8 * 3];
+	int32_t pid0;
+
+	assert_int_equal(sr_pool_worker_stats_get(p, 1, &ws), 0);
+	pid0 = ws.pid;
+	assert_true(pid0 > 0);
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	for (uint32_t k = 0; k < 60; k++) {
+		acts(&st, act, 8);
+		if (k == 20)
+			act[6] = 2;
+		assert_int_equal(sr_pool_step(p, act, &b), 0);
+		h = batch_hash(h, b);
+		if (k == 19) {
+			before_seq = b->first_seq;
+			memcpy(before_obs, b->obs, sizeof(before_obs));
+		}
+		if (k == 20) {
+			const uint8_t *fl = sr_ring_flags_col(r);
+			uint64_t m = sr_ring_capacity(r) - 1;
+
+			for (uint32_t i = 0; i < 8; i++) {
+				bool in = i >= 4;
+
+				assert_int_equal(b->truncated[i], in ? 1 : b->truncated[i]);
+				assert_int_equal(!!(fl[(b->first_seq + i) & m] & SR_SLOT_FAULT), in);
+				assert_int_equal(b->env_id[i], i);
+			}
+			/* The step before the fault is still in the ring, intact. */
+			for (uint32_t i = 0; i < 8; i++)
+				assert_true(sr_ring_slot_valid(r, before_seq + i));
+			assert_memory_equal(sr_ring_obs_col(r) + (before_seq & m) * 3, before_obs,
+					    sizeof(before_obs));
+		}
+		if (k == 21) {
+			/* Restarted: envs 4..7 begin a new episode, seeded from
+			 * (seed, env, 1 restart). */
+			sr_env_spec s = faulty(0);
+			unsigned char stt[64];
+			float o[3];
+
+			for (uint32_t i = 4; i < 8; i++) {
+				s.seed(&s, stt, 1, sr_proc_seed(12345, i, 1), i);
+				s.reset(&s, stt, 1, o);
+				assert_memory_equal(b->obs + i * 3, o, sizeof(o));
+				assert_int_equal(b->truncated[i], 0);
+				assert_true(b->reward[i] == 0.0f);
+			}
+		}
+	}
+	assert_true(check_replay(p) > 100);
+	assert_int_equal(sr_pool_faults_get(p, &fs), 0);
+	assert_int_equal(fs.faults, 1);
+	assert_int_equal(fs.restarts, 1);
+	assert_int_equal(fs.fault_rows, 4);
+	assert_non_null(strstr(fs.last, "envs 4-7, worker 1"));
+	switch (mode) {
+	case M_SEGV:
+		assert_non_null(strstr(fs.last, "signal 11"));
+		break;
+	case M_EXIT:
+		assert_non_null(strstr(fs.last, "exited with code 3"));
+		break;
+	case M_HANG:
+		assert_non_null(strstr(fs.last, "step timeout"));
+		break;
+	case M_ABORT:
+		assert_non_null(strstr(fs.last, "signal 6"));
+		break;
+	}
+	assert_int_equal(sr_pool_worker_stats_get(p, 1, &ws), 0);
+	assert_int_equal(ws.restarts, 1);
+	assert_true(ws.pid > 0 && ws.pid != pid0);
+	sr_pool_destroy(p);
+	/* The old process is gone (reaped by the pool). */
+	assert_int_equal(kill(pid0, 0), -1);
+	return h;
+}
+
+static void test_faults(void **state)
+{
+	const uint64_t modes[] = {M_SEGV, M_EXIT, M_HANG, M_ABORT};
+
+	for (size_t m = 0; m < 4; m++) {
+		uint32_t to = modes[m] == M_HANG ? 300 : 0;
+		uint64_t h1 = fault_run(modes[m], to), h2 = fault_run(modes[m], to);
+
+		/* The same faults at the same steps: the same rows. */
+		assert_true(h1 == h2);
+	}
+}
+
+static void test_budget(void **state)
+{
+	sr_env_spec f = faulty(M_SEGV);
+	sr_pool *p = mk(&f, NULL, 8, 2, true, SR_AUTORESET_NEXT_STEP, 0, 1);
+	const sr_batch *b;
+	int32_t act[8] = {0};
+
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	act[1] = 2;
+	assert_int_equal(sr_pool_step(p, act, &b), 0); /* the one restart allowed */
+	act[1] = 0;
+	assert_int_equal(sr_pool_step(p, act, &b), 0);
+	act[5] = 2;
+	assert_int_equal(sr_pool_step(p, act, &b), -EOWNERDEAD);
+	assert_non_null(strstr(sr_last_error(), "restart budget of 1"));
+	assert_non_null(strstr(sr_last_error(), "envs 4-7, worker 1"));
+	assert_non_null(strstr(sr_last_error(), "signal 11"));
+	act[5] = 0;
+	assert_int_equal(sr_pool_step(p, act, &b), -EOWNERDEAD);
+	sr_pool_destroy(p);
+}
+
+/* 10 000 steps, a fault every 150 to 400 steps: only the interrupted rows
+ * are lost, and they are counted. */
+static void test_long_run(void **state)
+{
+	sr_env_spec f = faulty(M_SEGV);
+	const uint32_t N = 16, K = 10000;
+	sr_pool *p = mk(&f, NULL, N, 2, true, SR_AUTORESET_NEXT_STEP, 0, 1000);
+	sr_ring *r = sr_pool_ring(p);
+	const uint8_t *fl = sr_ring_flags_col(r);
+	const uint64_t m = sr_ring_capacity(r) - 1;
+	const sr_batch *b;
+	sr_pool_faults fs;
+	int32_t act[16];
+	uint64_t st = 5, rows = 0, frows = 0, ok = 0, next = 200, nf = 0;
+
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	for (uint32_t k = 0; k < K; k++) {
+		acts(&st, act, N);
+		if (k >= next) {
+			uint32_t e = (uint32_t)(sr_splitmix64(&st) % N);
+
+			/* An env whose episode just ended is reset, not stepped:
+			 * its action is not used. */
+			if (!b->terminated[e] && !b->truncated[e]) {
+				act[e] = 2;
+				next = k + 150 + sr_splitmix64(&st) % 250;
+				nf++;
+			}
+		}
+		assert_int_equal(sr_pool_step(p, act, &b), 0);
+		for (uint32_t i = 0; i < N; i++) {
+			rows++;
+			if (fl[(b->first_seq + i) & m] & SR_SLOT_FAULT)
+				frows++;
+			else
+				ok++;
+		}
+		if (k % 500 == 499)
+			check_replay(p);
+	}
+	assert_int_equal(sr_pool_faults_get(p, &fs), 0);
+	assert_int_equal(fs.faults, nf);
+	assert_int_equal(fs.fault_rows, frows);
+	/* Each fault interrupts its worker's 8 envs, nothing else. */
+	assert_int_equal(frows, nf * (N / 2));
+	assert_int_equal(ok + frows, (uint64_t)N * K);
+	printf("long run: %u steps x %u envs, %llu faults, %llu rows lost (fault rows) of %llu\n",
+	       K, N, (unsigned long long)nf, (unsigned long long)frows,
+	       (unsigned long long)rows);
+	sr_pool_destroy(p);
+}
+
+static bool gone(pid_t pid)
+{
+	char path[64], buf[512], *c;
+	FILE *f;
+	bool z = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	if (fgets(buf, sizeof(buf), f) && (c = strrchr(buf, ')')) && c[1] == ' ')
+		z = c[2] == 'Z' || c[2] == 'X';
+	fclose(f);
+	return z;
+}
+
+static uint32_t shm_count(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	uint32_t n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* A trainer killed with SIGKILL takes its workers with it; nothing is left
+ * in /dev/shm. */
+static void test_trainer_killed(void **state)
+{
+	int fds[2];
+	pid_t child, pids[2];
+	uint32_t before = shm_count();
+
+	assert_int_equal(pipe(fds), 0);
+	child = fork(); /* this test process runs no threads here */
+	assert_true(child >= 0);
+	if (child == 0) {
+		sr_pool *p = mk(NULL, "CartPole-v1", 6, 2, true, 0, 0, 0);
+		const sr_batch *b;
+		int32_t a[6] = {0};
+
+		sr_pool_reset(p, &b);
+		sr_pool_step(p, a, &b);
+		for (uint32_t w = 0; w < 2; w++) {
+			sr_pool_worker_stats ws;
+
+			sr_pool_worker_stats_get(p, w, &ws);
+			pids[w] = ws.pid;
+		}
+		if (write(fds[1], pids, sizeof(pids)) != sizeof(pids))
+			_exit(1);
+		for (;;)
+			sr_pool_step(p, a, &b);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], pids, sizeof(pids)), (ssize_t)sizeof(pids));
+	close(fds[0]);
+	for (uint32_t w = 0; w < 2; w++)
+		assert_false(gone(pids[w]));
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	for (int t = 0; t < 400; t++) {
+		bool all = true;
+
+		for (uint32_t w = 0; w < 2; w++)
+			all &= gone(pids[w]);
+		if (all)
+			break;
+		usleep(10000);
+	}
+	for (uint32_t w = 0; w < 2; w++)
+		assert_true(gone(pids[w]));
+	assert_int_equal(shm_count(), before);
+}
+
+/* Closing the pool stops and reaps every worker. */
+static void test_close(void **state)
+{
+	sr_env_spec f = faulty(M_HANG);
+	sr_pool *p = mk(&f, NULL, 4, 2, true, 0, 0, 0);
+	sr_pool_worker_stats ws[2];
+	const sr_batch *b;
+
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	for (uint32_t w = 0; w < 2; w++)
+		assert_int_equal(sr_pool_worker_stats_get(p, w, &ws[w]), 0);
+	sr_pool_destroy(p);
+	for (uint32_t w = 0; w < 2; w++) {
+		assert_int_equal(kill(ws[w].pid, 0), -1);
+		assert_int_equal(errno, ESRCH);
+	}
+}
+
+static void test_errors(void **state)
+{
+	sr_pool_opts o;
+	sr_pool *p = NULL;
+
+	sr_pool_opts_init(&o);
+	o.flags = SR_POOL_F_PROCS;
+	o.env = "CartPole-v1";
+	o.num_envs = 8;
+	o.batch_size = 4;
+	assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "sync pools only"));
+	{
+		/* A worker program that fails: create says why. */
+		const char *argv[] = {"/bin/false", NULL};
+
+		o.batch_size = 0;
+		o.worker_argv = argv;
+		assert_int_equal(sr_pool_create(&o, &p), -ECHILD);
+		assert_non_null(strstr(sr_last_error(), "exited with code 1"));
+	}
+	assert_null(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_same_as_threads),
+		cmocka_unit_test(test_faults),
+		cmocka_unit_test(test_budget),
+		cmocka_unit_test(test_long_run),
+		cmocka_unit_test(test_close),
+		cmocka_unit_test(test_trainer_killed),
+	};
+
+	/* Sanitizer runtimes in the workers must let the faults through as
+	 * the signals they are. */
+	{
+		const char *names[] = {"ASAN_OPTIONS", "TSAN_OPTIONS"};
+		char buf[2048];
+
+		for (int i = 0; i < 2; i++) {
+			const char *v = getenv(names[i]);
+
+			snprintf(buf, sizeof(buf), "%s%shandle_segv=0:handle_abort=0", v ? v : "",
+				 v && *v ? ":" : "");
+			setenv(names[i], buf, 1);
+		}
+	}
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
