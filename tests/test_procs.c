@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -394,27 +395,61 @@ static bool gone(pid_t pid)
 	return z;
 }
 
-static uint32_t shm_count(void)
+/* The inode of the memfd named @name that process @pid maps, or 0. */
+static unsigned long maps_ino(pid_t pid, const char *name)
 {
-	DIR *d = opendir("/dev/shm");
-	struct dirent *e;
-	uint32_t n = 0;
+	char path[64], line[512];
+	unsigned long ino = 0;
+	FILE *f;
 
-	if (!d)
-		return 0;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	while (f && !ino && fgets(line, sizeof(line), f)) {
+		unsigned long i;
+
+		if (strstr(line, name) && sscanf(line, "%*s %*s %*s %*s %lu", &i) == 1)
+			ino = i;
+	}
+	if (f)
+		fclose(f);
+	return ino;
 }
 
-/* A trainer killed with SIGKILL takes its workers with it; nothing is left
- * in /dev/shm. */
+/* Does any process still map or hold memfd inode @ino? */
+static bool ino_held(unsigned long ino)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	char path[300], line[512], key[64];
+	bool held = false;
+
+	snprintf(key, sizeof(key), " %lu ", ino);
+	while (d && !held && (e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/maps", e->d_name);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (strstr(line, "memfd:stepring") && strstr(line, key))
+				held = true;
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return held;
+}
+
+/* A trainer killed with SIGKILL takes its workers with it, and with them the
+ * last holders of its shared memory. */
 static void test_trainer_killed(void **state)
 {
 	int fds[2];
 	pid_t child, pids[2];
-	uint32_t before = shm_count();
+	unsigned long ring, block;
+	bool held, alive;
 
 	assert_int_equal(pipe(fds), 0);
 	child = fork(); /* this test process runs no threads here */
@@ -440,10 +475,15 @@ static void test_trainer_killed(void **state)
 	close(fds[1]);
 	assert_int_equal(read(fds[0], pids, sizeof(pids)), (ssize_t)sizeof(pids));
 	close(fds[0]);
-	for (uint32_t w = 0; w < 2; w++)
-		assert_false(gone(pids[w]));
-	kill(child, SIGKILL);
+	/* The shared memory: the ring's and the command block's memfds. */
+	ring = maps_ino(pids[0], "memfd:stepring-shm");
+	block = maps_ino(pids[0], "memfd:stepring-procs");
+	held = ring && block && ino_held(ring) && ino_held(block);
+	alive = !gone(pids[0]) && !gone(pids[1]);
+	kill(child, SIGKILL); /* first: a failed check must not leave it running */
 	waitpid(child, NULL, 0);
+	assert_true(held);
+	assert_true(alive);
 	for (int t = 0; t < 400; t++) {
 		bool all = true;
 
@@ -455,7 +495,10 @@ static void test_trainer_killed(void **state)
 	}
 	for (uint32_t w = 0; w < 2; w++)
 		assert_true(gone(pids[w]));
-	assert_int_equal(shm_count(), before);
+	/* Nobody maps them any more: the kernel has freed them (memfds have no
+	 * name in /dev/shm to leave behind). */
+	assert_false(ino_held(ring));
+	assert_false(ino_held(block));
 }
 
 /* Closing the pool stops and reaps every worker. */
