@@ -623,6 +623,9 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_checkpoint: NULL argument");
+	if (p->procs)
+		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: the envs live in worker "
+				  "processes (SR_POOL_F_PROCS); checkpoints need thread workers");
 	if (sr_env_is_opaque(&p->spec))
 		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: env '%s' has opaque state; "
 				  "this build checkpoints plain-data states only", p->spec.id);
@@ -828,6 +831,9 @@ int sr_pool_restore(sr_pool *p, const char *path)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_restore: NULL argument");
+	if (p->procs)
+		return sr__errorf(-ENOTSUP, "sr_pool_restore: the envs live in worker processes "
+				  "(SR_POOL_F_PROCS); checkpoints need thread workers");
 	if (sr_env_is_opaque(&p->spec))
 		return sr__errorf(-ENOTSUP, "sr_pool_restore: env '%s' has opaque state; "
 				  "this build restores plain-data states only", p->spec.id);

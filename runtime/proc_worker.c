@@ -329,11 +329,25 @@ static int cw_alloc(struct cworker *c)
 	if (!c->states || !c->prev_seq || !c->ep_len || !c->done_seq || !c->elapsed ||
 	    !c->done_loc || !c->done || !c->done_term || !c->done_trunc || !c->ep_ret || !c->rew)
 		return sr__errorf(-ENOMEM, "worker: out of memory for %u envs", c->n);
+	/* Opaque envs (a physics world per instance) are created here, as
+	 * the thread workers do; the process's exit frees them. */
+	if (sr_env_is_opaque(&c->spec))
+		for (uint32_t i = 0; i < c->n; i++) {
+			int err = c->spec.create(&c->spec, c->states + (size_t)i * c->spec.state_size);
+
+			if (err)
+				return sr__errorf(err < 0 ? err : -ENOMEM,
+						  "worker: env '%s' instance %u: create failed",
+						  c->spec.id, c->in.first_env + i);
+		}
 	return 0;
 }
 
 static void cw_free(struct cworker *c)
 {
+	if (c->states && sr_env_is_opaque(&c->spec))
+		for (uint32_t i = 0; i < c->n; i++)
+			c->spec.destroy(&c->spec, c->states + (size_t)i * c->spec.state_size);
 	free(c->states);
 	free(c->prev_seq);
 	free(c->ep_len);
