@@ -984,6 +984,9 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_restore_envs: NULL argument");
+	if (p->procs)
+		return sr__errorf(-ENOTSUP, "sr_pool_restore_envs: the envs live in worker "
+				  "processes (SR_POOL_F_PROCS); checkpoints need thread workers");
 	if (sr_env_is_opaque(&p->spec))
 		return sr__errorf(-ENOTSUP, "sr_pool_restore_envs: env '%s' has opaque state; "
 				  "this build restores plain-data states only", p->spec.id);
