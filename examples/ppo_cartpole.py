@@ -1,24 +1,30 @@
 #!/usr/bin/env python3
-"""PPO on CartPole-v1 with stepring as the env backend.
+"""PPO on CartPole-v1 through Gymnasium's vector API, with stepring as the env backend.
 
-    STEPRING_LIB=build/libstepring.so python3 examples/ppo_cartpole.py
+    STEPRING_LIB=build/libstepring.so PYTHONPATH=../shared/thirdparty/python \
+        python3 examples/ppo_cartpole.py            # stepring
+    ... python3 examples/ppo_cartpole.py --twin     # Gymnasium's SyncVectorEnv
 
-Trains a small actor-critic (two 64x64 tanh MLPs, torch on the CPU) on
-stepring.make_vec("CartPole-v1", 8, mode="sync", autoreset_mode="same_step")
-and stops when a greedy evaluation over 20 episodes (on a second stepring
-vector env) reaches --target (475), or at --total-steps. Prints the env
+The trainer is written for Gymnasium: the envs come from
+gymnasium.make_vec("stepring/CartPole-v1", ...) (registered by `import
+stepring`), wrapped in Gymnasium's own vector wrappers
+(RecordEpisodeStatistics for the returns, TransformReward), with
+Gymnasium's default next-step autoreset. --twin runs the same trainer on
+gymnasium.vector.SyncVectorEnv of Gymnasium's CartPole: the only difference
+is the one line in make_envs(). It trains a small actor-critic (two 64x64
+tanh MLPs, torch on the CPU) and stops when a greedy evaluation over 20
+episodes reaches --target (475), or at --total-steps, then prints the env
 steps per second of the whole training (env stepping, inference and
-updates) and the final evaluation. Everything is seeded (torch, the env
-pool, the minibatch order): the same command gives the same run.
+updates). Everything is seeded (torch, the envs, the minibatch order).
 
 Hyperparameters are those of the RL Baselines3 Zoo for PPO on CartPole-v1
 (8 envs x 32 steps, 20 epochs, gamma 0.98, GAE lambda 0.8, linearly
 annealed learning rate 1e-3 and clip range 0.2).
 
-Same-step autoreset: when an episode ends, step() already returns the
-first obs of the next one and info["final_obs"] holds the last obs of the
-finished episode; a time-limit truncation is bootstrapped from the value
-of that final obs.
+Next-step autoreset: the obs returned with terminated or truncated is the
+episode's last obs (so a time-limit truncation is bootstrapped from its
+value), and the step after it only resets that env (reward 0, its action
+ignored): that row is left out of the loss.
 """
 import argparse
 import os
@@ -30,7 +36,9 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import stepring  # noqa: E402
+import gymnasium as gym  # noqa: E402
+import stepring  # noqa: E402,F401  (registers stepring/<id> with Gymnasium)
+from gymnasium.wrappers import vector as W  # noqa: E402
 
 
 def layer(i, o, std=np.sqrt(2)):
@@ -55,19 +63,29 @@ class Agent(nn.Module):
         return torch.distributions.Categorical(logits=self.actor(x))
 
 
-def evaluate(agent, env_id, episodes, seed, num_threads=None):
-    """Mean and list of the returns of @episodes greedy episodes (one per
-    env of a fresh stepring vector env, the first episode of each)."""
+def make_envs(args, n, seed):
+    """The vector env: the one line that differs between the twins."""
+    if args.twin:
+        envs = gym.make_vec(args.env, num_envs=n, vectorization_mode="sync")
+    else:
+        envs = gym.make_vec("stepring/" + args.env, num_envs=n, seed=seed)
+    return envs
+
+
+def evaluate(agent, args, episodes, seed):
+    """Mean and list of the returns of @episodes greedy episodes (the first
+    episode of each env of a fresh vector env)."""
+    envs = make_envs(args, episodes, seed)
     returns = np.zeros(episodes)
     done = np.zeros(episodes, dtype=bool)
-    with stepring.make_vec(env_id, episodes, seed=seed, num_threads=num_threads) as envs:
-        obs, _ = envs.reset(seed=seed)
-        while not done.all():
-            with torch.no_grad():
-                a = agent.actor(torch.tensor(obs)).argmax(-1).numpy().astype(np.int32)
-            obs, r, term, trunc, _ = envs.step(a)
-            returns += np.where(done, 0.0, r)
-            done |= term | trunc
+    obs, _ = envs.reset(seed=seed)
+    while not done.all():
+        with torch.no_grad():
+            a = agent.actor(torch.from_numpy(obs)).argmax(-1).numpy()
+        obs, r, term, trunc, _ = envs.step(a)
+        returns += np.where(done, 0.0, r)
+        done |= term | trunc
+    envs.close()
     return float(returns.mean()), returns
 
 
@@ -77,8 +95,8 @@ def train(args, log=print):
     gen = np.random.default_rng(args.seed)
     n, t_steps = args.num_envs, args.num_steps
     batch = n * t_steps
-    envs = stepring.make_vec(args.env, n, mode="sync", seed=args.seed,
-                             autoreset_mode="same_step", num_threads=args.env_threads)
+    stats = W.RecordEpisodeStatistics(make_envs(args, n, args.seed), buffer_length=100)
+    envs = W.TransformReward(stats, lambda r: r.astype(np.float32))
     obs_dim = envs.single_observation_space.shape[0]
     n_act = int(envs.single_action_space.n)
     agent = Agent(obs_dim, n_act)
@@ -88,15 +106,14 @@ def train(args, log=print):
     b_act = torch.zeros(t_steps, n, dtype=torch.long)
     b_logp = torch.zeros(t_steps, n)
     b_rew = torch.zeros(t_steps, n)
-    b_done = torch.zeros(t_steps, n)      # episode ended at this step (term or trunc)
+    b_term = torch.zeros(t_steps, n)   # terminated at this step: no bootstrap
+    b_done = torch.zeros(t_steps, n)   # the episode ended at this step
+    b_valid = torch.zeros(t_steps, n)  # 0: an autoreset row (no transition)
     b_val = torch.zeros(t_steps, n)
-    b_boot = torch.zeros(t_steps, n)      # gamma * V(final obs) added on truncation
 
     obs_np, _ = envs.reset(seed=args.seed)
-    obs = torch.tensor(obs_np)            # copy: the view is only valid until the next step
-    ep_ret = np.zeros(n)
-    ep_len = np.zeros(n, dtype=np.int64)
-    recent = []
+    obs = torch.from_numpy(obs_np)     # the binding's arrays are ours (copy=True)
+    ended = np.zeros(n, dtype=bool)    # next step is an autoreset step
     steps = 0
     t_env = 0.0
     n_updates = max(1, args.total_steps // batch)
@@ -115,46 +132,36 @@ def train(args, log=print):
                 b_val[t] = agent.value(obs)
             b_obs[t] = obs
             b_act[t] = a
+            b_valid[t] = torch.from_numpy((~ended).astype(np.float32))
             te = time.perf_counter()
-            o, r, term, trunc, info = envs.step(a.numpy().astype(np.int32))
+            o, r, term, trunc, info = envs.step(a.numpy())
             t_env += time.perf_counter() - te
             steps += n
-            b_rew[t] = torch.tensor(r)  # the views are read-only: copy
-            done = term | trunc
-            b_done[t] = torch.from_numpy(done.astype(np.float32))
-            b_boot[t] = 0.0
-            if trunc.any():
-                # Bootstrap time-limit ends from V(final obs), not from the
-                # next episode's first obs.
-                idx = np.nonzero(trunc & ~term)[0]
-                if idx.size:
-                    fo = torch.tensor(np.stack(info["final_obs"][idx]))
-                    with torch.no_grad():
-                        b_boot[t, idx] = args.gamma * agent.value(fo)
-            ep_ret += r
-            ep_len += 1
-            for i in np.nonzero(done)[0]:
-                recent.append(ep_ret[i])
-                ep_ret[i] = 0.0
-                ep_len[i] = 0
-            obs = torch.tensor(o)
-        # GAE(lambda).
+            b_rew[t] = torch.from_numpy(r)
+            b_term[t] = torch.from_numpy(term.astype(np.float32))
+            ended = term | trunc
+            b_done[t] = torch.from_numpy(ended.astype(np.float32))
+            obs = torch.from_numpy(o)
+        # GAE(lambda). Row t's next obs is row t + 1's (the episode's last
+        # obs when row t ended it: truncations bootstrap from its value).
         with torch.no_grad():
             next_val = agent.value(obs)
             adv = torch.zeros(t_steps, n)
             last = torch.zeros(n)
             for t in reversed(range(t_steps)):
                 nv = next_val if t == t_steps - 1 else b_val[t + 1]
-                nonterm = 1.0 - b_done[t]
-                delta = b_rew[t] + b_boot[t] + args.gamma * nv * nonterm - b_val[t]
-                last = delta + args.gamma * args.gae_lambda * nonterm * last
+                delta = b_rew[t] + args.gamma * nv * (1.0 - b_term[t]) - b_val[t]
+                last = delta + args.gamma * args.gae_lambda * (1.0 - b_done[t]) * last
                 adv[t] = last
             ret = adv + b_val
-        f_obs, f_act, f_logp = b_obs.reshape(batch, -1), b_act.reshape(-1), b_logp.reshape(-1)
-        f_adv, f_ret = adv.reshape(-1), ret.reshape(-1)
-        mb = batch // args.minibatches
+        valid = b_valid.reshape(-1) > 0
+        f_obs, f_act, f_logp = (b_obs.reshape(batch, -1)[valid], b_act.reshape(-1)[valid],
+                                b_logp.reshape(-1)[valid])
+        f_adv, f_ret = adv.reshape(-1)[valid], ret.reshape(-1)[valid]
+        m = int(valid.sum())
+        mb = max(1, m // args.minibatches)
         for _ in range(args.epochs):
-            perm = torch.from_numpy(gen.permutation(batch))
+            perm = torch.from_numpy(gen.permutation(m))
             for k in range(args.minibatches):
                 i = perm[k * mb:(k + 1) * mb]
                 d = agent.dist(f_obs[i])
@@ -169,27 +176,28 @@ def train(args, log=print):
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 opt.step()
+        recent = list(stats.return_queue)
         if (update + 1) % args.log_every == 0:
-            last100 = np.mean(recent[-100:]) if recent else float("nan")
+            last100 = np.mean(recent) if recent else float("nan")
             log("update %4d  steps %7d  episodes %5d  mean return (last 100) %6.1f  %.0f steps/s"
-                % (update + 1, steps, len(recent), last100, steps / (time.perf_counter() - t0)))
+                % (update + 1, steps, stats.episode_count, last100,
+                   steps / (time.perf_counter() - t0)))
         if args.eval_every and (update + 1) % args.eval_every == 0 and recent and \
                 np.mean(recent[-20:]) >= args.target:
-            m, rs = evaluate(agent, args.env, args.eval_episodes, args.seed + 1000,
-                             args.env_threads)
+            m_, rs = evaluate(agent, args, args.eval_episodes, args.seed + 1000)
             log("  eval at %d steps: mean return %.1f over %d episodes"
-                % (steps, m, args.eval_episodes))
-            if m >= args.target:
-                eval_mean, eval_returns, solved_at = m, rs, steps
+                % (steps, m_, args.eval_episodes))
+            if m_ >= args.target:
+                eval_mean, eval_returns, solved_at = m_, rs, steps
                 break
     wall = time.perf_counter() - t0
+    episodes = int(stats.episode_count)
     envs.close()
     if eval_mean is None:
-        eval_mean, eval_returns = evaluate(agent, args.env, args.eval_episodes,
-                                           args.seed + 1000, args.env_threads)
+        eval_mean, eval_returns = evaluate(agent, args, args.eval_episodes, args.seed + 1000)
     return {"steps": steps, "seconds": wall, "steps_per_s": steps / wall,
             "env_seconds": t_env, "eval_mean": eval_mean, "eval_returns": eval_returns,
-            "solved_at": solved_at, "episodes": len(recent), "agent": agent}
+            "solved_at": solved_at, "episodes": episodes, "agent": agent}
 
 
 def parse(argv=None):
@@ -216,16 +224,17 @@ def parse(argv=None):
                         " 0: only at the end")
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--torch-threads", type=int, default=1)
-    p.add_argument("--env-threads", type=int, default=1,
-                   help="stepring worker threads (8 CartPoles need no more than one)")
+    p.add_argument("--twin", action="store_true",
+                   help="run on gymnasium.vector.SyncVectorEnv of Gymnasium's env instead")
     return p.parse_args(argv)
 
 
 def main(argv=None):
     args = parse(argv)
-    print("stepring %s (%s), torch %s, %d envs, seed %d"
-          % (stepring.version(), stepring.library_path, torch.__version__, args.num_envs,
-             args.seed))
+    print("%s, gymnasium %s, torch %s, %d envs, seed %d"
+          % ("SyncVectorEnv (twin)" if args.twin else "stepring %s (%s)" % (
+              stepring.version(), stepring.library_path), gym.__version__,
+             torch.__version__, args.num_envs, args.seed))
     r = train(args)
     print("training: %d env steps in %.1f s = %.0f steps/s (env stepping %.1f s)"
           % (r["steps"], r["seconds"], r["steps_per_s"], r["env_seconds"]))

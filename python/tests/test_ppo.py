@@ -1,9 +1,13 @@
-"""The PPO example learns CartPole-v1 through stepring (slow: ~1 minute)."""
+"""The PPO example learns CartPole-v1 through Gymnasium's vector API on
+stepring (slow: a minute or more). Needs Gymnasium."""
 import importlib.util
 import os
 
 import numpy as np
 import pytest
+
+pytest.importorskip("gymnasium", reason="the example is written for Gymnasium (put "
+                    "../shared/thirdparty/python on PYTHONPATH)")
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
                        "ppo_cartpole.py")
@@ -33,4 +37,19 @@ def test_ppo_reaches_195_within_budget():
 def test_ppo_example_cli_parses():
     ppo = load_example()
     a = ppo.parse([])
-    assert a.env == "CartPole-v1" and a.num_envs == 8 and a.target == 475
+    assert a.env == "CartPole-v1" and a.num_envs == 8 and a.target == 475 and not a.twin
+    assert ppo.parse(["--twin"]).twin
+
+
+def test_ppo_twins_differ_in_one_line():
+    """make_envs: the stepring line and the SyncVectorEnv line."""
+    ppo = load_example()
+    import gymnasium as gym
+    import stepring
+    a = ppo.parse([])
+    e = ppo.make_envs(a, 2, 0)
+    assert isinstance(e, stepring.VectorEnv) and isinstance(e, gym.vector.VectorEnv)
+    e.close()
+    e = ppo.make_envs(ppo.parse(["--twin"]), 2, 0)
+    assert isinstance(e, gym.vector.SyncVectorEnv)
+    e.close()
