@@ -8,12 +8,29 @@
 
 #include "stepring/env.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The Box2D envs (C++, envs/box2d_*.cc) exist when CMake found Box2D
+ * (SR_HAVE_BOX2D); without it their names give a "built without Box2D"
+ * error (registry.c). */
+#ifdef SR_HAVE_BOX2D
+#define SR_BOX2D_ENVS(X)                                                                   \
+	X(sr__env_lunarlander)                                                             \
+	X(sr__env_lunarlander_continuous)                                                  \
+	X(sr__env_bipedalwalker)
+#else
+#define SR_BOX2D_ENVS(X)
+#endif
+
 #define SR_BUILTIN_ENVS(X)                                                                 \
 	X(sr__env_cartpole)                                                                \
 	X(sr__env_pendulum)                                                                \
 	X(sr__env_mountaincar)                                                             \
 	X(sr__env_mountaincar_continuous)                                                  \
 	X(sr__env_acrobot)                                                                 \
+	SR_BOX2D_ENVS(X)                                                                   \
 	X(sr__env_spin)
 
 #define SR_ENV_DECLARE(sym) extern const sr_env_spec sym;
@@ -26,6 +43,10 @@ static inline int sr__rng_ok(const sr_rng *r)
 {
 	return (r->s[0] | r->s[1] | r->s[2] | r->s[3]) != 0;
 }
+
+/* Parameters of the Box2D envs (box2d_*.cc). */
+int sr__lunar_configure(sr_env_spec *spec, const char *params);
+int sr__biped_configure(sr_env_spec *spec, const char *params);
 
 /* 2.0, read through a volatile so that pow(x, two) is not folded into x*x:
  * Gymnasium's x**2 is glibc pow, which differs from x*x by an ulp for a few
@@ -61,5 +82,9 @@ int sr__spin_configure(sr_env_spec *spec, const char *params);
 /* spin's calibration: busy-loop iterations per microsecond on this machine
  * (measured once per process, thread safe). */
 double sr__spin_iters_per_us(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

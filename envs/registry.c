@@ -146,6 +146,36 @@ int sr_env_validate(const sr_env_spec *s)
 	return 0;
 }
 
+int sr_env_create_instances(const sr_env_spec *spec, void *states, size_t n)
+{
+	char *b = states;
+
+	if (!spec || (!states && n))
+		return sr__errorf(-EINVAL, "sr_env_create_instances: NULL argument");
+	memset(states, 0, n * spec->state_size);
+	if (!sr_env_is_opaque(spec))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		int err = spec->create(spec, b + i * spec->state_size);
+		if (err) {
+			while (i--)
+				spec->destroy(spec, b + i * spec->state_size);
+			return sr__errorf(err < 0 ? err : -ENOMEM,
+					  "env '%s': cannot create instance %zu of %zu: %s", spec->id,
+					  i, n, sr_strerror(err < 0 ? err : -ENOMEM));
+		}
+	}
+	return 0;
+}
+
+void sr_env_destroy_instances(const sr_env_spec *spec, void *states, size_t n)
+{
+	if (!spec || !states || !sr_env_is_opaque(spec))
+		return;
+	for (size_t i = 0; i < n; i++)
+		spec->destroy(spec, (char *)states + i * spec->state_size);
+}
+
 int sr_env_spec_upgrade(const sr_env_spec *in, sr_env_spec *out)
 {
 	sr_env_spec tmp;
@@ -168,7 +198,7 @@ int sr_env_spec_upgrade(const sr_env_spec *in, sr_env_spec *out)
 
 static int list_known(int err, const char *name)
 {
-	char buf[400];
+	char buf[800];
 	size_t off = 0;
 
 	buf[0] = '\0';
@@ -177,6 +207,13 @@ static int list_known(int err, const char *name)
 					builtin[i]->id, builtin[i]->name);
 	return sr__errorf(err, "unknown env '%s'; known: %s", name, buf);
 }
+
+#ifndef SR_HAVE_BOX2D
+/* Envs this build lacks because Box2D was not found. */
+static const char *const box2d_names[] = {"LunarLander-v3",	      "lunarlander",
+					  "LunarLanderContinuous-v3", "lunarlander_continuous",
+					  "BipedalWalker-v3",	      "bipedalwalker"};
+#endif
 
 int sr_env_find(const char *name, sr_env_spec *out)
 {
@@ -197,6 +234,14 @@ int sr_env_find(const char *name, sr_env_spec *out)
 			return 0;
 		}
 	}
+#ifndef SR_HAVE_BOX2D
+	for (size_t i = 0; i < sizeof(box2d_names) / sizeof(box2d_names[0]); i++)
+		if (strlen(box2d_names[i]) == base_len && !strncmp(box2d_names[i], name, base_len))
+			return sr__errorf(-ENOTSUP,
+					  "env '%.*s' needs Box2D: this stepring was built without "
+					  "Box2D (install libbox2d-dev and rebuild)",
+					  (int)base_len, name);
+#endif
 	return list_known(-ENOENT, name);
 }
 
@@ -305,5 +350,11 @@ int sr__env_configure(sr_env_spec *spec, const char *params)
 {
 	if (!strcmp(spec->name, "spin"))
 		return sr__spin_configure(spec, params);
+#ifdef SR_HAVE_BOX2D
+	if (!strncmp(spec->name, "lunarlander", 11))
+		return sr__lunar_configure(spec, params);
+	if (!strcmp(spec->name, "bipedalwalker"))
+		return sr__biped_configure(spec, params);
+#endif
 	return sr__errorf(-EINVAL, "env '%s' takes no parameters (got '%s')", spec->id, params);
 }

@@ -141,15 +141,11 @@ static int worker_alloc(struct sr__worker *w)
 	/* Opaque envs (a physics world per instance): create each one here, on
 	 * the owning thread, so that its heap is first touched on this node. */
 	if (sr_env_is_opaque(&p->spec)) {
-		for (uint32_t i = 0; i < w->n_envs; i++) {
-			int err = p->spec.create(&p->spec, state_of(w, i));
-			if (err) {
-				while (i--)
-					p->spec.destroy(&p->spec, state_of(w, i));
-				free(m);
-				w->mem = NULL;
-				return err < 0 ? err : -ENOMEM;
-			}
+		int err = sr_env_create_instances(&p->spec, w->states, w->n_envs);
+		if (err) {
+			free(m);
+			w->mem = NULL;
+			return err;
 		}
 	}
 	if (w->n_envs)
@@ -160,9 +156,8 @@ static int worker_alloc(struct sr__worker *w)
 /* Destroy a worker's opaque instances and free its memory. */
 static void worker_free(sr_pool *p, struct sr__worker *w)
 {
-	if (w->mem && sr_env_is_opaque(&p->spec))
-		for (uint32_t i = 0; i < w->n_envs; i++)
-			p->spec.destroy(&p->spec, w->states + (size_t)i * p->spec.state_size);
+	if (w->mem)
+		sr_env_destroy_instances(&p->spec, w->states, w->n_envs);
 	free(w->mem);
 	w->mem = NULL;
 }

@@ -369,8 +369,9 @@ static uint64_t hash_run_f(const char *env, const sr_env_spec *spec, uint32_t en
 			if (sp->act_kind == SR_SPACE_DISCRETE)
 				act[i] = (int32_t)(sr_rng_next(&rng[i]) % sp->act_n);
 			else
-				((float *)act)[i] = (float)sr_rng_range(&rng[i], sp->act_low[0],
-									sp->act_high[0]);
+				for (uint32_t d = 0; d < sp->act_dim; d++)
+					((float *)act)[i * sp->act_dim + d] = (float)sr_rng_range(
+						&rng[i], sp->act_low[d], sp->act_high[d]);
 		}
 		assert_int_equal(sr_pool_step(p, act, &b), 0);
 	}
@@ -389,7 +390,10 @@ static uint64_t hash_run(const char *env, const sr_env_spec *spec, uint32_t envs
 static void test_determinism(void **st)
 {
 	sr_env_spec s = cnt_spec(7, 5);
-	const char *envs[] = {"CartPole-v1", "Pendulum-v1"};
+	/* The Box2D envs (opaque state, created by each worker) when built. */
+	const char *envs[] = {"CartPole-v1", "Pendulum-v1", "LunarLander-v3",
+			      "LunarLanderContinuous-v3", "BipedalWalker-v3"};
+	const uint32_t env_steps[] = {300, 300, 200, 200, 80};
 
 	for (uint32_t m = 0; m < 3; m++) {
 		uint64_t h1 = hash_run(NULL, &s, 37, 1, 40, m);
@@ -398,15 +402,16 @@ static void test_determinism(void **st)
 		/* every worker a thread (the calling thread only drives) */
 		assert_int_equal(h1, hash_run_f(NULL, &s, 37, 2, 40, m, SR_POOL_F_NO_INLINE));
 	}
-	for (int e = 0; e < 2; e++) {
+	for (int e = 0; e < 5; e++) {
 		sr_env_spec tmp;
 		uint64_t h1;
+		uint32_t n = env_steps[e];
 		if (sr_env_find(envs[e], &tmp))
 			continue;
-		h1 = hash_run(envs[e], NULL, 37, 1, 300, SR_AUTORESET_NEXT_STEP);
-		assert_int_equal(h1, hash_run(envs[e], NULL, 37, 2, 300, SR_AUTORESET_NEXT_STEP));
-		assert_int_equal(h1, hash_run(envs[e], NULL, 37, 3, 300, SR_AUTORESET_NEXT_STEP));
-		assert_true(h1 != hash_run(envs[e], NULL, 36, 1, 300, SR_AUTORESET_NEXT_STEP));
+		h1 = hash_run(envs[e], NULL, 37, 1, n, SR_AUTORESET_NEXT_STEP);
+		assert_int_equal(h1, hash_run(envs[e], NULL, 37, 2, n, SR_AUTORESET_NEXT_STEP));
+		assert_int_equal(h1, hash_run(envs[e], NULL, 37, 3, n, SR_AUTORESET_NEXT_STEP));
+		assert_true(h1 != hash_run(envs[e], NULL, 36, 1, n, SR_AUTORESET_NEXT_STEP));
 	}
 }
 

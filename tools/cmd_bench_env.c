@@ -204,6 +204,8 @@ int bench_env(int argc, char **argv)
 			}
 		}
 	}
+	if (sr_env_create_instances(&c.spec, c.states, c.n))
+		cli_die("bench env: %s", sr_last_error());
 	c.spec.seed(&c.spec, c.states, c.n, (uint64_t)seed, 0);
 	c.spec.reset(&c.spec, c.states, c.n, c.obs);
 
@@ -242,6 +244,7 @@ int bench_env(int argc, char **argv)
 		       runs[0].steps_per_sec / 1e6, runs[repeat - 1].steps_per_sec / 1e6,
 		       med_cpu / 1e6, med.cpu_seconds / med.seconds);
 	}
+	sr_env_destroy_instances(&c.spec, c.states, c.n);
 	free(c.states);
 	free(c.obs);
 	free(c.rew);

@@ -9,6 +9,7 @@
 #define SR_CMDS(X)                                                                         \
 	X(envs, "list the known env types with their spaces")                              \
 	X(envcheck, "replay a Gymnasium reference CSV and compare")                        \
+	X(envstats, "episode statistics of a policy against a reference (KS tests)")       \
 	X(bench, "benchmarks: env, ring, replay, pool, checkpoint")                        \
 	X(rollout, "run a pool and hash every obs, reward and flag (determinism check)")   \
 	X(topo, "print the worker placement plan")                                         \

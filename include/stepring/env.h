@@ -182,6 +182,17 @@ SR_EXPORT int sr_env_spec_upgrade(const sr_env_spec *in, sr_env_spec *out);
  */
 SR_EXPORT int sr_env_find(const char *name, sr_env_spec *out);
 
+/**
+ * Make @n instances of @spec usable in @states (n * state_size bytes): the
+ * bytes are zeroed, then an opaque env's create is called for each (on the
+ * calling thread: call it from the thread whose NUMA node should hold the
+ * instances). On failure the ones created are destroyed and the error of
+ * create is returned (-ENOMEM). Plain-data envs: zeroing only.
+ */
+SR_EXPORT int sr_env_create_instances(const sr_env_spec *spec, void *states, size_t n);
+/** Destroy @n instances made by sr_env_create_instances (no-op for plain data). */
+SR_EXPORT void sr_env_destroy_instances(const sr_env_spec *spec, void *states, size_t n);
+
 /** Number of built-in env types, and the i-th one (NULL if out of range). */
 SR_EXPORT size_t sr_env_count(void);
 SR_EXPORT const sr_env_spec *sr_env_at(size_t i);
