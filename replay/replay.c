@@ -238,7 +238,7 @@ int sr_replay_create(sr_ring *ring, const sr_replay_opts *opts, sr_replay **out)
 	s->max_leaf = 1.0;
 	/* Start at the oldest live slot, so an attached sampler sees what is
 	 * already in the ring. */
-	s->synced = sr_ring_oldest(ring);
+	s->synced = sr__ring_oldest(ring);
 	s->gpow = malloc((d.n_step + 1) * sizeof(double));
 	s->chain_len = d.n_step + 1;
 	s->chain = malloc(s->chain_len * sizeof(uint64_t));
@@ -695,7 +695,7 @@ static void descend_batch(sr_replay *s, uint32_t n)
 static int sample_prioritized(sr_replay *s, uint32_t n, const sr_replay_batch *b)
 {
 	const struct sr_ring *r = s->r;
-	uint64_t lo = sr_ring_oldest(r), tries = attempts_for(n);
+	uint64_t lo = sr__ring_oldest(r), tries = attempts_for(n);
 	double wmax = 0, total = tree_total(s);
 	int err;
 

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "ring_internal.h"
+#include "stepring/stats.h" /* SR_STATS_MAGIC */
 
 /* Each producer thread caches the last cursor it saw (per ring handle, by
  * a process-unique id, so a new ring at a recycled address never matches):
@@ -418,18 +419,6 @@ uint64_t *sr_ring_prev_col(const sr_ring *r)
 	return r->prev;
 }
 
-void *sr_ring_base(const sr_ring *r, size_t *len)
-{
-	if (len)
-		*len = r->len;
-	return r->base;
-}
-
-bool sr_ring_read_only(const sr_ring *r)
-{
-	return r->rdonly;
-}
-
 /* ---------------------------------------------------------------------------
  * Producers
  * ------------------------------------------------------------------------- */
@@ -464,16 +453,6 @@ static void wait_room(sr_ring *r, uint64_t end)
 	}
 }
 
-/* Mark [seq, seq + n) unpublished (sr_ring_invalidate): not needed by
- * R3 since format version 2, kept for writers that want a slot to read
- * unpublished before head says so. */
-static void invalidate(sr_ring *r, uint64_t seq, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		atomic_store_explicit(&r->seq[(seq + i) & r->mask], 0, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-}
-
 /* Fill [seq, seq + n) with SR_SLOT_PAD filler and publish it. The caller
  * claimed the range and issued R3's release fence. */
 static void write_pad(sr_ring *r, uint64_t seq, uint64_t n)
@@ -500,7 +479,7 @@ static int check_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq)
 	if (SR_UNLIKELY(n == 0 || n > r->cap || !seq))
 		return sr__errorf(-EINVAL, "ring reserve: n=%u must be in [1, capacity=%llu]", n,
 				  (unsigned long long)r->cap);
-	if (SR_UNLIKELY(flags & ~(unsigned)(SR_RESERVE_CONTIG | SR_RESERVE_NO_INVALIDATE)))
+	if (SR_UNLIKELY(flags & ~(unsigned)SR_RESERVE_CONTIG))
 		return sr__errorf(-EINVAL, "ring reserve: unknown flags 0x%x", flags);
 	return 0;
 }
@@ -582,11 +561,6 @@ int sr_ring_try_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq)
 	return reserve(r, n, flags, seq, false);
 }
 
-void sr_ring_invalidate(sr_ring *r, uint64_t seq, uint32_t n)
-{
-	invalidate(r, seq, n);
-}
-
 void sr_ring_publish(sr_ring *r, uint64_t seq, uint32_t n)
 {
 	/* Locals: the stores may alias @r's fields, which would otherwise be
@@ -663,13 +637,6 @@ uint64_t sr_ring_cursor(const sr_ring *r)
 	return atomic_load_explicit(&r->hdr->cursor, memory_order_acquire);
 }
 
-uint64_t sr_ring_oldest(const sr_ring *r)
-{
-	uint64_t h = sr_ring_head(r);
-
-	return h > r->cap ? h - r->cap : 0;
-}
-
 bool sr_ring_slot_valid(const sr_ring *r, uint64_t seq)
 {
 	/* R3 then R1: reads before this call are ordered before the loads;
@@ -732,4 +699,140 @@ err_unmap:
 err_free:
 	free(r);
 	return err;
+}
+
+/* ---------------------------------------------------------------------------
+ * Info and probe
+ * ------------------------------------------------------------------------- */
+
+/* The members every caller's struct has: up to and including flags. */
+#define INFO_MIN (offsetof(sr_ring_info, flags) + sizeof(uint32_t))
+
+/* Copy @ours to the caller's @info: what both know, zeroes beyond. */
+static void info_out(sr_ring_info *info, const sr_ring_info *ours)
+{
+	size_t n = info->size < sizeof(*ours) ? info->size : sizeof(*ours);
+	uint32_t size = info->size;
+
+	memcpy(info, ours, n);
+	if (size > n)
+		memset((char *)info + n, 0, size - n);
+	info->size = size;
+}
+
+/* Fill @o from a header of this format version (@h read or mapped). */
+static void info_from_hdr(sr_ring_info *o, const struct sr__ring_hdr *h)
+{
+	o->kind = SR_SEGMENT_RING;
+	o->version = h->version;
+	o->capacity = h->capacity;
+	o->obs_dim = h->obs_dim;
+	o->act_size = h->act_size;
+	o->header_bytes = h->hdr_size;
+	o->bytes = h->total_size;
+	o->creator_pid = h->creator_pid;
+	o->create_time = h->create_time;
+	o->head = atomic_load_explicit(&((struct sr__ring_hdr *)h)->head, memory_order_relaxed);
+	o->cursor =
+		atomic_load_explicit(&((struct sr__ring_hdr *)h)->cursor, memory_order_relaxed);
+	o->oldest = o->head > o->capacity ? o->head - o->capacity : 0;
+	o->reserve_waits = atomic_load_explicit(&((struct sr__ring_hdr *)h)->reserve_waits,
+						memory_order_relaxed);
+	o->pad_slots = atomic_load_explicit(&((struct sr__ring_hdr *)h)->pad_slots,
+					    memory_order_relaxed);
+	o->consumed_batches = atomic_load_explicit(
+		&((struct sr__ring_hdr *)h)->consumed_batches, memory_order_relaxed);
+	o->offsets[SR_RING_COL_OBS] = h->off_obs;
+	o->offsets[SR_RING_COL_ACTION] = h->off_action;
+	o->offsets[SR_RING_COL_REWARD] = h->off_reward;
+	o->offsets[SR_RING_COL_TERMINATED] = h->off_terminated;
+	o->offsets[SR_RING_COL_TRUNCATED] = h->off_truncated;
+	o->offsets[SR_RING_COL_FLAGS] = h->off_flags;
+	o->offsets[SR_RING_COL_ENV_ID] = h->off_env_id;
+	o->offsets[SR_RING_COL_PREV] = h->off_prev;
+	o->offsets[SR_RING_COL_SEQ] = h->off_seq;
+	if (atomic_load_explicit(&((struct sr__ring_hdr *)h)->ready, memory_order_acquire) == 1)
+		o->flags |= SR_RING_INFO_COMPLETE;
+}
+
+int sr_ring_info_get(const sr_ring *r, sr_ring_info *info)
+{
+	sr_ring_info o;
+	struct stat st;
+
+	if (!r || !info || info->size < INFO_MIN)
+		return sr__errorf(-EINVAL, "ring info: NULL argument, or info->size not set");
+	memset(&o, 0, sizeof(o));
+	info_from_hdr(&o, r->hdr);
+	o.bytes = r->len;
+	o.base = r->base;
+	if (r->rdonly)
+		o.flags |= SR_RING_INFO_READ_ONLY;
+	if (r->owner)
+		o.flags |= SR_RING_INFO_OWNER;
+	/* A handle in this process keeps a creator's lock only if it made it. */
+	if (r->named && r->fd >= 0 && sr__shm_in_use(r->fd) == 1)
+		o.flags |= SR_RING_INFO_ALIVE;
+	else if (r->owner)
+		o.flags |= SR_RING_INFO_ALIVE;
+	if (r->named && r->fd >= 0 && fstat(r->fd, &st) == 0)
+		o.uid = (uint32_t)st.st_uid;
+	if (r->named)
+		snprintf(o.name, sizeof(o.name), "%s", r->name);
+	info_out(info, &o);
+	return 0;
+}
+
+int sr_ring_probe(const char *name, sr_ring_info *info)
+{
+	struct sr__ring_hdr h;
+	sr_ring_info o;
+	char path[512];
+	struct stat st;
+	const char *p;
+	ssize_t got;
+	int fd, err;
+
+	if (!name || !info || info->size < INFO_MIN)
+		return sr__errorf(-EINVAL, "ring probe: NULL argument, or info->size not set");
+	p = name[0] == '/' ? name + 1 : name;
+	if (!*p || strchr(p, '/') || strlen(p) > 255)
+		return sr__errorf(-EINVAL, "ring probe: bad segment name '%s'", name);
+	memset(&o, 0, sizeof(o));
+	snprintf(o.name, sizeof(o.name), "/%.254s", p);
+	snprintf(path, sizeof(path), "/dev/shm/%s", p);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0) {
+		err = -errno;
+		return sr__errorf(err, "ring probe: '%s': %s", o.name, strerror(-err));
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return sr__errorf(-EINVAL, "ring probe: '%s' is not a regular file", o.name);
+	}
+	o.bytes = (uint64_t)st.st_size;
+	o.uid = (uint32_t)st.st_uid;
+	if (sr__shm_in_use(fd) == 1)
+		o.flags |= SR_RING_INFO_ALIVE;
+	memset(&h, 0, sizeof(h));
+	got = pread(fd, &h, sizeof(h), 0);
+	close(fd);
+	if (got < 0)
+		return sr__errorf(-EIO, "ring probe: '%s': %s", o.name, strerror(errno));
+	if (got >= 16 && h.magic == SR_STATS_MAGIC) {
+		o.kind = SR_SEGMENT_STATS;
+	} else if (got >= 16 && h.magic == SR_RING_MAGIC) {
+		o.kind = SR_SEGMENT_RING;
+		o.version = h.version;
+		/* Another format version: only magic and version can be read;
+		 * a truncated header is not a usable ring either. */
+		if (h.version == SR_RING_FORMAT_VERSION && got == (ssize_t)sizeof(h)) {
+			uint64_t bytes = o.bytes;
+
+			info_from_hdr(&o, &h);
+			o.bytes = bytes;
+		}
+	}
+	info_out(info, &o);
+	return 0;
 }

@@ -128,6 +128,14 @@ int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,
 /* Attach read-write from an inherited descriptor (process workers get the
  * pool's memfd); the handle owns @fd. Returns 0 or -errno. */
 int sr__ring_attach_fd(int fd, struct sr_ring **out);
+/* The oldest sequence still readable: head - capacity, or 0. */
+static inline uint64_t sr__ring_oldest(const struct sr_ring *r)
+{
+	uint64_t h = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+
+	return h > r->cap ? h - r->cap : 0;
+}
+
 /* "sr-foo" or "/sr-foo" -> "/sr-foo" in @out. Returns 0 or -EINVAL. */
 int sr__ring_norm_name(const char *name, char out[SR__RING_NAME_MAX]);
 

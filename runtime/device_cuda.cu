@@ -219,8 +219,13 @@ extern "C" int sr__cuda_open(const sr_device_opts *opts, uint32_t nb, sr_device_
 		goto err_close;
 
 	if ((opts->flags & SR_DEVICE_F_RING) && !(opts->flags & SR_DEVICE_F_NO_REGISTER)) {
-		size_t len = 0;
-		void *base = sr_ring_base(opts->ring, &len);
+		sr_ring_info ri = {.size = sizeof(ri)};
+		size_t len;
+		void *base;
+
+		sr_ring_info_get(opts->ring, &ri);
+		base = ri.base;
+		len = (size_t)ri.bytes;
 
 		e = cudaHostRegister(base, len, cudaHostRegisterDefault);
 		if (e != cudaSuccess && e != cudaErrorHostMemoryAlreadyRegistered) {

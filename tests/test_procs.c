@@ -171,12 +171,18 @@ static void test_same_as_threads(void **state)
 static uint64_t check_replay(sr_pool *p)
 {
 	sr_ring *r = sr_pool_ring(p);
-	uint64_t head = sr_ring_head(r), lo = sr_ring_oldest(r), mask = sr_ring_capacity(r) - 1;
+	sr_ring_info ri = {.size = sizeof(ri)};
+	uint64_t head, lo, mask;
 	const float *obs = sr_ring_obs_col(r);
 	const uint8_t *fl = sr_ring_flags_col(r), *tr = sr_ring_truncated_col(r);
 	const uint32_t *env = sr_ring_env_id_col(r);
 	const uint64_t *prev = sr_ring_prev_col(r);
 	uint64_t n = 0;
+
+	assert_int_equal(sr_ring_info_get(r, &ri), 0);
+	head = ri.head;
+	lo = ri.oldest;
+	mask = ri.capacity - 1;
 
 	for (uint64_t q = lo; q < head; q++) {
 		uint64_t s = q & mask, pq, ps;

@@ -91,7 +91,10 @@ static int child_sample(unsigned ms)
 
 	if (sr_ring_attach(name, 0, &r))
 		return 10;
-	if (!sr_ring_read_only(r) || sr_ring_obs_dim(r) != D || sr_ring_capacity(r) != 256)
+	sr_ring_info info = {.size = sizeof(info)};
+
+	if (sr_ring_info_get(r, &info) || !(info.flags & SR_RING_INFO_READ_ONLY) ||
+	    sr_ring_obs_dim(r) != D || sr_ring_capacity(r) != 256)
 		return 11;
 	if (sr_replay_create(r, NULL, &rp))
 		return 12;

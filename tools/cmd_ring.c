@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "ring_internal.h"
 #include "stepring.h"
 #include "stepring/stats.h"
 
@@ -42,13 +41,13 @@ static void usage(FILE *f)
 		"NAME is \"sr-foo\" or \"/sr-foo\".\n");
 }
 
-/* What a segment's first bytes say. */
+/* What a segment's first bytes say (sr_ring_probe). */
 struct seg {
 	char name[256];
 	bool ring;      /* our magic */
 	bool stats;     /* a pool's statistics block */
 	uint32_t version;
-	struct sr__ring_hdr h; /* valid when ring && version == ours */
+	sr_ring_info h; /* geometry and counters when ring && version == ours */
 	off_t size;
 	uid_t uid;
 	int err;        /* -EACCES: exists, but this user cannot read it */
@@ -56,46 +55,34 @@ struct seg {
 	bool incomplete; /* ring header without ready = 1 */
 };
 
-/* Read the header of /dev/shm/@name without mapping it (pread: a segment
- * truncated meanwhile gives a short read, never SIGBUS), and probe its
- * creator lock (liveness across PID namespaces, see replay/shm.c).
- * 0, or -errno with s->err set (the name is still filled in). */
+/* Probe /dev/shm/@name. 0, or -errno with s->err set (the name is still
+ * filled in). */
 static int peek_seg(const char *name, struct seg *s)
 {
-	char path[512];
-	struct stat st;
-	ssize_t got;
-	int fd;
-
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", name);
-	snprintf(path, sizeof(path), SHM_DIR "/%s", name);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		return s->err = -errno;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return s->err = -EINVAL;
-	}
-	s->size = st.st_size;
-	s->uid = st.st_uid;
-	s->alive = sr__shm_in_use(fd) == 1;
-	got = pread(fd, &s->h, sizeof(s->h), 0);
-	if (got >= 16 && s->h.magic == SR_STATS_MAGIC)
-		s->stats = true;
-	close(fd);
-	if (got < 16 || s->h.magic != SR_RING_MAGIC)
-		return 0; /* not a ring */
+	s->h.size = sizeof(s->h);
+	s->err = sr_ring_probe(name, &s->h);
+	if (s->err)
+		return s->err;
+	s->size = (off_t)s->h.bytes;
+	s->uid = (uid_t)s->h.uid;
+	s->alive = s->h.flags & SR_RING_INFO_ALIVE;
+	s->stats = s->h.kind == SR_SEGMENT_STATS;
+	s->ring = s->h.kind == SR_SEGMENT_RING;
 	s->version = s->h.version;
-	/* Another format version: only magic and version can be read. */
-	if (s->version != SR_RING_FORMAT_VERSION) {
-		s->ring = true;
-		return 0;
-	}
-	if (got != (ssize_t)sizeof(s->h))
-		return 0; /* truncated: not a usable ring */
-	s->ring = true;
-	s->incomplete = s->h.ready != 1;
+	s->incomplete = s->ring && !(s->h.flags & SR_RING_INFO_COMPLETE);
+	return 0;
+}
+
+/* "sr-foo" or "/sr-foo" -> "/sr-foo"; 0 or -EINVAL. */
+static int norm_name(const char *name, char *out, size_t len)
+{
+	const char *p = name[0] == '/' ? name + 1 : name;
+
+	if (!*p || strchr(p, '/') || strlen(p) + 2 > len)
+		return -EINVAL;
+	snprintf(out, len, "/%s", p);
 	return 0;
 }
 
@@ -267,36 +254,50 @@ static int ring_inspect(int argc, char **argv)
 	if (err)
 		cli_die("%s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
 
-	const struct sr__ring_hdr *h = r->hdr;
-	uint64_t head = sr_ring_head(r), cursor = sr_ring_cursor(r), oldest = sr_ring_oldest(r);
+	sr_ring_info info = {.size = sizeof(info)}, *h = &info;
+	const uint8_t *flags = sr_ring_flags_col(r), *term = sr_ring_terminated_col(r),
+		      *trunc = sr_ring_truncated_col(r);
+	uint64_t head, cursor, oldest, mask;
 	uint64_t published = 0, pads = 0, firsts = 0, terms = 0, truncs = 0, live = 0;
-	bool alive = sr__shm_in_use(r->fd) == 1;
+	bool alive;
 	char when[64] = "?";
-	time_t ct = (time_t)h->create_time;
+	time_t ct;
 	struct tm tm;
+
+	if (sr_ring_info_get(r, &info))
+		cli_die("ring inspect: %s", sr_last_error());
+	/* Our handle's lock is shared: probe the name for the creator's. */
+	{
+		sr_ring_info pi = {.size = sizeof(pi)};
+
+		alive = sr_ring_probe(info.name, &pi) == 0 && (pi.flags & SR_RING_INFO_ALIVE);
+	}
+	head = info.head;
+	cursor = info.cursor;
+	oldest = info.oldest;
+	mask = info.capacity - 1;
+	ct = (time_t)h->create_time;
 
 	if (gmtime_r(&ct, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	/* The consumer's view: published run from the cursor. */
-	while (cursor + published < head &&
-	       atomic_load_explicit(&r->seq[(cursor + published) & r->mask],
-				    memory_order_acquire) == cursor + published + 1)
+	while (cursor + published < head && sr_ring_slot_valid(r, cursor + published))
 		published++;
 	/* Window census (a snapshot; slots may change under it). */
 	for (uint64_t q = oldest; q < head; q++) {
-		uint64_t s = q & r->mask;
+		uint64_t s = q & mask;
 
-		if (atomic_load_explicit(&r->seq[s], memory_order_acquire) != q + 1)
+		if (!sr_ring_slot_valid(r, q))
 			continue;
 		live++;
-		pads += !!(r->flags[s] & SR_SLOT_PAD);
-		firsts += !!(r->flags[s] & SR_SLOT_FIRST);
-		terms += r->terminated[s] != 0;
-		truncs += r->truncated[s] != 0;
+		pads += !!(flags[s] & SR_SLOT_PAD);
+		firsts += !!(flags[s] & SR_SLOT_FIRST);
+		terms += term[s] != 0;
+		truncs += trunc[s] != 0;
 	}
 	if (json) {
 		printf("{\"name\":");
-		json_str(stdout, r->name);
+		json_str(stdout, h->name);
 		printf(",\"version\":%u,\"header_bytes\":%u,\"bytes\":%zu,\"capacity\":%llu,"
 		       "\"obs_dim\":%u,\"act_size\":%u,\"pid\":%lld,\"alive\":%s,\"created\":\"%s\","
 		       "\"head\":%llu,\"cursor\":%llu,\"oldest\":%llu,\"backlog\":%llu,"
@@ -305,7 +306,7 @@ static int ring_inspect(int argc, char **argv)
 		       "\"pad_slots_total\":%llu,\"consumed_batches\":%llu,\"offsets\":{"
 		       "\"obs\":%llu,\"action\":%llu,\"reward\":%llu,\"terminated\":%llu,"
 		       "\"truncated\":%llu,\"flags\":%llu,\"env_id\":%llu,\"prev\":%llu,\"seq\":%llu}}\n",
-		       h->version, h->hdr_size, r->len, (unsigned long long)h->capacity, h->obs_dim,
+		       h->version, h->header_bytes, (size_t)h->bytes, (unsigned long long)h->capacity, h->obs_dim,
 		       h->act_size, (long long)h->creator_pid, alive ? "true" : "false", when,
 		       (unsigned long long)head, (unsigned long long)cursor,
 		       (unsigned long long)oldest, (unsigned long long)(head - cursor),
@@ -313,29 +314,39 @@ static int ring_inspect(int argc, char **argv)
 		       (unsigned long long)pads, (unsigned long long)firsts,
 		       (unsigned long long)terms, (unsigned long long)truncs,
 		       (unsigned long long)h->reserve_waits, (unsigned long long)h->pad_slots,
-		       (unsigned long long)h->consumed_batches, (unsigned long long)h->off_obs,
-		       (unsigned long long)h->off_action, (unsigned long long)h->off_reward,
-		       (unsigned long long)h->off_terminated, (unsigned long long)h->off_truncated,
-		       (unsigned long long)h->off_flags, (unsigned long long)h->off_env_id,
-		       (unsigned long long)h->off_prev, (unsigned long long)h->off_seq);
+		       (unsigned long long)h->consumed_batches,
+		       (unsigned long long)h->offsets[SR_RING_COL_OBS],
+		       (unsigned long long)h->offsets[SR_RING_COL_ACTION],
+		       (unsigned long long)h->offsets[SR_RING_COL_REWARD],
+		       (unsigned long long)h->offsets[SR_RING_COL_TERMINATED],
+		       (unsigned long long)h->offsets[SR_RING_COL_TRUNCATED],
+		       (unsigned long long)h->offsets[SR_RING_COL_FLAGS],
+		       (unsigned long long)h->offsets[SR_RING_COL_ENV_ID],
+		       (unsigned long long)h->offsets[SR_RING_COL_PREV],
+		       (unsigned long long)h->offsets[SR_RING_COL_SEQ]);
 	} else {
 		char nb[1024];
 
-		printf("ring %s\n", safe_name(r->name, nb, sizeof(nb)));
+		printf("ring %s\n", safe_name(h->name, nb, sizeof(nb)));
 		printf("  format        version %u (this library: %u), header %u bytes\n",
-		       h->version, SR_RING_FORMAT_VERSION, h->hdr_size);
+		       h->version, SR_RING_FORMAT_VERSION, h->header_bytes);
 		printf("  owner         pid %lld (%s), created %s\n", (long long)h->creator_pid,
 		       alive ? "alive" : "dead", when);
 		printf("  geometry      capacity %llu slots, obs_dim %u (float32), action %u bytes\n",
 		       (unsigned long long)h->capacity, h->obs_dim, h->act_size);
-		printf("  segment       %zu bytes (%.1f MiB)\n", r->len, (double)r->len / (1 << 20));
+		printf("  segment       %llu bytes (%.1f MiB)\n", (unsigned long long)h->bytes,
+		       (double)h->bytes / (1 << 20));
 		printf("  columns       obs@%llu action@%llu reward@%llu terminated@%llu "
 		       "truncated@%llu flags@%llu env_id@%llu prev@%llu seq@%llu\n",
-		       (unsigned long long)h->off_obs, (unsigned long long)h->off_action,
-		       (unsigned long long)h->off_reward, (unsigned long long)h->off_terminated,
-		       (unsigned long long)h->off_truncated, (unsigned long long)h->off_flags,
-		       (unsigned long long)h->off_env_id, (unsigned long long)h->off_prev,
-		       (unsigned long long)h->off_seq);
+		       (unsigned long long)h->offsets[SR_RING_COL_OBS],
+		       (unsigned long long)h->offsets[SR_RING_COL_ACTION],
+		       (unsigned long long)h->offsets[SR_RING_COL_REWARD],
+		       (unsigned long long)h->offsets[SR_RING_COL_TERMINATED],
+		       (unsigned long long)h->offsets[SR_RING_COL_TRUNCATED],
+		       (unsigned long long)h->offsets[SR_RING_COL_FLAGS],
+		       (unsigned long long)h->offsets[SR_RING_COL_ENV_ID],
+		       (unsigned long long)h->offsets[SR_RING_COL_PREV],
+		       (unsigned long long)h->offsets[SR_RING_COL_SEQ]);
 		printf("  head          %llu (next sequence to reserve)\n", (unsigned long long)head);
 		printf("  cursor        %llu (consumer), backlog %llu, %llu ready to consume\n",
 		       (unsigned long long)cursor, (unsigned long long)(head - cursor),
@@ -426,11 +437,11 @@ static int ring_rm(int argc, char **argv)
 		return fails ? 1 : 0;
 	}
 	for (int i = 0; i < n; i++) {
-		char norm[SR__RING_NAME_MAX], nb[1024];
+		char norm[258], nb[1024];
 		struct seg s;
 		int err;
 
-		if (sr__ring_norm_name(names[i], norm))
+		if (norm_name(names[i], norm, sizeof(norm)))
 			cli_die("ring rm: bad segment name '%s' (use \"sr-foo\")", names[i]);
 		err = peek_seg(norm + 1, &s);
 		if (err == -ENOENT)
@@ -499,23 +510,28 @@ static int ring_create(int argc, char **argv)
 		sr_ring_reserve(r, 1, 0, &q);
 		s = q & (o.capacity - 1);
 		for (uint32_t k = 0; k < o.obs_dim; k++)
-			r->obs[s * o.obs_dim + k] = (float)i;
-		memset(r->action + s * o.act_size, 0, o.act_size);
-		r->reward[s] = t ? 1.0f : 0.0f;
-		r->terminated[s] = t == 9;
-		r->truncated[s] = 0;
-		r->flags[s] = t ? 0 : SR_SLOT_FIRST;
-		r->env_id[s] = env;
-		r->prev[s] = t ? q - 4 : SR_RING_NO_PREV;
+			sr_ring_obs_col(r)[s * o.obs_dim + k] = (float)i;
+		memset(sr_ring_action_col(r) + s * o.act_size, 0, o.act_size);
+		sr_ring_reward_col(r)[s] = t ? 1.0f : 0.0f;
+		sr_ring_terminated_col(r)[s] = t == 9;
+		sr_ring_truncated_col(r)[s] = 0;
+		sr_ring_flags_col(r)[s] = t ? 0 : SR_SLOT_FIRST;
+		sr_ring_env_id_col(r)[s] = env;
+		sr_ring_prev_col(r)[s] = t ? q - 4 : SR_RING_NO_PREV;
 		sr_ring_publish(r, q, 1);
 		sr_ring_consume(r, sr_ring_peek(r, UINT32_MAX, &first));
 	}
-	printf("created %s: capacity %llu, obs_dim %u, %llu transitions; left in place\n",
-	       r->name, (unsigned long long)o.capacity, o.obs_dim, (unsigned long long)fill);
-	/* Leave the segment behind on purpose: unmap without unlinking. */
-	r->owner = false;
-	sr_ring_destroy(r);
-	return 0;
+	{
+		char norm[258];
+
+		norm_name(o.name, norm, sizeof(norm));
+		printf("created %s: capacity %llu, obs_dim %u, %llu transitions; left in place\n",
+		       norm, (unsigned long long)o.capacity, o.obs_dim, (unsigned long long)fill);
+	}
+	/* Leave the segment behind on purpose, as a crashed owner does: end
+	 * the process without sr_ring_destroy (which would unlink it). */
+	fflush(stdout);
+	_exit(0);
 }
 
 int cmd_ring(int argc, char **argv)

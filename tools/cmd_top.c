@@ -46,7 +46,6 @@
 #include "cli.h"
 #include "stepring.h"
 #include "stepring/stats.h"
-#include "internal.h"
 
 int cmd_top(int argc, char **argv);
 
@@ -176,10 +175,16 @@ static void detach(struct top *t)
 	t->fd = -1;
 }
 
-/* Does the pool still hold the block's creator lock? */
+/* Does the pool still hold the block's creator lock? A block whose name
+ * is gone belongs to a pool that ended; unknown: assume alive. */
 static bool pool_alive(const struct top *t)
 {
-	return sr__shm_in_use(t->fd) != 0; /* unknown (-errno): assume alive */
+	sr_ring_info info = {.size = sizeof(info)};
+	int err = sr_ring_probe(t->seg, &info);
+
+	if (err)
+		return err != -ENOENT;
+	return info.flags & SR_RING_INFO_ALIVE;
 }
 
 static bool seg_exists(const char *seg)

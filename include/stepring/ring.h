@@ -1,9 +1,6 @@
 /*
  * stepring shared-memory transition ring (the replay window).
  *
- * CONTRACT (implemented in replay/; the runtime and the bindings build on
- * exactly these names and meanings):
- *
  * One segment: a header (magic, format version, geometry, column offsets,
  * counters each on its own 128-byte line) followed by one column per field
  * (struct of arrays). Offsets, never pointers, inside shared memory.
@@ -60,8 +57,6 @@ enum {
 /* sr_ring_reserve flags */
 enum {
 	SR_RESERVE_CONTIG = 1u << 0, /* the range must not wrap: pad to the next lap if needed */
-	SR_RESERVE_NO_INVALIDATE = 1u << 1, /* accepted, no effect since format version 2:
-					     * no reserve writes the seq words */
 };
 
 typedef struct sr_ring sr_ring;
@@ -116,8 +111,6 @@ SR_EXPORT uint8_t *sr_ring_truncated_col(const sr_ring *r);
 SR_EXPORT uint8_t *sr_ring_flags_col(const sr_ring *r);
 SR_EXPORT uint32_t *sr_ring_env_id_col(const sr_ring *r);
 SR_EXPORT uint64_t *sr_ring_prev_col(const sr_ring *r);
-/* The whole mapped segment (for pinning with cudaHostRegister). */
-SR_EXPORT void *sr_ring_base(const sr_ring *r, size_t *len);
 
 /**
  * Producer: reserve @n consecutive slots; *@seq gets the first sequence
@@ -137,19 +130,10 @@ SR_EXPORT void *sr_ring_base(const sr_ring *r, size_t *len);
  * threads, each writing and publishing its part: a writer that is not the
  * reserving thread must be handed the range with release / acquire (as a
  * queue or a flag does) and issue a release fence before its first column
- * write (R3 in the ring's design notes). SR_RESERVE_NO_INVALIDATE is
- * accepted and changes nothing.
+ * write (R3 in the ring's design notes).
  */
 SR_EXPORT int sr_ring_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq);
 SR_EXPORT int sr_ring_try_reserve(sr_ring *r, uint32_t n, unsigned flags, uint64_t *seq);
-
-/**
- * Producer: mark reserved slots [seq, seq + n) unpublished (seq word 0,
- * then a release fence). Not needed for correctness: a reservation already
- * makes the previous lap of its slots invalid to sr_ring_slot_valid (head
- * check). Wait-free; call it from the thread that writes the slots.
- */
-SR_EXPORT void sr_ring_invalidate(sr_ring *r, uint64_t seq, uint32_t n);
 
 /** Producer: publish slots [seq, seq + n) after writing their columns
  * (release: the writes before it are visible to a reader that sees it). */
@@ -169,11 +153,11 @@ SR_EXPORT uint32_t sr_ring_peek(sr_ring *r, uint32_t max, uint64_t *first);
  * from the cursor are not all published: never more than peek returned. */
 SR_EXPORT int sr_ring_consume(sr_ring *r, uint32_t n);
 
-/** Counters: next sequence to reserve (head), consumer cursor, and the
- * oldest sequence still readable (head - capacity, or 0). */
+/** Counters: next sequence to reserve (head) and the consumer cursor
+ * (acquire loads). The oldest sequence still readable is head - capacity
+ * (or 0), see sr_ring_info. */
 SR_EXPORT uint64_t sr_ring_head(const sr_ring *r);
 SR_EXPORT uint64_t sr_ring_cursor(const sr_ring *r);
-SR_EXPORT uint64_t sr_ring_oldest(const sr_ring *r);
 
 /**
  * Is slot @seq still the transition published under @seq? Seqlock style:
@@ -187,9 +171,83 @@ SR_EXPORT uint64_t sr_ring_oldest(const sr_ring *r);
  */
 SR_EXPORT bool sr_ring_slot_valid(const sr_ring *r, uint64_t seq);
 
-/** True when @r was attached without SR_RING_RDWR (producer and consumer
- * calls are then refused or must not be made). */
-SR_EXPORT bool sr_ring_read_only(const sr_ring *r);
+/* What a segment holds (sr_ring_info.kind). */
+enum sr_segment_kind {
+	SR_SEGMENT_OTHER = 0, /* not a stepring segment (or too short to tell) */
+	SR_SEGMENT_RING = 1,  /* a ring (of sr_ring_info.version) */
+	SR_SEGMENT_STATS = 2, /* a pool's statistics block (stepring/stats.h) */
+};
+
+/* sr_ring_info.flags */
+enum {
+	SR_RING_INFO_ALIVE = 1u << 0,     /* a creator holds the segment's lock */
+	SR_RING_INFO_COMPLETE = 1u << 1,  /* the creator finished setting it up */
+	SR_RING_INFO_READ_ONLY = 1u << 2, /* sr_ring_info_get: attached without SR_RING_RDWR
+					   * (producer and consumer calls are refused) */
+	SR_RING_INFO_OWNER = 1u << 3,     /* sr_ring_info_get: this handle created it */
+};
+
+/* Columns in sr_ring_info.offsets, in segment order. */
+enum {
+	SR_RING_COL_OBS = 0,
+	SR_RING_COL_ACTION,
+	SR_RING_COL_REWARD,
+	SR_RING_COL_TERMINATED,
+	SR_RING_COL_TRUNCATED,
+	SR_RING_COL_FLAGS,
+	SR_RING_COL_ENV_ID,
+	SR_RING_COL_PREV,
+	SR_RING_COL_SEQ, /* the publish sequence words */
+	SR_RING_NCOLS,
+};
+
+/*
+ * A ring, or what a named segment holds. The caller sets @size to
+ * sizeof(sr_ring_info) before the call: the library fills what both sides
+ * know and zeroes the rest, so members can be appended in later versions
+ * without breaking older callers.
+ */
+typedef struct sr_ring_info {
+	uint32_t size;          /* in: sizeof(sr_ring_info) as the caller knows it */
+	uint32_t kind;          /* enum sr_segment_kind */
+	uint32_t version;       /* segment format version (SR_RING_FORMAT_VERSION) */
+	uint32_t flags;         /* SR_RING_INFO_* */
+	uint64_t capacity;      /* slots */
+	uint32_t obs_dim;
+	uint32_t act_size;
+	uint32_t header_bytes;
+	uint32_t uid;           /* owner of the segment file (named rings) */
+	uint64_t bytes;         /* the whole segment (the mapping of a handle) */
+	void *base;             /* sr_ring_info_get: where it is mapped (NULL from probe) */
+	int64_t creator_pid;    /* as the creator saw itself (its PID namespace) */
+	uint64_t create_time;   /* CLOCK_REALTIME seconds */
+	uint64_t head;          /* next sequence to reserve */
+	uint64_t cursor;        /* consumer cursor */
+	uint64_t oldest;        /* oldest readable sequence: head - capacity, or 0 */
+	uint64_t reserve_waits; /* producers that had to wait for room */
+	uint64_t pad_slots;     /* SR_SLOT_PAD filler slots written */
+	uint64_t consumed_batches; /* sr_ring_consume calls with n > 0 */
+	uint64_t offsets[SR_RING_NCOLS]; /* of each column from the segment base */
+	char name[256];         /* "/sr-foo" ("" for an anonymous ring) */
+} sr_ring_info;
+
+/**
+ * Geometry, counters and identity of @r (the counters are one snapshot of
+ * independent relaxed loads). Returns 0, or -EINVAL (NULL, or @info->size
+ * smaller than the members up to @flags). Thread safe.
+ */
+SR_EXPORT int sr_ring_info_get(const sr_ring *r, sr_ring_info *info);
+
+/**
+ * What the shared-memory segment @name ("sr-foo" or "/sr-foo") holds, read
+ * with pread without mapping it (a segment truncated meanwhile reads short,
+ * never SIGBUS), and whether its creator is alive (its lock, which works
+ * across PID namespaces). @info->kind says ring, statistics block or
+ * other; for a ring of another format version only kind, version and the
+ * liveness are filled. Returns 0, -EINVAL (bad name or @info), -ENOENT (no
+ * such segment), -EACCES/-EPERM (another user's), -EIO. Thread safe.
+ */
+SR_EXPORT int sr_ring_probe(const char *name, sr_ring_info *info);
 
 #ifdef __cplusplus
 }

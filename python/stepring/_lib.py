@@ -269,6 +269,19 @@ def _load():
 
 lib, path = _load()
 
+class sr_ring_info(ctypes.Structure):
+    """include/stepring/ring.h; set size = ctypes.sizeof(sr_ring_info)."""
+    _fields_ = [
+        ("size", c_u32), ("kind", c_u32), ("version", c_u32), ("flags", c_u32),
+        ("capacity", c_u64), ("obs_dim", c_u32), ("act_size", c_u32),
+        ("header_bytes", c_u32), ("uid", c_u32), ("bytes", c_u64), ("base", c_vp),
+        ("creator_pid", ctypes.c_int64), ("create_time", c_u64), ("head", c_u64),
+        ("cursor", c_u64), ("oldest", c_u64), ("reserve_waits", c_u64),
+        ("pad_slots", c_u64), ("consumed_batches", c_u64), ("offsets", c_u64 * 9),
+        ("name", ctypes.c_char * 256),
+    ]
+
+
 _PBATCH = ctypes.POINTER(sr_batch)
 _PPBATCH = ctypes.POINTER(_PBATCH)
 
@@ -307,13 +320,13 @@ _OPTIONAL = {
     "sr_pool_stats_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_pool_stats)]),
     "sr_pool_worker_stats_get": (ctypes.c_int, [c_vp, c_u32,
                                                 ctypes.POINTER(sr_pool_worker_stats)]),
-    "sr_ring_base": (c_vp, [c_vp, ctypes.POINTER(ctypes.c_size_t)]),
     "sr_ring_capacity": (c_u64, [c_vp]),
     "sr_ring_obs_dim": (c_u32, [c_vp]),
     "sr_ring_act_size": (c_u32, [c_vp]),
     "sr_ring_head": (c_u64, [c_vp]),
     "sr_ring_cursor": (c_u64, [c_vp]),
-    "sr_ring_oldest": (c_u64, [c_vp]),
+    "sr_ring_info_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_ring_info)]),
+    "sr_ring_probe": (ctypes.c_int, [c_cp, ctypes.POINTER(sr_ring_info)]),
     "sr_ring_slot_valid": (ctypes.c_bool, [c_vp, c_u64]),
     # stepring/mpi.h (a build without MPI answers -ENOSYS)
     "sr_mpi_env_range": (ctypes.c_int, [c_u64, c_u32, c_u32, ctypes.POINTER(c_u64),
@@ -577,3 +590,11 @@ def dlpack_capsule(managed):
     torch.utils.dlpack.from_dlpack, which takes ownership (it calls the
     tensor's deleter when the tensor dies)."""
     return _capsule_new(managed, b"dltensor", None)
+
+
+def ring_info(ring):
+    """sr_ring_info of the ring handle @ring (raises on error)."""
+    info = sr_ring_info()
+    info.size = ctypes.sizeof(info)
+    check(lib.sr_ring_info_get(ring, ctypes.byref(info)), "sr_ring_info_get")
+    return info

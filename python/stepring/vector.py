@@ -1144,9 +1144,8 @@ class VectorEnv(_Base):
 
     def ring_memory(self):
         """(address, length) of the ring's shared-memory segment."""
-        n = ctypes.c_size_t()
-        base = lib.sr_ring_base(lib.sr_pool_ring(self._live()), ctypes.byref(n))
-        return base, n.value
+        info = _lib.ring_info(lib.sr_pool_ring(self._live()))
+        return info.base, info.bytes
 
     def __repr__(self):
         return "<stepring.VectorEnv %s num_envs=%d mode=%s batch_size=%d%s>" % (

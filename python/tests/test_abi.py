@@ -25,17 +25,26 @@ STRUCTS = {
     "sr_ckpt_info": _lib.sr_ckpt_info,
     "sr_device_opts": _lib.sr_device_opts,
     "sr_device_batch": _lib.sr_device_batch,
+    "sr_ring_info": _lib.sr_ring_info,
 }
+# Every SR_* integer constant the binding mirrors.
+# (stepring/mpi.h needs <mpi.h>: its SR_MPI_* constants are left out.)
+CONSTANTS = sorted(k for k, v in vars(_lib).items()
+                   if k.startswith("SR_") and not k.startswith("SR_MPI_")
+                   and isinstance(v, int) and not isinstance(v, bool))
 
 
 def probe_source():
     lines = ["#include <stdio.h>", "#include <stddef.h>", "#include \"stepring.h\"",
              "#include \"stepring/replay.h\"", "#include \"stepring/checkpoint.h\"",
-             "#include \"stepring/device.h\"", "int main(void) {"]
+             "#include \"stepring/device.h\"", "#include \"stepring/stats.h\"",
+             "int main(void) {"]
     for name, cls in STRUCTS.items():
         lines.append('printf("%s sizeof %%zu\\n", sizeof(%s));' % (name, name))
         for field, _ in cls._fields_:
             lines.append('printf("%s %s %%zu\\n", offsetof(%s, %s));' % (name, field, name, field))
+    for name in CONSTANTS:
+        lines.append('printf("const %s %%lld\\n", (long long)(%s));' % (name, name))
     lines += ["return 0; }"]
     return "\n".join(lines)
 
@@ -65,3 +74,12 @@ def test_struct_layout_matches_the_header(c_layout, name):
     assert ctypes.sizeof(cls) == c_layout[(name, "sizeof")]
     for field, _ in cls._fields_:
         assert getattr(cls, field).offset == c_layout[(name, field)], field
+
+
+def test_constants_match_the_headers(c_layout):
+    """Each SR_* constant of the binding has the C header's value (a name
+    the headers do not define fails the probe's compilation)."""
+    assert CONSTANTS
+    wrong = {k: (getattr(_lib, k), c_layout[("const", k)]) for k in CONSTANTS
+             if getattr(_lib, k) != c_layout[("const", k)]}
+    assert not wrong
