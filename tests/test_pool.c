@@ -615,6 +615,39 @@ static void test_reset_ex(void **st)
 	sr_pool_destroy(q);
 }
 
+/* num_threads 0: chosen from the work (num_envs x the measured step cost):
+ * a few cheap envs run on the calling thread, costly ones spread. */
+static void test_default_threads(void **st)
+{
+	sr_pool_opts o;
+	sr_pool *p;
+
+	sr_pool_opts_init(&o);
+	o.env = "CartPole-v1";
+	o.num_envs = 8;
+	o.bind = SR_BIND_NONE;
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(sr_pool_num_threads(p), 1);
+	assert_non_null(strstr(sr_pool_threads_note(p), "1 (default: 8 envs x "));
+	assert_non_null(strstr(sr_pool_threads_note(p), "calling thread"));
+	sr_pool_destroy(p);
+
+	o.env = "spin:cost_us=300";
+	o.num_envs = 16; /* 4.8 ms a batch: one per core */
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	if (cpus() >= 2) {
+		assert_true(sr_pool_num_threads(p) >= 2);
+		assert_non_null(strstr(sr_pool_threads_note(p), "up to one per core"));
+	}
+	sr_pool_destroy(p);
+
+	o.num_threads = 1; /* asked for: said so */
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_string_equal(sr_pool_threads_note(p), "1 (asked for)");
+	sr_pool_destroy(p);
+	assert_string_equal(sr_pool_threads_note(NULL), "");
+}
+
 static void test_async_ready(void **st)
 {
 	sr_env_spec s = cnt_spec(5, 0);
@@ -1743,6 +1776,7 @@ int main(void)
 		cmocka_unit_test(test_determinism),
 		cmocka_unit_test(test_action_validation),
 		cmocka_unit_test(test_reset_ex),
+		cmocka_unit_test(test_default_threads),
 		cmocka_unit_test(test_async_ready),
 		cmocka_unit_test(test_async_ready_no_inline),
 		cmocka_unit_test(test_async_send_last),

@@ -495,3 +495,13 @@ def test_worker_cpus():
     with stepring.make_vec("CartPole-v1", 4, seed=1, num_threads=min(2, len(allowed)),
                            bind="none") as v:
         assert v.worker_cpus() == [None] * v.num_threads
+
+
+def test_default_threads_come_from_the_work():
+    """num_threads=None is the C default: a few cheap envs on the calling
+    thread (no wake-ups), and the env says why."""
+    with stepring.make_vec("CartPole-v1", 4) as e:
+        assert e.num_threads == 1
+        assert e.threads_note.startswith("1 (default: 4 envs x ")
+    with stepring.make_vec("CartPole-v1", 4, num_threads=1) as e:
+        assert e.threads_note == "1 (asked for)"
