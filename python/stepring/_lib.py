@@ -163,6 +163,11 @@ class sr_pool_opts(ctypes.Structure):
         ("device_index", c_i32),
         ("topology", c_cp),
         ("first_env", c_u64),
+        ("worker_argv", c_vp),
+        ("worker_payload", c_vp),
+        ("worker_payload_len", ctypes.c_size_t),
+        ("step_timeout_ms", c_u32),
+        ("max_restarts", c_u32),
     ]
 
 
@@ -235,6 +240,8 @@ class sr_pool_worker_stats(ctypes.Structure):
         ("num_envs", c_u32),
         ("cpu", ctypes.c_int32),
         ("rows", c_u32),
+        ("pid", ctypes.c_int32),
+        ("restarts", c_u32),
     ]
 
 
