@@ -20,6 +20,7 @@
 #include <mpi.h>
 
 #include "pool_internal.h"
+#include "ring_internal.h"
 #include "stepring/mpi.h"
 
 #define DEFAULT_TIMEOUT_S 60.0
@@ -939,4 +940,377 @@ int sr_mpi_pool_restore(sr_mpi_pool *mp, const char *dir)
 				 (unsigned long long)got, mp->info.local_envs);
 	free(m.part);
 	return agree(mp, err, what);
+}
+
+/* ---------------------------------------------------------------------------
+ * Replay across ranks: every rank's ring as an MPI window, read with
+ * passive-target MPI_Get (docs/scale.md, docs/ring.md for the seqlock).
+ */
+struct ring_geo {
+	uint64_t cap, len, first_env;
+	uint64_t off_obs, off_action, off_reward, off_term, off_trunc, off_flags, off_env,
+		off_prev, off_seq, off_head, off_cursor;
+	uint32_t obs_dim, act_size;
+};
+
+struct sr_mpi_replay {
+	sr_mpi_pool *mp;
+	MPI_Win win;
+	struct ring_geo *geo; /* per rank */
+	unsigned char *base;  /* this rank's segment */
+	uint32_t flags;
+	sr_rng rng;
+	uint64_t bytes, retries;
+	uint32_t cap_rows;
+	/* per row scratch */
+	uint32_t *rk;
+	uint64_t *s, *seq2, *prev, *seqp2;
+	uint8_t *flg, *ok;
+	uint32_t *envl;
+	uint64_t (*hc)[2]; /* per rank: head, cursor, as last read */
+	int have_hc;
+	int remote_reads;
+};
+
+/* Rank @k's slots to draw from, as of the last read of its head and
+ * cursor: [max(head - capacity, 0) + 1, cursor) (the oldest slot is the
+ * next to be lapped: left out). Returns the count, *lo the first. */
+static uint64_t ring_window(const struct sr_mpi_replay *r, uint32_t k, uint64_t *lo)
+{
+	uint64_t h = r->hc[k][0], c = r->hc[k][1], cap = r->geo[k].cap;
+	uint64_t l = h > cap ? h - cap + 1 : 0;
+
+	if (lo)
+		*lo = l;
+	return c > l ? c - l : 0;
+}
+
+static bool local_rank_read(const struct sr_mpi_replay *r, uint32_t rank)
+{
+	return rank == r->mp->info.rank && !(r->flags & SR_MPI_REPLAY_F_FORCE_MPI);
+}
+
+/* Queue a read of @len bytes at @off of @rank's segment into @dst. */
+static int rget(struct sr_mpi_replay *r, uint32_t rank, uint64_t off, size_t len, void *dst)
+{
+	if (local_rank_read(r, rank)) {
+		sr__racy_copy(dst, r->base + off, len);
+		return 0;
+	}
+	r->bytes += len;
+	r->remote_reads = 1;
+	return MPI_Get(dst, (int)len, MPI_BYTE, (int)rank, (MPI_Aint)off, (int)len, MPI_BYTE,
+		       r->win);
+}
+
+/* Complete the reads queued so far: remote ones by a flush, local ones by
+ * an acquire fence (R3: what the copy saw implies the producer's claim is
+ * visible to what is read next). */
+static int rflush(struct sr_mpi_replay *r)
+{
+	int rc = MPI_SUCCESS;
+
+	if (r->remote_reads)
+		rc = MPI_Win_flush_all(r->win);
+	r->remote_reads = 0;
+	atomic_thread_fence(memory_order_acquire);
+	return rc;
+}
+
+int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
+{
+	const char *what = "sr_mpi_replay_create";
+	struct sr_mpi_replay *r;
+	struct ring_geo g;
+	sr_ring *ring;
+	size_t len = 0;
+	int err = 0, rc;
+
+	if (!mp || !out)
+		return sr__errorf(-EINVAL, "%s: NULL argument", what);
+	*out = NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return sr__errorf(-ENOMEM, "out of memory");
+	r->mp = mp;
+	r->flags = flags;
+	r->win = MPI_WIN_NULL;
+	r->geo = calloc(mp->info.size, sizeof(*r->geo));
+	r->hc = calloc(mp->info.size, sizeof(*r->hc));
+	if (!r->geo || !r->hc)
+		err = sr__errorf(-ENOMEM, "out of memory");
+	ring = sr_pool_ring(mp->pool);
+	memset(&g, 0, sizeof(g));
+	if (!err) {
+		const struct sr__ring_hdr *h;
+
+		r->base = sr_ring_base(ring, &len);
+		h = (const struct sr__ring_hdr *)r->base;
+		g.cap = h->capacity;
+		g.len = len;
+		g.first_env = mp->info.first_env;
+		g.obs_dim = h->obs_dim;
+		g.act_size = h->act_size;
+		g.off_obs = h->off_obs;
+		g.off_action = h->off_action;
+		g.off_reward = h->off_reward;
+		g.off_term = h->off_terminated;
+		g.off_trunc = h->off_truncated;
+		g.off_flags = h->off_flags;
+		g.off_env = h->off_env_id;
+		g.off_prev = h->off_prev;
+		g.off_seq = h->off_seq;
+		g.off_head = offsetof(struct sr__ring_hdr, head);
+		g.off_cursor = offsetof(struct sr__ring_hdr, cursor);
+	}
+	rc = iallgather(mp->comm, &g, r->geo, (int)sizeof(g), mp->timeout_s, what);
+	if (rc) {
+		free(r->geo);
+		free(r->hc);
+		free(r);
+		return rc;
+	}
+	err = agree(mp, err, what);
+	if (!err) {
+		rc = MPI_Win_create(r->base, (MPI_Aint)len, 1, MPI_INFO_NULL, mp->comm, &r->win);
+		if (rc != MPI_SUCCESS) {
+			err = mpi_fail(rc, "MPI_Win_create");
+			err = sr__errorf(err, "%s; Open MPI's one-sided component may not work over "
+					 "this transport: try OMPI_MCA_osc=pt2pt (or ucx)",
+					 sr_last_error());
+		} else {
+			MPI_Win_set_errhandler(r->win, MPI_ERRORS_RETURN);
+			rc = MPI_Win_lock_all(0, r->win);
+			if (rc != MPI_SUCCESS)
+				err = mpi_fail(rc, "MPI_Win_lock_all");
+		}
+		err = agree(mp, err, what);
+	}
+	if (err) {
+		if (r->win != MPI_WIN_NULL)
+			MPI_Win_free(&r->win);
+		free(r->geo);
+		free(r->hc);
+		free(r);
+		return err;
+	}
+	sr_rng_seed(&r->rng, 0x5a3b1e5eedull, mp->info.rank);
+	*out = r;
+	return 0;
+}
+
+static void free_rows(struct sr_mpi_replay *r)
+{
+	free(r->rk);
+	free(r->s);
+	free(r->seq2);
+	free(r->prev);
+	free(r->seqp2);
+	free(r->flg);
+	free(r->ok);
+	free(r->envl);
+	r->rk = NULL;
+	r->s = r->seq2 = r->prev = r->seqp2 = NULL;
+	r->flg = r->ok = NULL;
+	r->envl = NULL;
+	r->cap_rows = 0;
+}
+
+void sr_mpi_replay_destroy(sr_mpi_replay *r)
+{
+	if (!r)
+		return;
+	MPI_Win_unlock_all(r->win);
+	MPI_Win_free(&r->win);
+	free_rows(r);
+	free(r->geo);
+	free(r->hc);
+	free(r);
+}
+
+void sr_mpi_replay_counters(const sr_mpi_replay *r, uint64_t *bytes, uint64_t *retries)
+{
+	if (bytes)
+		*bytes = r ? r->bytes : 0;
+	if (retries)
+		*retries = r ? r->retries : 0;
+}
+
+static int rows_room(struct sr_mpi_replay *r, uint32_t n)
+{
+	if (n <= r->cap_rows)
+		return 0;
+	free_rows(r);
+	r->rk = malloc(n * sizeof(*r->rk));
+	r->s = malloc(n * sizeof(uint64_t));
+	r->seq2 = malloc(n * sizeof(uint64_t));
+	r->prev = malloc(n * sizeof(uint64_t));
+	r->seqp2 = malloc(n * sizeof(uint64_t));
+	r->flg = malloc(n);
+	r->ok = malloc(n);
+	r->envl = malloc(n * sizeof(uint32_t));
+	if (!r->rk || !r->s || !r->seq2 || !r->prev || !r->seqp2 || !r->flg ||
+	    !r->ok || !r->envl) {
+		free_rows(r);
+		return sr__errorf(-ENOMEM, "out of memory");
+	}
+	r->cap_rows = n;
+	return 0;
+}
+
+#define RQ(x)                                                                              \
+	do {                                                                               \
+		int rc_ = (x);                                                             \
+		if (rc_ != MPI_SUCCESS)                                                    \
+			return mpi_fail(rc_, "sr_mpi_replay_sample");                      \
+	} while (0)
+
+/*
+ * A sample, in two or three epochs of reads (each completed by one flush):
+ *  1. the rows' columns (obs, action, reward, flags, env, prev) from slots
+ *     drawn in [head - capacity, cursor) of each ring, with head and cursor
+ *     read in an earlier epoch: a slot below the cursor was published
+ *     before that read (the consumer passes only published slots), so it
+ *     was complete before this copy began unless it was lapped since;
+ *  2. with prev_obs, the previous slot's obs (published before the slot);
+ *  3. each row's seq again, and every ring's head and cursor: the copy is
+ *     kept when seq == s + 1 and s >= min(head - capacity, cursor) (R3 of
+ *     docs/ring.md, on the copied bytes), else the row is drawn again.
+ * The head and cursor of step 3 serve the next draw (and the next call).
+ */
+int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
+{
+	const uint32_t R = r ? r->mp->info.size : 0;
+	uint32_t pending;
+	int err;
+
+	if (!r || !o || !o->seq || !o->rank)
+		return sr__errorf(-EINVAL, "sr_mpi_replay_sample: NULL argument");
+	if (n == 0)
+		return 0;
+	err = rows_room(r, n);
+	if (err)
+		return err;
+	memset(r->ok, 0, n);
+	pending = n;
+	if (!r->have_hc) {
+		for (uint32_t k = 0; k < R; k++) {
+			RQ(rget(r, k, r->geo[k].off_head, 8, &r->hc[k][0]));
+			RQ(rget(r, k, r->geo[k].off_cursor, 8, &r->hc[k][1]));
+		}
+		RQ(rflush(r));
+		r->have_hc = 1;
+	}
+	for (int round = 0; pending; round++) {
+		uint64_t total = 0;
+
+		if (round > 1000)
+			return sr__errorf(-EAGAIN, "sr_mpi_replay_sample: no valid slot after 1000 "
+					  "draws (the rings are lapped faster than they are read)");
+		for (uint32_t k = 0; k < R; k++)
+			total += ring_window(r, k, NULL);
+		if (total == 0) {
+			r->have_hc = 0;
+			return sr__errorf(-EAGAIN, "sr_mpi_replay_sample: no ring has a consumed "
+					  "slot yet");
+		}
+		/* Draw each pending row (a rank weighted by its slots, a slot)
+		 * and read its columns. */
+		for (uint32_t i = 0; i < n; i++) {
+			const struct ring_geo *g;
+			uint64_t u, sl, lo;
+			uint32_t k = 0;
+
+			if (r->ok[i])
+				continue;
+			u = sr_rng_next(&r->rng) % total;
+			for (;; k++) {
+				uint64_t c = ring_window(r, k, &lo);
+				if (u < c) {
+					r->rk[i] = k;
+					r->s[i] = lo + u;
+					break;
+				}
+				u -= c;
+			}
+			g = &r->geo[k];
+			sl = r->s[i] & (g->cap - 1);
+			if (o->obs)
+				RQ(rget(r, k, g->off_obs + sl * 4 * g->obs_dim, 4u * g->obs_dim,
+					o->obs + (size_t)i * g->obs_dim));
+			if (o->action)
+				RQ(rget(r, k, g->off_action + sl * g->act_size, g->act_size,
+					o->action + (size_t)i * g->act_size));
+			if (o->reward)
+				RQ(rget(r, k, g->off_reward + sl * 4, 4, &o->reward[i]));
+			if (o->terminated)
+				RQ(rget(r, k, g->off_term + sl, 1, &o->terminated[i]));
+			if (o->truncated)
+				RQ(rget(r, k, g->off_trunc + sl, 1, &o->truncated[i]));
+			RQ(rget(r, k, g->off_flags + sl, 1, &r->flg[i]));
+			RQ(rget(r, k, g->off_env + sl * 4, 4, &r->envl[i]));
+			RQ(rget(r, k, g->off_prev + sl * 8, 8, &r->prev[i]));
+		}
+		RQ(rflush(r));
+		if (o->prev_obs) {
+			for (uint32_t i = 0; i < n; i++) {
+				const struct ring_geo *g;
+
+				if (r->ok[i] || r->prev[i] == SR_RING_NO_PREV || r->prev[i] >= r->s[i])
+					continue;
+				g = &r->geo[r->rk[i]];
+				RQ(rget(r, r->rk[i],
+					g->off_obs + (r->prev[i] & (g->cap - 1)) * 4 * g->obs_dim,
+					4u * g->obs_dim, o->prev_obs + (size_t)i * g->obs_dim));
+			}
+			RQ(rflush(r));
+		}
+		/* After the copies: seq again, and head / cursor (R3). */
+		for (uint32_t k = 0; k < R; k++) {
+			RQ(rget(r, k, r->geo[k].off_head, 8, &r->hc[k][0]));
+			RQ(rget(r, k, r->geo[k].off_cursor, 8, &r->hc[k][1]));
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			const struct ring_geo *g;
+
+			if (r->ok[i])
+				continue;
+			g = &r->geo[r->rk[i]];
+			RQ(rget(r, r->rk[i], g->off_seq + (r->s[i] & (g->cap - 1)) * 8, 8, &r->seq2[i]));
+			if (o->prev_obs && r->prev[i] != SR_RING_NO_PREV && r->prev[i] < r->s[i])
+				RQ(rget(r, r->rk[i], g->off_seq + (r->prev[i] & (g->cap - 1)) * 8, 8,
+					&r->seqp2[i]));
+		}
+		RQ(rflush(r));
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t k;
+			uint64_t h, c, floor;
+			bool good;
+
+			if (r->ok[i])
+				continue;
+			k = r->rk[i];
+			h = r->hc[k][0];
+			c = r->hc[k][1];
+			floor = h > r->geo[k].cap ? h - r->geo[k].cap : 0;
+			floor = floor < c ? floor : c;
+			good = r->seq2[i] == r->s[i] + 1 && r->s[i] >= floor &&
+			       !(r->flg[i] & SR_SLOT_PAD);
+			if (!good) {
+				r->retries++;
+				continue;
+			}
+			if (o->prev_valid)
+				o->prev_valid[i] = o->prev_obs && r->prev[i] != SR_RING_NO_PREV &&
+						   r->prev[i] < r->s[i] &&
+						   r->seqp2[i] == r->prev[i] + 1 && r->prev[i] >= floor;
+			if (o->env)
+				o->env[i] = r->geo[k].first_env + r->envl[i];
+			o->rank[i] = k;
+			o->seq[i] = r->s[i];
+			r->ok[i] = 1;
+			pending--;
+		}
+	}
+	return (int)n;
 }

@@ -142,6 +142,51 @@ SR_EXPORT int sr_mpi_pool_checkpoint(sr_mpi_pool *mp, const char *dir, const sr_
  */
 SR_EXPORT int sr_mpi_pool_restore(sr_mpi_pool *mp, const char *dir);
 
+/*
+ * Replay across ranks: a sampler on any rank draws uniformly from the
+ * published slots of every rank's ring. Each ring is exposed as an MPI
+ * window; a sample reads the target's ring with passive-target one-sided
+ * reads (MPI_Win_lock_all once, MPI_Get, MPI_Win_flush), so the target's
+ * CPU does not serve it (where the MPI transport does one-sided reads
+ * itself). The ring's seqlock check is done on the copied bytes: the
+ * slot's seq is read before and after the columns, and with it head and
+ * cursor (docs/ring.md, R3); a slot that was not published, or was lapped
+ * while being read, is drawn again. No torn transition is returned.
+ */
+enum {
+	SR_MPI_REPLAY_F_FORCE_MPI = 1u << 0, /* this rank's own ring too through MPI (tests,
+					      * benchmarks of the network path) */
+};
+
+typedef struct sr_mpi_replay sr_mpi_replay;
+
+/* Rows of a sample; the caller's arrays of n rows each (any may be NULL
+ * except seq and rank). */
+typedef struct sr_mpi_sample {
+	float *obs;          /* n * obs_dim */
+	float *prev_obs;     /* n * obs_dim: the env's previous slot's obs, when prev_valid */
+	uint8_t *prev_valid; /* n: 1 when the slot has a previous slot of the same episode */
+	uint8_t *action;     /* n * act_size: the action that led to obs */
+	float *reward;
+	uint8_t *terminated, *truncated;
+	uint64_t *env;       /* global env index */
+	uint32_t *rank;      /* the ring's rank */
+	uint64_t *seq;       /* the slot's sequence in that ring */
+} sr_mpi_sample;
+
+/** COLLECTIVE: expose every rank's pool ring and prepare a sampler. */
+SR_EXPORT int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out);
+/** COLLECTIVE */
+SR_EXPORT void sr_mpi_replay_destroy(sr_mpi_replay *r);
+/**
+ * Not collective: draw @n transitions uniformly over the published slots
+ * of every rank's ring (seeded by @seed and a per-sampler counter).
+ * Returns n, -EAGAIN when no ring has a slot yet, -EIO on an MPI error.
+ */
+SR_EXPORT int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *out);
+/** Bytes read through MPI so far, and slots drawn again after a failed check. */
+SR_EXPORT void sr_mpi_replay_counters(const sr_mpi_replay *r, uint64_t *bytes, uint64_t *retries);
+
 /* Statistics of every rank (sr_mpi_pool_stats_get). */
 typedef struct sr_mpi_pool_stats {
 	sr_pool_stats total;  /* steps, episodes and times summed over the ranks;
