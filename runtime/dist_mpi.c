@@ -1044,7 +1044,8 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 	if (!err) {
 		const struct sr__ring_hdr *h;
 
-		r->base = sr_ring_base(ring, &len);
+		r->base = ring->base;
+		len = ring->len;
 		h = (const struct sr__ring_hdr *)r->base;
 		g.cap = h->capacity;
 		g.len = len;

@@ -177,8 +177,13 @@ int main(int argc, char **argv)
 		enum { ROUNDS = 7 };
 		double gs[ROUNDS], gp[ROUNDS], ratio[ROUNDS];
 		sr_ring *ring = sr_pool_ring(sr_mpi_pool_local(mp));
+		sr_ring_info ri = {.size = sizeof(ri)};
 		size_t len;
-		unsigned char *base = sr_ring_base(ring, &len);
+		unsigned char *base;
+
+		sr_ring_info_get(ring, &ri);
+		base = ri.base;
+		len = ri.bytes;
 		uint64_t off_obs = (uint64_t)((unsigned char *)sr_ring_obs_col(ring) - base);
 		uint64_t cap = sr_ring_capacity(ring);
 		MPI_Win win;
