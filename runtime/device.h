@@ -9,7 +9,7 @@
  *    range of slots that does not wrap, the batch is a zero-copy view of
  *    the ring columns; otherwise the rows are copied into a staging buffer
  *    (one copy per column, or a gather).
- *  - cuda (device_cuda.cu / device_nocuda.c, from the device issue): copies
+ *  - cuda (device_api.c over device_cuda.cu / device_nocuda.c): copies
  *    the columns to device memory; sr__device_cuda_open says -ENOSYS in a
  *    build without CUDA.
  *
@@ -79,8 +79,9 @@ void sr__gather_rows(const sr_ring *r, const uint64_t *seqs, uint32_t n, float *
 void sr__device_close(struct sr__device *dev);
 
 int sr__device_host_open(const struct sr__device_cfg *cfg, struct sr__device **out);
-/* From the device issue (runtime/device_api.c, over device_cuda.cu or
- * device_nocuda.c): -ENOSYS without CUDA, -ENODEV without a GPU. */
+/* The public device (runtime/device_api.c, over device_cuda.cu or
+ * device_nocuda.c) as a pool device: -ENOSYS without CUDA, -ENODEV
+ * without a GPU. */
 int sr__device_cuda_open(const struct sr__device_cfg *cfg, struct sr__device **out);
 
 #endif

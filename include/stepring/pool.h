@@ -2,9 +2,6 @@
  * stepring pool: num_envs env instances stepped by hwloc-bound worker
  * threads, writing into the shared-memory ring; a collector forms batches.
  *
- * CONTRACT (implemented in runtime/; the CLI, the Python binding, the
- * checkpoint and device code build on exactly these names and meanings).
- *
  * Sync mode (batch_size == num_envs): sr_pool_step(actions) steps every env
  * once; the batch holds env i at row i.
  * Async mode (batch_size < num_envs): sr_pool_send(actions, env_ids, n)
@@ -147,20 +144,95 @@ SR_EXPORT int sr_pool_create(const sr_pool_opts *opts, sr_pool **out);
 /** Stop the threads and free everything. NULL is a no-op. */
 SR_EXPORT void sr_pool_destroy(sr_pool *p);
 
-/** Reset every env (sync: *out gets all of them; async: all envs are then
- * ready and recv returns them). */
+/*
+ * The step calls. Common rules:
+ *
+ * - One thread drives a pool: these calls (and sr_pool_checkpoint,
+ *   sr_pool_restore, sr_pool_destroy) must not run concurrently on one
+ *   pool. The pool's own workers are the only other threads involved.
+ * - A batch (*out) is a view into the ring: valid until the next call on
+ *   the pool; copy what must outlive it.
+ * - The caller's buffers (actions, env_ids, mask) are read before the call
+ *   returns and not kept.
+ * - On a failed call the reason is in sr_last_error(). -EINVAL is always a
+ *   refused call: nothing was stepped, the pool is unchanged. Any other
+ *   error came from stepping: see each call.
+ * - Blocking: a call that waits for workers spins briefly, then sleeps
+ *   (futex); the calling thread steps worker 0's envs itself meanwhile
+ *   unless the pool was planned without it (see docs/pool.md). Nothing
+ *   here waits on I/O, and no call waits forever: every worker either
+ *   publishes its rows or (process workers) is declared dead.
+ */
+
+/**
+ * Reset every env.
+ *
+ * Sync pool: resets all envs on their workers and waits for them; *@out
+ * gets every env, row i = env i, flags SR_SLOT_FIRST. Async pool: drops
+ * whatever was in flight (results not yet received are discarded), queues
+ * a reset of every env and returns without waiting (*@out, if not NULL,
+ * is set to NULL); sr_pool_recv then returns the reset observations.
+ *
+ * Returns 0; -EINVAL (@p NULL; sync: @out NULL); -EOWNERDEAD (process
+ * workers: a worker died past the restart budget, see stepring/proc.h;
+ * every later call says the same); -ENOMEM.
+ * Blocks (sync) until every env is reset; async: never.
+ */
 SR_EXPORT int sr_pool_reset(sr_pool *p, const sr_batch **out);
-/** Sync step: @actions holds num_envs actions (sr_env_action_size each).
- * Discrete actions outside [0, act_n) and NaN or infinite box values:
- * -EINVAL, nothing is stepped. Finite box values outside [act_low,
- * act_high] are stepped: the env clips them (as Gymnasium's Pendulum and
- * MountainCarContinuous do). */
+
+/**
+ * Sync step: step every env once with @actions (num_envs actions of
+ * sr_env_action_size bytes, row i for env i). Autoreset follows
+ * sr_pool_opts.autoreset. *@out gets every env, row i = env i.
+ *
+ * Every action is checked before anything is stepped: discrete actions
+ * outside [0, act_n) and NaN or infinite box values give -EINVAL. Finite
+ * box values outside [act_low, act_high] are stepped: the env clips them
+ * (as Gymnasium's Pendulum and MountainCarContinuous do).
+ *
+ * Returns 0; -EINVAL (NULL argument, an async pool, a bad action);
+ * -EOWNERDEAD (process workers, as sr_pool_reset).
+ * Blocks until every env has stepped and its row is published.
+ */
 SR_EXPORT int sr_pool_step(sr_pool *p, const void *actions, const sr_batch **out);
-/** Async: send @n actions to envs @env_ids (NULL = envs of the last batch). */
+
+/**
+ * Async: hand @n actions to envs @env_ids (NULL: the envs of the last batch
+ * received, in its row order, and @n must be its size) and return at once;
+ * the workers step them while the caller works. Each env takes one action
+ * at a time: an env with an action in flight (sent, not yet received) is
+ * refused. A whole group sent back (see the contract above) goes by the
+ * group command path, any other set by per-env queues.
+ *
+ * Returns 0; -EINVAL (NULL @p or @actions, a sync pool, an env id out of
+ * range or repeated or already in flight, @n wrong for env_ids NULL, a bad
+ * action: nothing is sent); -EOWNERDEAD (process workers). @n == 0 sends
+ * nothing and returns 0.
+ * Never blocks on the workers (queues are sized for every env).
+ */
 SR_EXPORT int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint32_t n);
-/** Async: wait for batch_size ready envs. */
+
+/**
+ * Async: wait for batch_size envs whose step (or reset) finished and return
+ * them in *@out; env_id says which env each row is. An env is returned once
+ * per send. With batch groups the batch is the oldest group, whole.
+ *
+ * Returns 0; -EINVAL (NULL argument, a sync pool, fewer than batch_size
+ * envs in flight: that recv could never complete); -EOWNERDEAD (process
+ * workers).
+ * Blocks until batch_size envs are ready; the calling thread steps worker
+ * 0's share of them meanwhile.
+ */
 SR_EXPORT int sr_pool_recv(sr_pool *p, const sr_batch **out);
-/** DISABLED autoreset: reset the envs where mask[i] != 0 (sync). */
+
+/**
+ * Sync pool with autoreset DISABLED (or any sync pool): reset the envs where
+ * @mask[i] != 0 (num_envs bytes); the others keep their episode and show
+ * their current observation. *@out gets every env, row i = env i.
+ *
+ * Returns 0; -EINVAL (NULL argument, an async pool); -EOWNERDEAD (process
+ * workers). Blocks as sr_pool_step.
+ */
 SR_EXPORT int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch **out);
 
 /* sr_pool_reset_opts.flags: which members are set. */

@@ -3,7 +3,7 @@
  * written against the C ABI in another language (the Python worker,
  * python/stepring/_procworker.py, drives it through ctypes).
  *
- * CONTRACT. A pool created with SR_POOL_F_PROCS spawns its worker
+ * A pool created with SR_POOL_F_PROCS spawns its worker
  * programs with the ring and the pool's command block inherited as file
  * descriptors and the environment variable STEPRING_PROC set. The worker
  * calls sr_proc_worker_open() once, builds its slice of envs

@@ -2,7 +2,7 @@
  * Live statistics of a pool in shared memory, for `stepring top` and other
  * read-only observers in other processes.
  *
- * CONTRACT: a pool created with SR_POOL_F_RING_NAME publishes this block in
+ * A pool created with SR_POOL_F_RING_NAME publishes this block in
  * a segment named "<ring_name>.stats" (shm_open, 0600). The pool thread and
  * the workers are the only writers; readers map it read-only, check magic
  * and version, and read it seqlock style: read `seq` (acquire), copy,

@@ -28,7 +28,6 @@ struct bench_pool_cfg {
 	const char *checkpoint_backend; /* "uring" | "pwrite" | "sync" (NULL: auto) */
 	int bind;             /* enum sr_bind */
 	const char *cpuset;   /* NULL or "0-3,8" */
-	/* added */
 	int no_inline;        /* SR_POOL_F_NO_INLINE: worker 0 is a thread too */
 	int no_groups;        /* SR_POOL_F_NO_BATCH_GROUPS: async per-env queues only */
 	int no_rebalance;     /* SR_POOL_F_NO_REBALANCE: each worker its own envs */
@@ -56,7 +55,6 @@ struct bench_pool_result {
 	uint64_t ring_capacity;   /* the pool's ring, slots */
 	int err;                  /* 0 or -errno */
 	char msg[256];            /* why it failed */
-	/* added */
 	uint64_t batches;         /* batches in the active window */
 	double seconds;           /* measured active window */
 	uint64_t episodes;        /* episodes finished in the window */
