@@ -241,9 +241,14 @@ static void describe(struct sr__procs *P, uint32_t w, int st, bool hung, char *b
 		o = snprintf(buf, len, "exited with code %d", WEXITSTATUS(st));
 	else
 		o = snprintf(buf, len, "ended (status 0x%x)", st);
-	if (n && o > 0 && (size_t)o < len)
-		snprintf(buf + o, len - (size_t)o, ": %.*s", (int)(n < SR__PROC_ERR_MAX ? n : 0),
-			 r->err);
+	/* The worker's own message (a Python traceback): its end says the
+	 * most (the exception), and the whole error message holds 512 bytes. */
+	if (n && n < SR__PROC_ERR_MAX && o > 0 && (size_t)o < len) {
+		const uint32_t keep = 300;
+
+		snprintf(buf + o, len - (size_t)o, ": %s%.*s", n > keep ? "..." : "",
+			 (int)(n > keep ? keep : n), r->err + (n > keep ? n - keep : 0));
+	}
 }
 
 /* Publish every unpublished row of worker @w's slice of the command at

@@ -163,7 +163,7 @@ class sr_pool_opts(ctypes.Structure):
         ("device_index", c_i32),
         ("topology", c_cp),
         ("first_env", c_u64),
-        ("worker_argv", c_vp),
+        ("worker_argv", ctypes.POINTER(c_cp)),
         ("worker_payload", c_vp),
         ("worker_payload_len", ctypes.c_size_t),
         ("step_timeout_ms", c_u32),
@@ -242,6 +242,34 @@ class sr_pool_worker_stats(ctypes.Structure):
         ("rows", c_u32),
         ("pid", ctypes.c_int32),
         ("restarts", c_u32),
+    ]
+
+
+SR_POOL_F_PROCS = 1 << 10
+SR_SLOT_FAULT = 1 << 3
+
+
+class sr_pool_faults(ctypes.Structure):
+    _fields_ = [
+        ("faults", c_u64),
+        ("restarts", c_u64),
+        ("fault_rows", c_u64),
+        ("last", ctypes.c_char * 1024),
+    ]
+
+
+class sr_proc_info(ctypes.Structure):
+    _fields_ = [
+        ("index", c_u32), ("first_env", c_u32), ("n_envs", c_u32), ("num_envs", c_u32),
+        ("restarts", c_u32), ("autoreset", c_u32), ("obs_dim", c_u32), ("act_size", c_u32),
+        ("seed", c_u64), ("env_base", c_u64), ("payload", c_vp),
+        ("payload_len", ctypes.c_size_t), ("ring", c_vp), ("final_obs", c_vp),
+    ]
+
+
+class sr_proc_cmd(ctypes.Structure):
+    _fields_ = [
+        ("kind", c_u32), ("gen", c_u32), ("seq", c_u64), ("actions", c_vp), ("mask", c_vp),
     ]
 
 
@@ -335,6 +363,24 @@ _OPTIONAL = {
     "sr_ring_info_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_ring_info)]),
     "sr_ring_probe": (ctypes.c_int, [c_cp, ctypes.POINTER(sr_ring_info)]),
     "sr_ring_slot_valid": (ctypes.c_bool, [c_vp, c_u64]),
+    "sr_ring_obs_col": (c_vp, [c_vp]),
+    "sr_ring_action_col": (c_vp, [c_vp]),
+    "sr_ring_reward_col": (c_vp, [c_vp]),
+    "sr_ring_terminated_col": (c_vp, [c_vp]),
+    "sr_ring_truncated_col": (c_vp, [c_vp]),
+    "sr_ring_flags_col": (c_vp, [c_vp]),
+    "sr_ring_env_id_col": (c_vp, [c_vp]),
+    "sr_ring_prev_col": (c_vp, [c_vp]),
+    "sr_ring_publish": (None, [c_vp, c_u64, c_u32]),
+    # stepring/proc.h and process pools (SR_POOL_F_PROCS)
+    "sr_pool_faults_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_pool_faults)]),
+    "sr_proc_worker_open": (ctypes.c_int, [ctypes.POINTER(c_vp), ctypes.POINTER(sr_proc_info)]),
+    "sr_proc_worker_ready": (None, [c_vp]),
+    "sr_proc_worker_wait": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_proc_cmd)]),
+    "sr_proc_worker_done": (None, [c_vp, c_u64, c_u64]),
+    "sr_proc_worker_episode": (None, [c_vp, ctypes.c_double, c_u64]),
+    "sr_proc_worker_fail": (None, [c_vp, c_cp]),
+    "sr_proc_seed": (c_u64, [c_u64, c_u32, c_u32]),
     # stepring/mpi.h (a build without MPI answers -ENOSYS)
     "sr_mpi_env_range": (ctypes.c_int, [c_u64, c_u32, c_u32, ctypes.POINTER(c_u64),
                                         ctypes.POINTER(c_u32)]),

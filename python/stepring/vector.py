@@ -1175,10 +1175,16 @@ def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
-def make_vec(env_id, num_envs=1, *, mode="sync", batch_size=None, num_threads=None, seed=None,
-             autoreset_mode="next_step", device="cpu", replay_capacity=None, copy=True, **kw):
+def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threads=None,
+             seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
+             copy=True, env_fns=None, **kw):
     """Create a VectorEnv of num_envs instances of env_id ("CartPole-v1",
     or the path of an env plugin's shared object).
+
+    env_fns=[callable, ...] instead of env_id: Python envs (Gymnasium API,
+    Box observations, Discrete or Box actions) stepped in worker processes
+    attached to the ring (stepring.procs.ProcVectorEnv; keywords
+    num_workers=2, step_timeout (s), max_restarts; see docs/procs.md).
 
     mode: 'sync' (step all envs) or 'async' (recv returns the first
     batch_size envs done). num_threads: workers (None: chosen from the work,
@@ -1201,6 +1207,13 @@ def make_vec(env_id, num_envs=1, *, mode="sync", batch_size=None, num_threads=No
     bad options (OutOfRangeError for integers beyond their C field),
     RuntimeError for other failures, with the C message.
     """
+    if env_fns is not None:
+        from . import procs
+        if env_id is not None:
+            raise ValueError("give env_id or env_fns, not both")
+        return procs.make_vec(env_fns, seed=seed, copy=copy, **kw)
+    if env_id is None:
+        raise TypeError("make_vec needs env_id (or env_fns)")
     return VectorEnv(env_id, num_envs, mode=mode, batch_size=batch_size, num_threads=num_threads,
                      seed=seed, autoreset_mode=autoreset_mode, device=device,
                      replay_capacity=replay_capacity, copy=copy, **kw)

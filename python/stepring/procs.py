@@ -1,0 +1,235 @@
+"""Python envs in worker processes: stepring.make_vec(env_fns=[...]).
+
+    import gymnasium, stepring
+    from gymnasium.envs.classic_control import CartPoleEnv
+    envs = stepring.make_vec(env_fns=[CartPoleEnv] * 64, num_workers=2, seed=0)
+    obs, info = envs.reset()
+    obs, rew, term, trunc, info = envs.step(envs.action_space.sample())
+
+Each worker process owns a contiguous slice of the envs for its life; the
+env factories are pickled (cloudpickle) once, when the workers start. A
+step writes the actions into the pool's command block in shared memory and
+wakes the workers (a futex), which step their envs and write obs, rewards
+and flags straight into the ring's columns: no pipes, no pickling on the
+hot path. A worker that crashes, raises, exits or hangs past step_timeout
+is replaced: the step returns normally, its envs' rows are truncated with
+info["fault"] set (do not bootstrap through them), and they start over
+with a reset at the next step, seeded from (seed, env index, restarts).
+See docs/procs.md.
+"""
+import ctypes
+import os
+import pickle
+import sys
+
+import numpy as np
+
+from . import _lib
+
+try:
+    import gymnasium
+    from gymnasium.vector.utils import batch_space
+    _Base = gymnasium.vector.VectorEnv
+except ImportError:  # pragma: no cover - gymnasium is needed for env_fns
+    gymnasium = None
+    _Base = object
+
+_STUB = ctypes.CFUNCTYPE(None)
+
+
+def _stub():  # never called: the envs live in the worker processes
+    raise AssertionError("stepring: a process pool's spec function was called")
+
+
+class ProcVectorEnv(_Base):
+    """A gymnasium.vector.VectorEnv of Python envs stepped in worker processes
+    attached to a stepring pool's shared-memory ring (sync, NEXT_STEP
+    autoreset). info["fault"] (and "_fault") marks rows whose worker died or
+    hung during the step: truncated, obs zero, reward 0."""
+
+    def __init__(self, env_fns, *, num_workers=2, seed=None, step_timeout=None,
+                 max_restarts=100, copy=True):
+        if gymnasium is None:
+            raise _lib.UnsupportedError(-38, "make_vec(env_fns=...) needs gymnasium")
+        import cloudpickle
+        env_fns = list(env_fns)
+        if not env_fns:
+            raise ValueError("env_fns is empty")
+        if not all(callable(f) for f in env_fns):
+            raise TypeError("env_fns must be callables that return an env")
+        dummy = env_fns[0]()
+        try:
+            self.single_observation_space = dummy.observation_space
+            self.single_action_space = dummy.action_space
+            self.metadata = dict(getattr(dummy, "metadata", {}) or {})
+            self.render_mode = None
+        finally:
+            dummy.close()
+        spaces = gymnasium.spaces
+        ob, ac = self.single_observation_space, self.single_action_space
+        if not isinstance(ob, spaces.Box):
+            raise ValueError("stepring process workers hold Box observations (any shape, "
+                             "flattened to float32 in the ring); got %r" % (ob,))
+        if isinstance(ac, spaces.Discrete):
+            if ac.start != 0:
+                raise ValueError("Discrete action spaces must start at 0; got %r" % (ac,))
+            self._discrete = True
+        elif isinstance(ac, spaces.Box):
+            self._discrete = False
+        else:
+            raise ValueError("stepring process workers take Discrete or Box actions; got %r"
+                             % (ac,))
+        self.num_envs = len(env_fns)
+        self.observation_space = batch_space(ob, self.num_envs)
+        self.action_space = batch_space(ac, self.num_envs)
+        try:
+            self.metadata["autoreset_mode"] = gymnasium.vector.AutoresetMode.NEXT_STEP
+        except AttributeError:
+            pass
+        self._obs_shape = tuple(ob.shape)
+        self._obs_dim = int(np.prod(self._obs_shape)) if self._obs_shape else 1
+        self._num_workers = max(1, min(int(num_workers), self.num_envs))
+        self._step_timeout = step_timeout
+        self._max_restarts = int(max_restarts)
+        self._copy = copy
+        self._payload = pickle.dumps({
+            "sys_path": list(sys.path),
+            "env_fns": cloudpickle.dumps(env_fns),
+            "discrete": self._discrete,
+        })
+        self._pool = None
+        self._seed = None
+        self._make_pool(seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
+
+    # --- the pool -------------------------------------------------------
+    def _make_pool(self, seed):
+        lib = _lib.lib
+        self._destroy()
+        ac = self.single_action_space
+        sp = _lib.sr_env_spec()
+        ref = lib.sr_env_at(0).contents  # this library's ABI version and spec size
+        sp.abi_version = ref.abi_version
+        sp.spec_size = ref.spec_size
+        sp.id = b"python"
+        sp.name = b"python"
+        sp.state_size = 8
+        sp.obs_ndim = 1
+        sp.obs_shape[0] = self._obs_dim
+        sp.obs_dim = self._obs_dim
+        self._keep = [_STUB(_stub) for _ in range(4)]
+        sp.seed, sp.reset, sp.step, sp.observe = [ctypes.cast(f, ctypes.c_void_p)
+                                                  for f in self._keep]
+        if self._discrete:
+            sp.act_kind, sp.act_n, sp.act_dim = 1, int(ac.n), 1
+            lo = hi = (ctypes.c_float * 1)(0.0)
+        else:
+            d = int(np.prod(ac.shape))
+            sp.act_kind, sp.act_dim = 2, d
+            lo = (ctypes.c_float * d)(*np.asarray(ac.low, np.float32).ravel())
+            hi = (ctypes.c_float * d)(*np.asarray(ac.high, np.float32).ravel())
+        sp.act_low, sp.act_high = (ctypes.cast(lo, ctypes.POINTER(ctypes.c_float)),
+                                   ctypes.cast(hi, ctypes.POINTER(ctypes.c_float)))
+        self._spec, self._bounds = sp, (lo, hi)
+        here = os.path.dirname(os.path.abspath(__file__))
+        argv = [sys.executable, os.path.join(here, "_procworker.py"), _lib.path]
+        self._argv = (ctypes.c_char_p * (len(argv) + 1))(*[a.encode() for a in argv], None)
+        self._pbuf = ctypes.create_string_buffer(self._payload, len(self._payload))
+        o = _lib.sr_pool_opts()
+        lib.sr_pool_opts_init(ctypes.byref(o))
+        o.flags = 1 | _lib.SR_POOL_F_PROCS  # SR_POOL_F_SEED
+        o.num_envs = self.num_envs
+        o.spec = ctypes.pointer(sp)
+        o.num_threads = self._num_workers
+        o.seed = int(seed) & ((1 << 64) - 1)
+        o.bind = 2  # SR_BIND_NONE: the workers are processes
+        o.worker_argv = ctypes.cast(self._argv, ctypes.POINTER(ctypes.c_char_p))
+        o.worker_payload = ctypes.cast(self._pbuf, ctypes.c_void_p)
+        o.worker_payload_len = len(self._payload)
+        o.step_timeout_ms = int(self._step_timeout * 1000) if self._step_timeout else 0
+        o.max_restarts = self._max_restarts
+        ptr = ctypes.c_void_p()
+        _lib.check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
+        self._pool = ptr
+        self._seed = seed
+        ring = lib.sr_pool_ring(ptr)
+        cap = lib.sr_ring_capacity(ring)
+        self._mask = cap - 1
+        self._flags = np.ctypeslib.as_array(
+            (ctypes.c_uint8 * cap).from_address(lib.sr_ring_flags_col(ring)))
+        self._pb = _lib._PBATCH()
+        self._act_dtype = np.int32 if self._discrete else np.float32
+
+    def _destroy(self):
+        if getattr(self, "_pool", None):
+            _lib.lib.sr_pool_destroy(self._pool)
+            self._pool = None
+
+    def _batch(self, what):
+        b = self._pb.contents
+        n, od = b.n, b.obs_dim
+        f32 = ctypes.POINTER(ctypes.c_float)
+        u8 = ctypes.POINTER(ctypes.c_uint8)
+        obs = np.ctypeslib.as_array(ctypes.cast(b.obs, f32), (n * od,)).reshape(
+            (n,) + self._obs_shape)
+        rew = np.ctypeslib.as_array(ctypes.cast(b.reward, f32), (n,))
+        term = np.ctypeslib.as_array(ctypes.cast(b.terminated, u8), (n,))
+        trunc = np.ctypeslib.as_array(ctypes.cast(b.truncated, u8), (n,))
+        s = b.first_seq & self._mask
+        fault = (self._flags[s:s + n] & _lib.SR_SLOT_FAULT) != 0
+        info = {}
+        if fault.any():
+            info = {"fault": fault.copy(), "_fault": fault.copy()}
+        dt = self.single_observation_space.dtype
+        obs = obs.astype(dt) if dt != np.float32 else (obs.copy() if self._copy else obs)
+        return obs, rew.astype(np.float64), term.astype(bool), trunc.astype(bool), info
+
+    # --- gymnasium.vector.VectorEnv -------------------------------------
+    def reset(self, *, seed=None, options=None):
+        """Reset every env. A seed other than the pool's starts new workers
+        seeded from it (env i from seed + i, as Gymnasium's vector envs)."""
+        if isinstance(seed, (list, tuple)):
+            raise ValueError("process workers take one seed for all envs (env i gets seed + i)")
+        if seed is not None and seed != self._seed:
+            self._make_pool(seed)
+        _lib.check(_lib.lib.sr_pool_reset(self._pool, ctypes.byref(self._pb)))
+        obs, _, _, _, info = self._batch("reset")
+        return obs, info
+
+    def step(self, actions):
+        a = np.ascontiguousarray(actions, dtype=self._act_dtype)
+        if a.shape[0] != self.num_envs:
+            raise ValueError("expected %d actions, got shape %s" % (self.num_envs, a.shape))
+        _lib.check(_lib.lib.sr_pool_step(self._pool, a.ctypes.data, ctypes.byref(self._pb)))
+        return self._batch("step")
+
+    def close_extras(self, **kwargs):
+        self._destroy()
+
+    def fault_stats(self):
+        """Faults so far: {'faults', 'restarts', 'fault_rows', 'last'}."""
+        f = _lib.sr_pool_faults()
+        _lib.check(_lib.lib.sr_pool_faults_get(self._pool, ctypes.byref(f)))
+        return {"faults": f.faults, "restarts": f.restarts, "fault_rows": f.fault_rows,
+                "last": f.last.decode(errors="replace")}
+
+    def worker_pids(self):
+        out = []
+        for w in range(self._num_workers):
+            st = _lib.sr_pool_worker_stats()
+            _lib.check(_lib.lib.sr_pool_worker_stats_get(self._pool, w, ctypes.byref(st)))
+            out.append(st.pid)
+        return out
+
+    def __del__(self):
+        try:
+            self._destroy()
+        except Exception:
+            pass
+
+
+def make_vec(env_fns, *, num_workers=2, seed=None, step_timeout=None, max_restarts=100,
+             copy=True):
+    """A ProcVectorEnv of the envs env_fns[i]() (callables, as
+    gymnasium.vector.AsyncVectorEnv takes), in num_workers processes."""
+    return ProcVectorEnv(env_fns, num_workers=num_workers, seed=seed, step_timeout=step_timeout,
+                         max_restarts=max_restarts, copy=copy)

@@ -1,0 +1,185 @@
+"""Python envs in worker processes (stepring.make_vec(env_fns=...)): the
+same trajectories as gymnasium.vector.SyncVectorEnv; a Python env that
+raises, calls os._exit, segfaults or hangs at a chosen step gives fault
+rows and a restart, and the pool keeps stepping; the restart budget; a
+space the ring cannot hold; a killed trainer leaves no worker behind."""
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+gym = pytest.importorskip("gymnasium")
+pytest.importorskip("cloudpickle")
+
+import stepring  # noqa: E402
+from stepring import _lib  # noqa: E402
+
+if not _lib.has("sr_proc_worker_open"):
+    pytest.skip("this libstepring has no process workers", allow_module_level=True)
+
+from gymnasium.envs.classic_control import CartPoleEnv  # noqa: E402
+
+
+class FaultyEnv(gym.Env):
+    """Box((2, 3)) observations, Discrete(3) actions; action 2 fails the way
+    `mode` says. A random walk from the env's own RNG; episodes of 8..39
+    steps."""
+
+    def __init__(self, mode="raise"):
+        self.mode = mode
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (2, 3), np.float32)
+        self.action_space = gym.spaces.Discrete(3)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x = self.np_random.uniform(-1, 1, (2, 3)).astype(np.float32)
+        self.len = int(self.np_random.integers(8, 40))
+        self.t = 0
+        return self.x.copy(), {}
+
+    def step(self, a):
+        if a == 2:
+            if self.mode == "raise":
+                raise ValueError("boom at step %d" % self.t)
+            if self.mode == "exit":
+                os._exit(7)
+            if self.mode == "segv":
+                ctypes.string_at(0)
+            if self.mode == "hang":
+                time.sleep(3600)
+        self.x = self.x + self.np_random.uniform(-0.1, 0.1, (2, 3)).astype(np.float32)
+        self.t += 1
+        return self.x.copy(), 1.0, self.t >= self.len, False, {}
+
+
+def _fns(n, mode="raise"):
+    return [lambda m=mode: FaultyEnv(m) for _ in range(n)]
+
+
+def test_matches_sync_vector_env():
+    n, k = 6, 300
+    ours = stepring.make_vec(env_fns=[CartPoleEnv] * n, num_workers=2, seed=5)
+    ref = gym.vector.SyncVectorEnv([CartPoleEnv] * n)
+    assert isinstance(ours, gym.vector.VectorEnv)
+    o1, _ = ours.reset(seed=5)
+    o2, _ = ref.reset(seed=5)
+    np.testing.assert_array_equal(o1, o2)
+    rng = np.random.default_rng(0)
+    for _ in range(k):
+        a = rng.integers(0, 2, n)
+        r1 = ours.step(a)
+        r2 = ref.step(a)
+        for x, y in zip(r1[:4], r2[:4]):
+            np.testing.assert_array_equal(x, y)
+    ours.close()
+    ref.close()
+
+
+@pytest.mark.parametrize("mode", ["raise", "exit", "segv", "hang"])
+def test_fault_at_chosen_step(mode):
+    n = 6  # worker 0: envs 0-2, worker 1: envs 3-5
+    kw = {"step_timeout": 0.5} if mode == "hang" else {}
+    envs = stepring.make_vec(env_fns=_fns(n, mode), num_workers=2, seed=1, **kw)
+    obs, _ = envs.reset()
+    assert obs.shape == (n, 2, 3)
+    pids = envs.worker_pids()
+    for t in range(40):
+        a = np.zeros(n, np.int64)
+        if t == 10:
+            a[4] = 2
+        obs, rew, term, trunc, info = envs.step(a)
+        if t == 10:
+            assert list(info["fault"]) == [False] * 3 + [True] * 3
+            assert trunc[3:].all() and not term[3:].any()
+            assert (obs[3:] == 0).all() and (rew[3:] == 0).all()
+        elif t == 11:
+            assert "fault" not in info
+            # Restarted: a new episode, reward 0 (the reset row).
+            assert (rew[3:] == 0).all() and not trunc[3:].any()
+        else:
+            assert "fault" not in info
+    st = envs.fault_stats()
+    assert st["faults"] == 1 and st["restarts"] == 1 and st["fault_rows"] == 3
+    assert "envs 3-5, worker 1" in st["last"]
+    want = {"raise": "ValueError: boom at step", "exit": "exited with code 7",
+            "segv": "signal 11", "hang": "step timeout"}[mode]
+    assert want in st["last"]
+    new = envs.worker_pids()
+    assert new[0] == pids[0] and new[1] != pids[1]
+    envs.close()
+    for p in pids + new:
+        with pytest.raises(ProcessLookupError):
+            os.kill(p, 0)
+
+
+def test_restart_is_deterministic():
+    def run():
+        envs = stepring.make_vec(env_fns=_fns(4), num_workers=2, seed=9)
+        envs.reset()
+        out = []
+        for t in range(30):
+            a = np.zeros(4, np.int64)
+            if t == 5:
+                a[0] = 2
+            out.append(envs.step(a)[0])
+        envs.close()
+        return np.stack(out)
+
+    np.testing.assert_array_equal(run(), run())
+
+
+def test_restart_budget():
+    envs = stepring.make_vec(env_fns=_fns(4), num_workers=2, seed=2, max_restarts=1)
+    envs.reset()
+    a = np.zeros(4, np.int64)
+    a[0] = 2
+    envs.step(a)
+    envs.step(np.zeros(4, np.int64))
+    a = np.zeros(4, np.int64)
+    a[3] = 2
+    with pytest.raises(stepring.StepringError) as e:
+        envs.step(a)
+    msg = str(e.value)
+    assert "restart budget of 1" in msg and "envs 2-3, worker 1" in msg
+    assert "ValueError: boom" in msg
+    envs.close()
+
+
+def test_unsupported_space():
+    class DictObs(gym.Env):
+        observation_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+        action_space = gym.spaces.Discrete(2)
+
+    with pytest.raises(ValueError, match="Box observations"):
+        stepring.make_vec(env_fns=[DictObs] * 2)
+
+
+def test_killed_trainer_leaves_no_worker():
+    code = ("import stepring, sys\n"
+            "from gymnasium.envs.classic_control import CartPoleEnv\n"
+            "e = stepring.make_vec(env_fns=[CartPoleEnv] * 4, num_workers=2, seed=0)\n"
+            "e.reset()\n"
+            "print(*e.worker_pids(), flush=True)\n"
+            "import time\n"
+            "while True: e.step(e.action_space.sample())\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env)
+    pids = [int(x) for x in p.stdout.readline().split()]
+    assert len(pids) == 2
+    for q in pids:
+        os.kill(q, 0)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    deadline = time.time() + 5
+    left = pids
+    while left and time.time() < deadline:
+        left = [q for q in pids if os.path.exists("/proc/%d" % q)
+                and open("/proc/%d/stat" % q).read().rsplit(")", 1)[1].split()[0] != "Z"]
+        time.sleep(0.05)
+    assert not left
