@@ -37,9 +37,17 @@ int sr__pool_procs_start(sr_pool *p, const sr_pool_opts *o)
 	po.env_base = p->env_base;
 	po.autoreset = p->autoreset;
 	po.keep_final = p->keep_final;
-	/* A waiting worker spins a little before it sleeps: the trainer
-	 * usually sends the next command within microseconds. */
-	po.spin_iters = p->spin_iters;
+	/* A waiting worker (and the trainer) spins a little before it
+	 * sleeps: the next command usually comes within microseconds. Less
+	 * than threads do: the trainer is one more process on the CPUs, and
+	 * a spinning worker would take its CPU (STEPRING_PROC_SPIN sets it). */
+	po.spin_iters = 256;
+	{
+		const char *s = getenv("STEPRING_PROC_SPIN");
+
+		if (s && *s)
+			po.spin_iters = (uint32_t)strtoul(s, NULL, 10);
+	}
 	po.step_timeout_ms = o->step_timeout_ms;
 	po.max_restarts = o->max_restarts ? o->max_restarts : 100;
 	po.argv = o->worker_argv;
