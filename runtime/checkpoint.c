@@ -578,6 +578,23 @@ int sr__ckpt_job_create(const char *path, const struct sr__ckpt_src *srcs, uint3
 	j->trailer_off = off;
 	j->total = off + SR_CKPT_ALIGN;
 	j->cur = -1;
+	{
+		/* A file past RLIMIT_FSIZE raises SIGXFSZ, which kills the
+		 * process (and leaves the temporary): refuse it here instead,
+		 * before anything is created. */
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+		    j->total > (uint64_t)rl.rlim_cur) {
+			err = sr__errorf(-EFBIG,
+					 "checkpoint: '%s' needs %llu bytes, above the file size "
+					 "limit of %llu bytes (ulimit -f)",
+					 path, (unsigned long long)j->total,
+					 (unsigned long long)rl.rlim_cur);
+			free(j);
+			return err;
+		}
+	}
 
 	flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
 	/* io_uring + O_DIRECT: truly asynchronous DMA from our buffers, no
@@ -773,11 +790,137 @@ static int check_pool_sect(const struct sr__ckpt_pool_sect *ps)
 	if (!str_terminated(ps->env_id, sizeof(ps->env_id)) || !ps->env_id[0])
 		return sr__errorf(-EBADMSG, "checkpoint: pool section has no env id");
 	if (ps->num_envs == 0 || ps->obs_dim == 0 || ps->act_size == 0 || ps->state_size == 0 ||
-	    ps->batch_size > ps->num_envs)
+	    ps->batch_size > ps->num_envs || ps->num_envs > SR__CKPT_MAX_ENVS ||
+	    ps->obs_dim > (1u << 24) || ps->act_size > (1u << 24) ||
+	    ps->state_size > SR_ENV_MAX_STATE_SIZE || ps->state_size % 8 ||
+	    ps->ring_capacity < 2 || ps->ring_capacity > (1ull << 40) ||
+	    (ps->ring_capacity & (ps->ring_capacity - 1)))
 		return sr__errorf(-EBADMSG, "checkpoint: pool section has an impossible geometry "
-					    "(num_envs %u, batch %u, obs_dim %u, act_size %u, state %u)",
+					    "(num_envs %u, batch %u, obs_dim %u, act_size %u, state %u, "
+					    "ring %llu)",
 				  ps->num_envs, ps->batch_size, ps->obs_dim, ps->act_size,
-				  ps->state_size);
+				  ps->state_size, (unsigned long long)ps->ring_capacity);
+	return 0;
+}
+
+/* Section @type's length, or -1 when absent. */
+static int64_t sect_len(const struct sr__ckpt_file *f, uint32_t type)
+{
+	int i = sr__ckpt_find(f, type);
+
+	return i < 0 ? -1 : (int64_t)f->table[i].length;
+}
+
+int sr__ckpt_check_replay_meta(const struct sr__ckpt_replay_meta *m, uint64_t replay_len)
+{
+	uint64_t cnt, sb, nblk, len = 0, last;
+
+	/* Sequences: first_seq <= first_valid <= head, cursor <= head, and
+	 * the window at most one capacity. */
+	if (m->capacity < 2 || m->capacity > (1ull << 40) || (m->capacity & (m->capacity - 1)) ||
+	    m->first_seq > m->first_valid || m->first_valid > m->head || m->cursor > m->head ||
+	    m->head - m->first_seq > m->capacity || m->obs_dim == 0 || m->obs_dim > (1u << 24) ||
+	    m->act_size == 0 || m->act_size > (1u << 24))
+		return sr__errorf(-EBADMSG,
+				  "checkpoint: replay_meta is inconsistent (capacity %llu, head "
+				  "%llu, cursor %llu, first %llu, first valid %llu)",
+				  (unsigned long long)m->capacity, (unsigned long long)m->head,
+				  (unsigned long long)m->cursor, (unsigned long long)m->first_seq,
+				  (unsigned long long)m->first_valid);
+	/* Blocks as the writer makes them: block_bytes is its chunk size (a
+	 * multiple of 4096 in [64 KiB, 256 MiB]), chunk_slots = block_bytes /
+	 * slot bytes. So the section is bounded by the window itself. */
+	sb = sr__ckpt_slot_bytes(m->obs_dim, m->act_size);
+	if (m->block_bytes < (64u << 10) || m->block_bytes > (256u << 20) ||
+	    m->block_bytes % SR_CKPT_ALIGN || m->chunk_slots != m->block_bytes / sb ||
+	    m->chunk_slots == 0)
+		return sr__errorf(-EBADMSG,
+				  "checkpoint: replay_meta has impossible blocks (%llu bytes, %llu "
+				  "slots of %llu bytes)",
+				  (unsigned long long)m->block_bytes,
+				  (unsigned long long)m->chunk_slots, (unsigned long long)sb);
+	cnt = m->head - m->first_seq;
+	nblk = (cnt + m->chunk_slots - 1) / m->chunk_slots;
+	last = nblk ? cnt - (nblk - 1) * m->chunk_slots : 0;
+	/* Overflow-checked: (nblk - 1) * block_bytes + last * slot bytes. */
+	if (nblk && (__builtin_mul_overflow(nblk - 1, m->block_bytes, &len) ||
+		     __builtin_add_overflow(len, last * sb, &len)))
+		return sr__errorf(-EBADMSG, "checkpoint: replay_meta describes more bytes than "
+					    "a file can hold");
+	if (replay_len != len)
+		return sr__errorf(-EBADMSG,
+				  "checkpoint: replay section has %llu bytes, its window needs %llu",
+				  (unsigned long long)replay_len, (unsigned long long)len);
+	return 0;
+}
+
+/* A pool checkpoint's sections agree with each other: the pool section
+ * names the sizes of the others, which must all be there; replay and
+ * replay_meta come together and describe each other. A file without a
+ * pool section (raw user sections) is only checked as a container. */
+static int check_pool_file(const struct sr__ckpt_file *f)
+{
+	struct sr__ckpt_pool_sect ps;
+	struct sr__ckpt_replay_meta m;
+	int pi = sr__ckpt_find(f, SR_CKPT_SECT_POOL), mi, err;
+	int64_t replay_len;
+	uint64_t want;
+
+	if (pi < 0) {
+		for (uint32_t i = 0; i < f->foot.n_sections; i++)
+			if (f->table[i].type < SR_CKPT_SECT_USER)
+				return sr__errorf(-EBADMSG,
+						  "checkpoint: section %s without a pool section",
+						  sr_ckpt_section_name(f->table[i].type));
+		return 0;
+	}
+	if (f->table[pi].length != sizeof(ps))
+		return sr__errorf(-EBADMSG, "checkpoint: pool section has size %llu, expected %zu",
+				  (unsigned long long)f->table[pi].length, sizeof(ps));
+	err = sr__ckpt_read(f, pi, 0, &ps, sizeof(ps));
+	if (err)
+		return err;
+	err = check_pool_sect(&ps);
+	if (err)
+		return err;
+	/* num_envs <= 2^24 and state_size <= 2^20: no product overflows. */
+	want = (uint64_t)ps.num_envs * ps.state_size;
+	if (sect_len(f, SR_CKPT_SECT_ENV_STATES) != (int64_t)want)
+		return sr__errorf(-EBADMSG,
+				  "checkpoint: env_states has %lld bytes, %u envs of %u bytes need "
+				  "%llu",
+				  (long long)sect_len(f, SR_CKPT_SECT_ENV_STATES), ps.num_envs,
+				  ps.state_size, (unsigned long long)want);
+	want = (uint64_t)ps.num_envs * SR__CKPT_ENV_REC_SIZE;
+	if (sect_len(f, SR_CKPT_SECT_ENV_COUNTERS) != (int64_t)want)
+		return sr__errorf(-EBADMSG,
+				  "checkpoint: env_counters has %lld bytes, %u envs need %llu",
+				  (long long)sect_len(f, SR_CKPT_SECT_ENV_COUNTERS), ps.num_envs,
+				  (unsigned long long)want);
+	if (sect_len(f, SR_CKPT_SECT_STATS) != SR__CKPT_STATS_SIZE ||
+	    sect_len(f, SR_CKPT_SECT_RUNTIME) != SR__CKPT_RUNTIME_SIZE)
+		return sr__errorf(-EBADMSG, "checkpoint: the stats or runtime section is missing "
+					    "or has the wrong size");
+	mi = sr__ckpt_find(f, SR_CKPT_SECT_REPLAY_META);
+	replay_len = sect_len(f, SR_CKPT_SECT_REPLAY);
+	if ((mi < 0) != (replay_len < 0))
+		return sr__errorf(-EBADMSG, "checkpoint: replay and replay_meta must come together");
+	if (mi < 0)
+		return 0;
+	if (f->table[mi].length != sizeof(m))
+		return sr__errorf(-EBADMSG, "checkpoint: replay_meta section has size %llu",
+				  (unsigned long long)f->table[mi].length);
+	err = sr__ckpt_read(f, mi, 0, &m, sizeof(m));
+	if (err)
+		return err;
+	err = sr__ckpt_check_replay_meta(&m, (uint64_t)replay_len);
+	if (err)
+		return err;
+	if (m.capacity != ps.ring_capacity || m.obs_dim != ps.obs_dim || m.act_size != ps.act_size)
+		return sr__errorf(-EBADMSG,
+				  "checkpoint: replay_meta's ring (%llu slots, obs_dim %u, action %u "
+				  "bytes) is not the pool section's",
+				  (unsigned long long)m.capacity, m.obs_dim, m.act_size);
 	return 0;
 }
 
@@ -796,6 +939,10 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
 		memset(info, 0, sizeof(*info));
 	if (fstat(fd, &st) < 0)
 		return sr__errorf(-errno, "checkpoint: stat failed: %s", strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return sr__errorf(-EISDIR, "checkpoint: is a directory, not a checkpoint file");
+	if (!S_ISREG(st.st_mode))
+		return sr__errorf(-EINVAL, "checkpoint: not a regular file (a pipe or device)");
 	f->size = (uint64_t)st.st_size;
 	if (f->size < 2 * SR_CKPT_ALIGN)
 		return sr__errorf(-EBADMSG,
@@ -838,6 +985,8 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
 	if (f->foot.trailer_offset != f->size - SR_CKPT_ALIGN ||
 	    f->foot.n_sections > SR_CKPT_MAX_SECTIONS)
 		return sr__errorf(-EBADMSG, "checkpoint: malformed trailer");
+	if (f->foot.n_sections == 0)
+		return sr__errorf(-EBADMSG, "checkpoint: no sections (an empty checkpoint)");
 	err = pread_all(fd, f->table, f->foot.n_sections * sizeof(f->table[0]),
 			f->foot.trailer_offset);
 	if (err)
@@ -849,11 +998,21 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
 	prev_end = SR_CKPT_ALIGN;
 	for (uint32_t i = 0; i < f->foot.n_sections; i++) {
 		const struct sr__ckpt_entry *e = &f->table[i];
+		/* Every bound from the file is checked before it is used in
+		 * arithmetic: offset first (so trailer - offset cannot wrap),
+		 * then length against the room left (so align_up cannot wrap).
+		 * A 0-length section must lie inside the file too. */
 		if (e->type == 0 || e->offset % SR_CKPT_ALIGN || e->offset < prev_end ||
+		    e->offset > f->foot.trailer_offset ||
 		    e->length > f->foot.trailer_offset - e->offset ||
 		    align_up(e->length) > f->foot.trailer_offset - e->offset)
 			return sr__errorf(-EBADMSG, "checkpoint: section %u (%s) lies outside the file",
 					  i, sr_ckpt_section_name(e->type));
+		for (uint32_t k = 0; k < i; k++)
+			if (f->table[k].type == e->type)
+				return sr__errorf(-EBADMSG,
+						  "checkpoint: section %s appears twice (%u and %u)",
+						  sr_ckpt_section_name(e->type), k, i);
 		prev_end = e->offset + align_up(e->length);
 	}
 
@@ -883,21 +1042,9 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
 	}
 	free(buf);
 
-	if (!info) {
-		int pi = sr__ckpt_find(f, SR_CKPT_SECT_POOL);
-		if (pi >= 0) {
-			struct sr__ckpt_pool_sect ps;
-			if (f->table[pi].length != sizeof(ps))
-				return sr__errorf(-EBADMSG, "checkpoint: pool section has size %llu, "
-							    "expected %zu",
-						  (unsigned long long)f->table[pi].length, sizeof(ps));
-			err = sr__ckpt_read(f, pi, 0, &ps, sizeof(ps));
-			if (err)
-				return err;
-			return check_pool_sect(&ps);
-		}
-		return 0;
-	}
+	err = check_pool_file(f);
+	if (err || !info)
+		return err;
 
 	info->format_version = f->hdr.format_version;
 	info->n_sections = f->foot.n_sections;
@@ -942,8 +1089,6 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
 		err = sr__ckpt_read(f, mi, 0, &m, sizeof(m));
 		if (err)
 			return err;
-		if (m.first_valid < m.first_seq || m.first_valid > m.head)
-			return sr__errorf(-EBADMSG, "checkpoint: replay_meta is inconsistent");
 		info->replay_slots = m.head - m.first_valid;
 		info->replay_head = m.head;
 	}

@@ -91,6 +91,24 @@ struct sr__ckpt_replay_meta {
 
 /* CRC32C (Castagnoli) of @len bytes, continuing @crc (0 to start). Uses
  * SSE4.2 when the CPU has it, else slicing-by-8. */
+/* Bytes of one replay slot as saved: obs, action, reward, terminated,
+ * truncated, flags, env_id, prev. */
+static inline uint64_t sr__ckpt_slot_bytes(uint32_t obs_dim, uint32_t act_size)
+{
+	return (uint64_t)obs_dim * 4 + act_size + 4 + 1 + 1 + 1 + 4 + 8;
+}
+
+/* Fixed sizes of pool_ckpt.c's sections (checked there by _Static_assert)
+ * and the bounds a pool section must keep. */
+#define SR__CKPT_ENV_REC_SIZE 32
+#define SR__CKPT_STATS_SIZE (24 + 2 * 8 * 100 + 64)
+#define SR__CKPT_RUNTIME_SIZE (16 + 64 + 64)
+#define SR__CKPT_MAX_ENVS (1u << 24)
+
+/* 0 when a replay_meta section is consistent in itself and with a replay
+ * section of @replay_len bytes (overflow-checked), else -EBADMSG. */
+int sr__ckpt_check_replay_meta(const struct sr__ckpt_replay_meta *m, uint64_t replay_len);
+
 uint32_t sr__crc32c(uint32_t crc, const void *buf, size_t len);
 /* The table implementation (tests compare both). */
 uint32_t sr__crc32c_sw(uint32_t crc, const void *buf, size_t len);

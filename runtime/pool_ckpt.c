@@ -88,6 +88,11 @@ struct ckpt_runtime_sect {
 	uint64_t reserved[8];
 };
 
+_Static_assert(sizeof(struct ckpt_env_rec) == SR__CKPT_ENV_REC_SIZE, "env record size");
+_Static_assert(sizeof(struct ckpt_stats_sect) == SR__CKPT_STATS_SIZE, "stats section size");
+_Static_assert(sizeof(struct ckpt_runtime_sect) == SR__CKPT_RUNTIME_SIZE, "runtime section size");
+_Static_assert(SR__EPWIN == 100, "stats section size assumes a window of 100");
+
 struct replay_ctx {
 	sr_ring *r;
 	uint64_t first, head;
@@ -814,6 +819,90 @@ static void apply_replay(sr_pool *p, const struct sr__ckpt_replay_meta *m, const
 	}
 }
 
+/*
+ * Invariants of everything restore loads, checked before the pool changes
+ * (a file with valid CRCs can still be made by hand): a state the pool
+ * could never have been in would hang the step loop (a cursor behind the
+ * head waits for slots nobody publishes) or feed an env a state its step
+ * cannot take (an Acrobot angle of 1e300).
+ */
+static int check_loaded(const sr_pool *p, const struct ckpt_runtime_sect *rt,
+			const struct ckpt_stats_sect *ss, const uint8_t *states,
+			const struct ckpt_env_rec *envs)
+{
+	uint32_t max = p->spec.max_episode_steps;
+
+	/* A snapshot is taken at a step boundary, with every slot consumed. */
+	if (rt->ring_cursor != rt->ring_head)
+		return sr__errorf(-EBADMSG,
+				  "restore: ring cursor %llu is not the head %llu (a checkpoint "
+				  "is taken with every slot consumed)",
+				  (unsigned long long)rt->ring_cursor,
+				  (unsigned long long)rt->ring_head);
+	if (ss->batches > ss->steps || ss->episodes > ss->steps)
+		return sr__errorf(-EBADMSG,
+				  "restore: statistics are impossible (%llu steps, %llu batches, "
+				  "%llu episodes)",
+				  (unsigned long long)ss->steps, (unsigned long long)ss->batches,
+				  (unsigned long long)ss->episodes);
+	for (uint32_t e = 0; e < p->num_envs; e++) {
+		const struct ckpt_env_rec *er = &envs[e];
+
+		if (er->done > 1 || er->term > 1 || er->trunc > 1 || er->pad0)
+			return sr__errorf(-EBADMSG, "restore: env %u bookkeeping is malformed", e);
+		if (er->prev_seq != SR_RING_NO_PREV && er->prev_seq >= rt->ring_head)
+			return sr__errorf(-EBADMSG,
+					  "restore: env %u's last slot %llu is not below the ring "
+					  "head %llu",
+					  e, (unsigned long long)er->prev_seq,
+					  (unsigned long long)rt->ring_head);
+		if ((max && er->elapsed > max) || er->ep_len > ss->steps)
+			return sr__errorf(-EBADMSG,
+					  "restore: env %u's episode counters are impossible "
+					  "(elapsed %u of at most %u, length %llu)",
+					  e, er->elapsed, max, (unsigned long long)er->ep_len);
+		if (p->spec.check_state &&
+		    p->spec.check_state(&p->spec, states + (size_t)e * p->spec.state_size))
+			return sr__errorf(-EBADMSG,
+					  "restore: env %u's state is not one env '%s' can be in "
+					  "(its check_state hook refused it)",
+					  e, p->spec.id);
+	}
+	return 0;
+}
+
+/* The staged replay window's slots, before they enter the ring: flags
+ * known, 0/1 outcomes, env ids of this pool (or a pad's), prev links
+ * pointing back. Samplers follow prev and index per-env arrays by env id. */
+static int check_window(const sr_pool *p, const struct sr__ckpt_replay_meta *m,
+			const uint8_t *stage)
+{
+	const uint64_t cs = m->chunk_slots, od = m->obs_dim, as = m->act_size;
+
+	for (uint64_t s = m->first_valid; s < m->head; s++) {
+		uint64_t b = (s - m->first_seq) / cs, i = (s - m->first_seq) % cs;
+		uint64_t s0 = m->first_seq + b * cs;
+		uint64_t n = m->head - s0 < cs ? m->head - s0 : cs;
+		const uint8_t *d = stage + b * m->block_bytes + n * (od * 4 + as + 4);
+		uint8_t term = d[i], trunc = d[n + i], flags = d[2 * n + i];
+		uint32_t env;
+		uint64_t prev;
+
+		memcpy(&env, d + 3 * n + 4 * i, 4);
+		memcpy(&prev, d + 7 * n + 8 * i, 8);
+		if (term > 1 || trunc > 1 ||
+		    (flags & ~(uint8_t)(SR_SLOT_FIRST | SR_SLOT_PAD | SR_SLOT_FINAL)) ||
+		    (flags & SR_SLOT_PAD ? env != UINT32_MAX : env >= p->num_envs) ||
+		    (prev != SR_RING_NO_PREV && prev >= s))
+			return sr__errorf(-EBADMSG,
+					  "restore: replay slot %llu is malformed (flags 0x%x, env "
+					  "%u, prev %llu)",
+					  (unsigned long long)s, flags, env,
+					  (unsigned long long)prev);
+	}
+	return 0;
+}
+
 int sr_pool_restore(sr_pool *p, const char *path)
 {
 	struct sr__ckpt_file f;
@@ -882,13 +971,15 @@ int sr_pool_restore(sr_pool *p, const char *path)
 		goto out;
 	if (err == 0) {
 		ri = sr__ckpt_find(&f, SR_CKPT_SECT_REPLAY);
-		if (ri < 0 || meta.first_seq > meta.first_valid || meta.first_valid > meta.head ||
-		    meta.head - meta.first_seq > meta.capacity || meta.chunk_slots == 0 ||
-		    meta.cursor > meta.head || meta.head != rt.ring_head) {
+		/* Checked by the verify pass; again over the bytes read now. */
+		if (ri < 0 || meta.head != rt.ring_head || meta.cursor != rt.ring_cursor) {
 			err = sr__errorf(-EBADMSG, "restore: replay window description is "
-						   "inconsistent");
+						   "inconsistent with the ring counters");
 			goto out;
 		}
+		err = sr__ckpt_check_replay_meta(&meta, f.table[ri].length);
+		if (err)
+			goto out;
 		if (meta.capacity != p->ring_cap || meta.obs_dim != p->ring->obs_dim ||
 		    meta.act_size != p->ring->act_size) {
 			err = sr__errorf(-EINVAL,
@@ -900,26 +991,19 @@ int sr_pool_restore(sr_pool *p, const char *path)
 					 (unsigned long long)meta.capacity);
 			goto out;
 		}
-		uint64_t cnt = meta.head - meta.first_seq;
-		size_t sb = slot_bytes(meta.obs_dim, meta.act_size);
-		uint64_t nblk = (cnt + meta.chunk_slots - 1) / meta.chunk_slots;
-		if (meta.block_bytes < meta.chunk_slots * sb ||
-		    f.table[ri].length != (nblk ? (nblk - 1) * meta.block_bytes +
-							  (cnt - (nblk - 1) * meta.chunk_slots) * sb
-						: 0)) {
-			err = sr__errorf(-EBADMSG, "restore: replay section size does not match "
-						   "its window");
-			goto out;
-		}
 		replay = true;
 	}
-	for (uint32_t e = 0; e < p->num_envs; e++)
-		if (envs[e].done > 1 || envs[e].term > 1 || envs[e].trunc > 1) {
-			err = sr__errorf(-EBADMSG, "restore: env %u bookkeeping is malformed", e);
-			goto out;
-		}
+	err = check_loaded(p, &rt, &ss, states, envs);
+	if (err)
+		goto out;
 	if (replay) {
+		/* The section's size is bounded by the pool's own ring (the
+		 * meta matched its capacity and the window its size above):
+		 * a file cannot make restore allocate more. */
 		err = stage_replay(&f, &meta, ri, &stage, &stage_len);
+		if (err)
+			goto out;
+		err = check_window(p, &meta, stage);
 		if (err)
 			goto out;
 	}
