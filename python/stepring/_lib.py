@@ -5,9 +5,11 @@ variable (a path to libstepring.so), then ../../build/libstepring.so next to
 this package (a source checkout built in build/), then the system linker
 path (ctypes.util.find_library("stepring")).
 
-Only the C contracts are mirrored here: include/stepring/{common,env,ring,
-pool}.h, and the optional replay/checkpoint/device headers when the loaded
-library exports them (see `has()`).
+The C headers are mirrored here: include/stepring/{common,env,ring,pool,
+replay,checkpoint,device,mpi}.h (python/tests/test_abi.py checks the struct
+layouts and the constants against them). At load the library's version is
+checked against the one this binding was written for (ABI_VERSION): the
+same major version, and a minor version at least as new.
 """
 import ctypes
 import ctypes.util
@@ -304,6 +306,32 @@ def _load():
 
 lib, path = _load()
 
+# The library version this binding mirrors (include/stepring/version.h):
+# major.minor. A library of another major version, or an older minor one,
+# is refused at import with both versions named.
+ABI_VERSION = (0, 1)
+
+
+def _handshake():
+    try:
+        f = lib.sr_version
+    except AttributeError:
+        raise ImportError("stepring: %s is not libstepring (no sr_version)" % path)
+    if isinstance(f, ctypes._CFuncPtr):
+        f.restype = ctypes.c_uint
+        f.argtypes = []
+    v = f()
+    have = (v >> 16, (v >> 8) & 0xff)
+    if have[0] != ABI_VERSION[0] or have[1] < ABI_VERSION[1]:
+        raise ImportError(
+            "stepring: %s is libstepring %d.%d.%d; this binding needs %d.%d or a newer "
+            "%d.x (set STEPRING_LIB to a matching build)"
+            % (path, have[0], have[1], v & 0xff, ABI_VERSION[0], ABI_VERSION[1],
+               ABI_VERSION[0]))
+
+
+_handshake()
+
 class sr_ring_info(ctypes.Structure):
     """include/stepring/ring.h; set size = ctypes.sizeof(sr_ring_info)."""
     _fields_ = [
@@ -320,8 +348,8 @@ class sr_ring_info(ctypes.Structure):
 _PBATCH = ctypes.POINTER(sr_batch)
 _PPBATCH = ctypes.POINTER(_PBATCH)
 
-# name: (restype, argtypes). Required ones must exist; the others are looked
-# up lazily through has().
+# name: (restype, argtypes). Every one exists in every build of this
+# version (without MPI the sr_mpi_* functions answer -ENOSYS).
 _REQUIRED = {
     "sr_version": (ctypes.c_uint, []),
     "sr_version_string": (c_cp, []),
@@ -396,11 +424,13 @@ for _name, (_res, _args) in _REQUIRED.items():
 
 
 def declare(name, restype, argtypes):
-    """Declare an optional function; returns it, or None if not exported."""
+    """Declare a function of the library; ImportError naming it if it is
+    missing (a library older than its version says)."""
     try:
         f = getattr(lib, name)
     except AttributeError:
-        return None
+        raise ImportError("stepring: %s has no %s, though its version matches "
+                          "(a mixed-up build?)" % (path, name))
     f.restype = restype
     f.argtypes = argtypes
     return f
@@ -408,15 +438,6 @@ def declare(name, restype, argtypes):
 
 for _name, (_res, _args) in _OPTIONAL.items():
     declare(_name, _res, _args)
-
-
-def has(name):
-    """Does the loaded library export @name?"""
-    try:
-        getattr(lib, name)
-        return True
-    except AttributeError:
-        return False
 
 
 def last_error():

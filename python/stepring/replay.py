@@ -38,8 +38,6 @@ class Replay:
                  beta=None, eps=None, samples_per_insert=None, min_size=0, error_buffer=None,
                  timeout_ms=0, output="numpy"):
         self._s = None
-        if not _lib.has("sr_replay_create"):
-            raise _lib.UnsupportedError(-38, "this libstepring has no replay samplers")
         if kind not in _KINDS:
             raise ValueError("kind must be 'uniform' or 'prioritized', not %r" % (kind,))
         if output not in ("numpy", "torch"):

@@ -293,8 +293,6 @@ class VectorEnv(_Base):
         self._p = None
         self._lock = threading.Lock()
         self.closed = True
-        if not _lib.has("sr_pool_create"):
-            raise _lib.UnsupportedError(-38, "this libstepring has no pool (sr_pool_create)")
         if mode not in ("sync", "async"):
             raise ValueError("mode must be 'sync' or 'async', not %r" % (mode,))
         autoreset_mode = _autoreset_name(autoreset_mode)
@@ -382,8 +380,6 @@ class VectorEnv(_Base):
         """This rank's envs of a run of num_envs across comm's ranks, and
         its async batch (the C library's rule: batch_size x local / global,
         at least 1, below the local count)."""
-        if not _lib.has("sr_mpi_env_range"):
-            raise _lib.UnsupportedError(-38, "this libstepring has no MPI part")
         size, rank = int(comm.Get_size()), int(comm.Get_rank())
         first, n = _lib.c_u64(), _lib.c_u32()
         check(lib.sr_mpi_env_range(num_envs, size, rank, ctypes.byref(first), ctypes.byref(n)))
@@ -492,8 +488,8 @@ class VectorEnv(_Base):
         self._c_trunc = _Column(np.bool_, 0, h, w)
         self._c_id = _Column(np.uint32, 0, h, w)
         self._vcache = {}
-        self._ring = lib.sr_pool_ring(h.ptr) if _lib.has("sr_pool_ring") else None
-        if self._ring and _lib.has("sr_ring_obs_col"):
+        self._ring = lib.sr_pool_ring(h.ptr)
+        if self._ring:
             r = self._ring
             cap = int(lib.sr_ring_capacity(r))
             cols = (("sr_ring_obs_col", self._c_obs), ("sr_ring_obs_col", self._c_fobs),
@@ -522,8 +518,6 @@ class VectorEnv(_Base):
         self._ids_ptr = self._ids.ctypes.data
 
     def _open_device(self):
-        if not _lib.has("sr_device_open"):
-            raise _lib.UnsupportedError(-38, "this libstepring has no device API")
         spec = lib.sr_pool_spec(self._handle.ptr).contents
         o = _lib.sr_device_opts()
         lib.sr_device_opts_init(ctypes.byref(o))
@@ -676,8 +670,6 @@ class VectorEnv(_Base):
         """How num_threads was chosen (the default comes from the work:
         num_envs x the env's measured step cost), e.g. "1 (default: 8 envs x
         23 ns a step = 0.2 us a batch; ...)"."""
-        if not _lib.has("sr_pool_threads_note"):
-            return ""
         return (lib.sr_pool_threads_note(self._live()) or b"").decode()
 
     @property
@@ -895,12 +887,6 @@ class VectorEnv(_Base):
 
     def _reset_ex(self, mask, seed, seeds, env_opts):
         p = self._live()
-        if not _lib.has("sr_pool_reset_ex"):
-            if seeds is None and env_opts is None and seed is None:
-                check(lib.sr_pool_reset_mask(p, mask.ctypes.data, self._bpref))
-                return
-            raise _lib.UnsupportedError(-38, "this libstepring cannot reseed or take reset "
-                                        "options (no sr_pool_reset_ex)")
         o = _lib.sr_pool_reset_opts()
         lib.sr_pool_reset_opts_init(ctypes.byref(o))
         keep = []

@@ -83,3 +83,22 @@ def test_constants_match_the_headers(c_layout):
     wrong = {k: (getattr(_lib, k), c_layout[("const", k)]) for k in CONSTANTS
              if getattr(_lib, k) != c_layout[("const", k)]}
     assert not wrong
+
+
+def test_version_handshake(monkeypatch):
+    """The loaded library passes the check; another major version, or an
+    older minor one, is refused with both versions named."""
+    _lib._handshake()
+
+    class Fake:
+        def __init__(self, v):
+            self.sr_version = lambda: v
+
+    for v, ok in ((0x000100, True), (0x000105, True), (0x000200, True),
+                  (0x010100, False), (0x000000, False)):
+        monkeypatch.setattr(_lib, "lib", Fake(v))
+        if ok:
+            _lib._handshake()
+        else:
+            with pytest.raises(ImportError, match="this binding needs 0.1"):
+                _lib._handshake()
