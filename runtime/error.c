@@ -53,7 +53,9 @@ const char *sr_strerror(int err)
 	case ENOSYS:
 		return "not supported by this build";
 	case EAGAIN:
-		return "try again: nothing ready yet";
+		/* Also a thread or process limit (pthread_create, fork): not
+		 * only "nothing ready"; sr_last_error() says which. */
+		return "resource temporarily unavailable (try again)";
 	case EEXIST:
 		return "already exists";
 	case EPERM:

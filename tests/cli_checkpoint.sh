@@ -20,8 +20,10 @@ grep -q "unknown action 'frobnicate'" "$T/out" || fail "unknown action message"
 expect 2 "$SR" checkpoint info --bogus x
 grep -q "unknown option '--bogus'" "$T/out" || fail "unknown option message"
 expect 2 "$SR" checkpoint verify a b
-expect 1 "$SR" checkpoint verify "$T/none.ckpt"
+expect 2 "$SR" checkpoint verify "$T/none.ckpt"
 grep -q "cannot open" "$T/out" || fail "missing file message"
+expect 2 "$SR" checkpoint verify "$T"
+grep -q "is a directory" "$T/out" || fail "directory message"
 head -c 20000 /dev/urandom >"$T/junk.ckpt"
 expect 1 "$SR" checkpoint info "$T/junk.ckpt"
 grep -q "not a stepring checkpoint" "$T/out" || fail "junk file message"

@@ -1,5 +1,6 @@
 /* stepring checkpoint verify|info|clean FILE: check and describe checkpoint
  * files, and remove the temporaries of writers killed midway. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -17,7 +18,8 @@ static void usage(FILE *f)
 		   "       stepring checkpoint clean FILE\n\n"
 		   "verify  check the header, the trailer and the CRC32C of every section;\n"
 		   "        exit 0 if the file loads, 1 if it is corrupt, truncated or of\n"
-		   "        another format version (the reason is printed)\n"
+		   "        another format version, 2 if it cannot be read at all (missing,\n"
+		   "        a directory, no permission; the reason is printed)\n"
 		   "info    verify, then print the build that wrote it, the pool geometry\n"
 		   "        and the sections\n"
 		   "clean   remove the stale temporaries next to FILE (.FILE.tmp.PID.N) that\n"
@@ -178,6 +180,11 @@ int cmd_checkpoint(int argc, char **argv)
 		fprintf(stderr, "stepring: %s: %s\n", path,
 			sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
 		note_stale(stderr, path, &stale);
+		/* Not a file to judge (missing, a directory, unreadable): the
+		 * invocation is wrong, as for a usage error. */
+		if (err == -ENOENT || err == -EISDIR || err == -EACCES || err == -EPERM ||
+		    err == -ENOTDIR)
+			return SR_CLI_EXIT_USAGE;
 		return 1;
 	}
 	if (!strcmp(what, "verify")) {
