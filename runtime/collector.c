@@ -97,8 +97,8 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out
 	uint64_t t0 = *t;
 	int err;
 
-	/* Every worker has published (wait_done's acquire on done_gen, which
-	 * follows their releases), so the whole reservation (pads, batch,
+	/* Every worker has published (sr__grp_wait's acquire on each one's
+	 * grp_done, which follows its releases), so the whole reservation (pads, batch,
 	 * same-step extras) is ready: consume it without scanning it with
 	 * peek. */
 	{
@@ -234,16 +234,11 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	const struct sr__grp_cmd *c = &p->grp_cmd[k % p->grp_n];
 	const uint32_t need = p->batch_size, g = c->g;
 	const uint64_t end = c->seq + need;
-	uint64_t t1, t2;
+	uint64_t t2;
 	struct sr__batch_req req = {.first_seq = c->seq, .n = need};
 	int err;
 
-	t1 = sr__grp_inline(p, k);
-	if (!t1)
-		t1 = sr__now_ns();
-	sr__wait_recv(p, sr__grp_done, k);
-	t2 = sr__now_ns();
-	p->ns_wait += t2 - t1;
+	t2 = sr__grp_wait(p, k);
 	/* A view that might not last until the next call (see Room; not
 	 * expected): the rows are copied. */
 	if (sr_ring_head(p->ring) - c->seq >= p->ring_cap - 2ull * p->num_envs) {

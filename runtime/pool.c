@@ -9,9 +9,10 @@
  * their envs from (seed, env index) on their own node.
  *
  * Sync step: validate every action first (nothing is stepped on -EINVAL),
- * reserve num_envs contiguous slots, run the STEP command on all workers
- * (worker 0 on this thread), then let the collector expose the slots as
- * the batch (row i = env i). Results depend only on (seed, env index,
+ * send one step command for the pool's one group (num_envs contiguous
+ * slots; worker.c), run worker 0's share on this thread and wait for the
+ * others, then let the collector expose the slots as the batch (row i =
+ * env i). Resets and reset masks are commands too. Results depend only on (seed, env index,
  * actions): never on the thread count or the binding.
  *
  * Async: send validates, copies each action into the env's mailbox and
@@ -322,11 +323,12 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		goto fail;
 	}
 	memset(p->workers, 0, sizeof(*p->workers) * T);
-	/* Async batch groups (collector.c) when the batches tile the envs:
-	 * each worker has the same number of envs in every group, so its
-	 * slice is a multiple of the group count. */
-	if (p->async && p->num_envs % p->batch_size == 0 && p->batch_size >= T &&
-	    !(o->flags & SR_POOL_F_NO_BATCH_GROUPS)) {
+	/* Commands go to groups of envs (worker.c): a sync pool has one,
+	 * every env; an async one has batch groups (collector.c) when the
+	 * batches tile the envs: each worker has the same number of envs in
+	 * every group, so its slice is a multiple of the group count. */
+	if (!p->async || (p->num_envs % p->batch_size == 0 && p->batch_size >= T &&
+			  !(o->flags & SR_POOL_F_NO_BATCH_GROUPS))) {
 		p->grp_n = p->num_envs / p->batch_size;
 		p->grp_cmd = calloc(p->grp_n, sizeof(*p->grp_cmd));
 		if (!p->grp_cmd) {
@@ -334,9 +336,11 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 			goto fail;
 		}
 		for (uint32_t g = 0; g < p->grp_n; g++) {
-			p->grp_cmd[g].acts = malloc((size_t)p->batch_size * p->act_size);
+			/* Sync steps use the caller's actions in place. */
+			if (p->async)
+				p->grp_cmd[g].acts_buf = malloc((size_t)p->batch_size * p->act_size);
 			p->grp_cmd[g].shift = calloc(T, sizeof(int32_t));
-			if (!p->grp_cmd[g].acts || !p->grp_cmd[g].shift) {
+			if ((p->async && !p->grp_cmd[g].acts_buf) || !p->grp_cmd[g].shift) {
 				err = sr__errorf(-ENOMEM, "out of memory for %u batch groups",
 						 p->grp_n);
 				goto fail;
@@ -370,8 +374,6 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 			p->max_slice = p->workers[i].n_envs;
 	p->rebalance = (!p->async || p->grp_n) && T > 1 &&
 		       !(o->flags & (SR_POOL_F_NO_REBALANCE | SR_POOL_F_PROCS));
-	atomic_store_explicit(&p->cmd, p->async ? SR__CMD_ASYNC : SR__CMD_NONE,
-			      memory_order_relaxed);
 
 	err = sr__collector_open(p);
 	if (err)
@@ -416,7 +418,7 @@ void sr_pool_destroy(sr_pool *p)
 	free(p->final_env);
 	if (p->grp_cmd) {
 		for (uint32_t g = 0; g < p->grp_n; g++) {
-			free(p->grp_cmd[g].acts);
+			free(p->grp_cmd[g].acts_buf);
 			free(p->grp_cmd[g].shift);
 		}
 	}
@@ -477,34 +479,84 @@ static void lat_record(sr_pool *p, uint64_t t0, uint64_t t1)
 		sr__stats_shm_update(p);
 }
 
-static int sync_cmd(sr_pool *p, uint32_t cmd, const void *actions, const uint8_t *mask,
-		    const sr_batch **out)
+/*
+ * Send command p->grp_issued to the workers: group @g's envs into
+ * batch_size contiguous slots (from *@seq), stepped with @actions (in
+ * batch row order), or with @actions NULL reset (every env, or where
+ * @mask, one byte per env, is not 0). Sync pools pass the caller's actions
+ * (the call waits for the command); async ones copy them.
+ */
+static int cmd_send(sr_pool *p, uint32_t g, const void *actions, const uint8_t *mask,
+		    const struct sr__reset_opt *ro, const double *b, uint64_t *seq)
+{
+	struct sr__grp_cmd *c = &p->grp_cmd[p->grp_issued % p->grp_n];
+	int err;
+
+	/* Room: at most num_envs result slots (the groups in flight), as
+	 * many same-step extras and a pad are between the cursor and the
+	 * head, so this (the only consumer's) reservation never waits. The
+	 * seq words of the slots are written only by the workers that
+	 * publish them (R3 is the claim on head, see run_group). */
+	err = sr_ring_reserve(p->ring, p->batch_size, SR_RESERVE_CONTIG, seq);
+	if (err)
+		return err;
+	c->g = g;
+	c->reset = !actions;
+	c->seq = *seq;
+	c->mask = mask;
+	c->reset_fn = ro ? ro->reset : NULL;
+	if (ro)
+		memcpy(c->reset_b, b, sizeof(c->reset_b));
+	c->acts = actions;
+	if (actions) {
+		if (c->acts_buf) {
+			memcpy(c->acts_buf, actions, (size_t)p->batch_size * p->act_size);
+			c->acts = c->acts_buf;
+		}
+		sr__grp_shifts(p, c->shift);
+	}
+	sr__grp_publish(p);
+	return 0;
+}
+
+/* Sync, process workers (pool_procs.c): their own command block. */
+static int procs_cmd(sr_pool *p, const void *actions, const uint8_t *mask, const sr_batch **out)
 {
 	uint64_t seq, t, t0 = sr__now_ns();
 	int err;
 
-	/* The seq words of a slice are written only by the worker that
-	 * publishes it (R3 is the claim on head, see run_sync). */
 	err = sr_ring_reserve(p->ring, p->num_envs, SR_RESERVE_CONTIG, &seq);
 	if (err)
 		return err;
-	p->cmd_actions = actions;
-	p->cmd_mask = mask;
-	p->cmd_seq = seq;
-	if (p->procs) {
-		err = sr__pool_procs_run(p, cmd, &t);
-		if (err) {
-			/* Every row is published all the same (fault rows):
-			 * consume them, so that the ring stays usable. */
-			uint64_t t2 = t;
-			const sr_batch *b;
+	err = sr__pool_procs_run(p, actions, mask, seq, &t);
+	if (err) {
+		/* Every row is published all the same (fault rows): consume
+		 * them, so that the ring stays usable. */
+		uint64_t t2 = t;
+		const sr_batch *b;
 
-			sr__collect_sync(p, seq, &t2, &b);
-			return err;
-		}
-	} else {
-		t = sr__workers_run(p, cmd);
+		sr__collect_sync(p, seq, &t2, &b);
+		return err;
 	}
+	err = sr__collect_sync(p, seq, &t, out);
+	lat_record(p, t0, t);
+	return err;
+}
+
+/* Sync: one command for the one group, run (worker 0's share on this
+ * thread) and collected. */
+static int sync_cmd(sr_pool *p, const void *actions, const uint8_t *mask,
+		    const struct sr__reset_opt *ro, const double *b, const sr_batch **out)
+{
+	uint64_t seq, t, k = p->grp_issued, t0 = sr__now_ns();
+	int err;
+
+	if (p->procs)
+		return procs_cmd(p, actions, mask, out);
+	err = cmd_send(p, 0, actions, mask, ro, b, &seq);
+	if (err)
+		return err;
+	t = sr__grp_wait(p, k);
 	err = sr__collect_sync(p, seq, &t, out);
 	lat_record(p, t0, t);
 	return err;
@@ -552,26 +604,13 @@ static int32_t grp_match(const sr_pool *p, const uint32_t *ids, uint32_t n)
  */
 static int grp_send(sr_pool *p, uint32_t g, const void *actions)
 {
-	struct sr__grp_cmd *c = &p->grp_cmd[p->grp_issued % p->grp_n];
 	uint64_t seq;
-	int err;
+	int err = cmd_send(p, g, actions, NULL, NULL, NULL, &seq);
 
-	/* Room: at most num_envs result slots (the groups in flight), as
-	 * many same-step extras and a pad are between the cursor and the
-	 * head, so this (the only consumer's) reservation never waits. */
-	err = sr_ring_reserve(p->ring, p->batch_size, SR_RESERVE_CONTIG, &seq);
 	if (err)
 		return err;
-	c->g = g;
-	c->reset = !actions;
-	c->seq = seq;
-	if (actions) {
-		memcpy(c->acts, actions, (size_t)p->batch_size * p->act_size);
-		sr__grp_shifts(p, c->shift);
-	}
 	sr__grp_mark(p, g, 1);
 	p->n_inflight += p->batch_size;
-	sr__grp_publish(p);
 	return 0;
 }
 
@@ -607,7 +646,7 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 	}
 	if (!out)
 		return sr__errorf(-EINVAL, "out is NULL");
-	return sync_cmd(p, SR__CMD_RESET, NULL, NULL, out);
+	return sync_cmd(p, NULL, NULL, NULL, NULL, out);
 }
 
 int sr_pool_step(sr_pool *p, const void *actions, const sr_batch **out)
@@ -622,7 +661,7 @@ int sr_pool_step(sr_pool *p, const void *actions, const sr_batch **out)
 	err = check_actions(p, actions, NULL, p->num_envs);
 	if (err)
 		return err;
-	return sync_cmd(p, SR__CMD_STEP, actions, NULL, out);
+	return sync_cmd(p, actions, NULL, NULL, NULL, out);
 }
 
 int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch **out)
@@ -631,7 +670,7 @@ int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch **out)
 		return sr__errorf(-EINVAL, "sr_pool_reset_mask: NULL argument");
 	if (p->async)
 		return sr__errorf(-EINVAL, "sr_pool_reset_mask is for sync pools");
-	return sync_cmd(p, SR__CMD_RESET, NULL, mask, out);
+	return sync_cmd(p, NULL, mask, NULL, NULL, out);
 }
 
 void sr_pool_reset_opts_init(sr_pool_reset_opts *o)
@@ -689,14 +728,7 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 				     (o->flags & SR_RESET_F_SEED) ? p->env_base + e : 0);
 		}
 	}
-	if (ro) {
-		p->cmd_reset = ro->reset;
-		p->cmd_rb[0] = b[0];
-		p->cmd_rb[1] = b[1];
-	}
-	err = sync_cmd(p, SR__CMD_RESET, NULL, mask, out);
-	p->cmd_reset = NULL;
-	return err;
+	return sync_cmd(p, NULL, mask, ro, b, out);
 }
 
 #define SR__SEND_CHUNK 128
@@ -876,7 +908,7 @@ int sr_pool_worker_cpu(const sr_pool *p, uint32_t worker)
 
 uint32_t sr_pool_batch_groups(const sr_pool *p)
 {
-	return p ? p->grp_n : 0;
+	return p && p->async ? p->grp_n : 0; /* a sync pool's one group is not a batch group */
 }
 
 uint32_t sr_pool_batch_size(const sr_pool *p)
@@ -901,7 +933,7 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 	out->ns_idle = atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
 	out->first_env = w->first_env;
 	out->num_envs = w->n_envs;
-	out->rows = sr__sync_rows(p, worker);
+	out->rows = sr__worker_rows(p, worker);
 	if (p->procs) {
 		struct sr__procs_wstats ws;
 

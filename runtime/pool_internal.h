@@ -97,29 +97,35 @@ int sr__bind_self(const struct sr__plan_worker *w);
 #define SR__EPWIN 100 /* episode statistics window */
 #define SR__DRAIN_MIN 128 /* async: a worker thread's drains are not capped below this */
 
-/* Worker commands (sync mode, and async drains). */
-enum sr__cmd {
-	SR__CMD_NONE = 0,
-	SR__CMD_STEP = 1,  /* step the slice with pool->cmd_actions into pool->cmd_seq + env */
-	SR__CMD_RESET = 2, /* reset the slice (cmd_mask NULL) or the masked envs */
-	SR__CMD_ASYNC = 3, /* drain the worker's queue (async mode) */
-	SR__CMD_STOP = 4,
-};
-
 /* Entries of an async queue: env index, plus this bit for "reset it". */
 #define SR__Q_RESET 0x80000000u
 
+/* An env's reset with bounds (Gymnasium's reset options; envs.h). */
+typedef void (*sr__reset_fn)(const sr_env_spec *spec, void *states, size_t n, const double *b,
+			     float *obs);
+
 /*
- * Async batch groups (collector.c, "Batch groups"): command k of the
- * pool thread, in p->grp_cmd[k % p->grp_n]. Written before the release
- * store of p->grp_sent = k + 1; the slot is rewritten for command k + G
- * only after every worker has finished command k (its batch was received).
+ * Worker command k of the pool thread (worker.c; collector.c, "Batch
+ * groups"), in p->grp_cmd[k % p->grp_n]: a sync step, reset or reset mask
+ * (a sync pool has one group), or an async batch group's step or reset.
+ * Written before the release store of p->grp_sent = k + 1; the slot is
+ * rewritten for command k + G only after every worker has finished
+ * command k (its batch was received).
  */
 struct sr__grp_cmd {
 	uint32_t g;          /* group: every worker's local envs [g * m, (g + 1) * m) */
-	uint32_t reset;      /* 1: reset those envs (async reset), 0: step them */
+	uint32_t reset;      /* 1: reset those envs, 0: step them */
 	uint64_t seq;        /* first slot of the group's batch_size contiguous slots */
-	unsigned char *acts; /* batch_size * act_size, in batch row order */
+	const unsigned char *acts; /* step: batch_size * act_size, in batch row order:
+				    * acts_buf (async), or the caller's array (sync:
+				    * the call returns after the command is done) */
+	const uint8_t *mask; /* reset: NULL (every env), or one byte per env of the
+			      * pool: 0 = observed only, a SR_SLOT_PAD slot (sync) */
+	/* reset with reset options (sr_pool_reset_ex): the env's bounded
+	 * reset and its bounds; NULL: spec.reset. */
+	sr__reset_fn reset_fn;
+	double reset_b[2];
+	unsigned char *acts_buf; /* async: the command's copy of the actions */
 	int32_t *shift;      /* num_threads: rebalancing's boundaries for this
 			      * command (see sr_pool.shift), fixed at its send */
 };
@@ -135,8 +141,8 @@ struct sr__worker {
 	bool started;
 	uint32_t *q;      /* async queue entries (see below) */
 	uint32_t q_mask;
-	uint32_t grp_m;   /* batch groups: envs of this worker in each group, >= 1
-			   * (batch_size >= threads); 0: no groups */
+	uint32_t grp_m;   /* envs of this worker in each group, >= 1 (batch_size >=
+			   * threads; sync: its slice); 0: no groups */
 	uint32_t grp_off; /* ... and the batch row of the first of them */
 
 	/* Memory owned by the worker, allocated by its own thread after it is
@@ -178,7 +184,7 @@ struct sr__worker {
 	_Alignas(SR_CACHELINE) _Atomic uint32_t q_head; /* written by the pool thread */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t q_tail; /* written by the worker */
 
-	/* --- batch groups: commands this worker has finished. grp_next is
+	/* --- commands this worker has finished. grp_next is
 	 * its own (the pool thread's for inline worker 0); grp_done is stored
 	 * (release) after the group's rows are published, for recv. --- */
 	uint64_t grp_next;
@@ -234,53 +240,44 @@ struct sr_pool {
 	/* Rebalancing: shift[w] moves the boundary between the rows stepped by
 	 * workers w and w+1 (> 0: worker w steps the first shift[w] envs of
 	 * w+1's share; < 0: w+1 steps the last -shift[w] of w's); shift[T-1]
-	 * is 0. A sync step's shares are the slices: the pool thread writes
-	 * shift between commands (ordered by the kick, G0/G1) and the workers
-	 * read it. A batch group's are the workers' envs of the group: each
-	 * command takes a copy at its send (sr__grp_cmd.shift). */
+	 * is 0. A command's shares are the workers' envs of its group (sync:
+	 * the slices); each command takes a copy at its send
+	 * (sr__grp_cmd.shift), which is what the workers read. */
 	_Atomic int32_t *shift;
 	/* Rebalancing (pool thread, worker.c rebalance): steps since the last
-	 * look, and each worker's steps and busy ns then. */
-	uint32_t rb_n;
+	 * look (rb_n, with grp_sent below), and each worker's steps and busy ns
+	 * then. */
 	uint64_t *rb_mark; /* 2 per worker: steps, ns_env + ns_ring */
 	double *rb_inv;    /* per worker: steps per busy ns since the last look */
 
-	/* --- sync command, written by the pool thread before bumping go
-	 * (release), read by workers after they see go (acquire) --- */
-	_Atomic uint32_t cmd;
-	const unsigned char *cmd_actions;
-	const uint8_t *cmd_mask;
-	/* SR__CMD_RESET with reset options: the env's bounded reset and its
-	 * bounds (NULL: spec.reset); written before the kick like cmd_mask. */
-	void (*cmd_reset)(const sr_env_spec *spec, void *states, size_t n, const double *b,
-			  float *obs);
-	double cmd_rb[2];
-	uint64_t cmd_seq;
+	/* Set (relaxed, before the kick) by sr__workers_stop. */
+	_Atomic uint32_t stop;
+	/* Worker threads that have allocated their memory (release). */
+	_Atomic uint32_t n_ready;
 
-	/* Completion: the last worker to finish a sync command stores
-	 * done_gen = gen (release) and wakes the pool thread if it sleeps. */
-	_Alignas(SR_CACHELINE) _Atomic uint32_t pending;
-	_Atomic uint32_t done_gen;
-	_Atomic uint32_t main_sleeping;
-	uint32_t gen;
-
-	/* Async: bumped (release) by a worker after each publish; the pool
-	 * thread futex-waits on it in recv. */
+	/* Bumped by a worker thread after each publish (and once when it has
+	 * started); the pool thread futex-waits on it (sr__wait_recv). */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t pub_evt;
+	_Atomic uint32_t main_sleeping;
 
 	/* --- read by the workers, set at create: a line of their own, not
 	 * pub_evt's (bumped by every drain) nor the pool thread's below
 	 * (written by every call), which used to share it --- */
 	_Alignas(SR_CACHELINE) unsigned char *async_act; /* num_envs * act_size mailbox; see worker.c */
 	uint32_t drain_max;       /* async: most envs a worker thread steps per reservation */
-	struct sr__grp_cmd *grp_cmd; /* batch groups: grp_n commands, or NULL */
-	uint32_t grp_n;           /* groups: num_envs / batch_size, or 0 (not possible) */
+	struct sr__grp_cmd *grp_cmd; /* grp_n commands, or NULL */
+	uint32_t grp_n;           /* groups: num_envs / batch_size (sync: 1), or 0 (async
+				   * batches that do not tile the envs: no commands) */
 	/* final obs side buffer: row = env (written by the owning worker) */
 	float *final_env;
 
-	/* Batch groups: commands published to the workers (release, by the
-	 * pool thread; acquire, by the workers). */
+	/* Commands published to the workers (release, by the pool thread;
+	 * acquire, by the workers). */
 	_Alignas(SR_CACHELINE) _Atomic uint64_t grp_sent;
+	/* Pool thread, written with grp_sent at each command: on its line, so
+	 * that the workers' lines above stay clean (read without a miss). */
+	uint64_t grp_issued;      /* commands written (grp_sent's value) */
+	uint32_t rb_n;
 
 	/* --- async state, pool thread only --- */
 	_Alignas(SR_CACHELINE) uint8_t *inflight; /* env sent and not yet received */
@@ -290,7 +287,6 @@ struct sr_pool {
 	bool sent_since_recv;     /* a send came after the last recv */
 	bool grp_on;              /* everything in flight is batch groups (recv by group) */
 	int32_t grp_last;         /* group of the last batch, or -1 */
-	uint64_t grp_issued;      /* commands written (grp_sent's value) */
 	uint64_t grp_recvd;       /* commands whose batch recv returned (grp_on) */
 
 	/* --- collector (pool thread) --- */
@@ -326,16 +322,13 @@ struct sr_pool {
 /* --- worker.c --- */
 int sr__workers_start(sr_pool *p);
 void sr__workers_stop(sr_pool *p);
-/* Run a sync command on every worker (worker 0 inline) and wait; returns
- * the clock (sr__now_ns) at the end, for the caller's next interval. */
-uint64_t sr__workers_run(sr_pool *p, uint32_t cmd);
 /* The state of env @env (in its owner worker's memory): the pool thread may
  * touch it between commands only. */
 void *sr__env_state(sr_pool *p, uint32_t env);
-/* Envs worker @w steps now in each sync step, or each round of the batch
- * groups (its envs and the shifts at its two ends; relaxed loads, any
- * thread). */
-static inline uint32_t sr__sync_rows(const sr_pool *p, uint32_t w)
+/* Envs worker @w steps now in each round of the commands (each sync
+ * step; async, one command per group): its envs and the shifts at its two
+ * ends; relaxed loads, any thread. */
+static inline uint32_t sr__worker_rows(const sr_pool *p, uint32_t w)
 {
 	int32_t lo = w ? atomic_load_explicit(&p->shift[w - 1], memory_order_relaxed) : 0;
 	int32_t hi = atomic_load_explicit(&p->shift[w], memory_order_relaxed);
@@ -358,17 +351,21 @@ void sr__async_kick(sr_pool *p);
 /* Async: step up to @max of the envs queued for worker 0, on the calling
  * thread; returns how many. */
 uint32_t sr__async_inline(sr_pool *p, uint32_t max);
-/* Batch groups: publish command p->grp_issued (written by the caller) and
+/* Commands: publish command p->grp_issued (written by the caller) and
  * kick the worker threads; run worker 0's share of commands up to @k
  * (inline); whether every worker thread has finished command @k (a
  * predicate for sr__wait_recv). Pool thread only. */
 void sr__grp_publish(sr_pool *p);
-/* Batch groups: the boundaries for the next step command (rebalancing
- * looks every SR__RB_EVERY sends), into @shift (num_threads). */
+/* The boundaries for the next step command (rebalancing looks every
+ * SR__RB_EVERY of them), into @shift (num_threads). */
 void sr__grp_shifts(sr_pool *p, int32_t *shift);
 /* sr__grp_inline returns the clock at its end; 0: no inline worker 0. */
 uint64_t sr__grp_inline(sr_pool *p, uint64_t k);
 bool sr__grp_done(sr_pool *p, uint64_t k);
+/* Run worker 0's share of commands up to @k, then wait until every worker
+ * thread has finished command @k; returns the clock at the end (the wait
+ * goes to p->ns_wait). Pool thread only. */
+uint64_t sr__grp_wait(sr_pool *p, uint64_t k);
 /* recv: spin, then sleep on pub_evt (E1), until @ready(p, @arg); the
  * workers' notify after each publish (E0) wakes it. Pool thread only. */
 void sr__wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t arg);
@@ -383,7 +380,7 @@ int sr__collector_open(sr_pool *p);
 void sr__collector_close(sr_pool *p);
 /* Sync: consume everything published (pads, batch, extras) and expose
  * slots [seq, seq + num_envs) as the batch. *@t: the clock when the
- * workers finished (sr__workers_run), then when the batch is formed. */
+ * workers finished (sr__grp_wait), then when the batch is formed. */
 int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out);
 /* Move finished episodes from the workers' queues into the statistics. */
 void sr__collect_episodes(sr_pool *p);
@@ -404,9 +401,12 @@ void sr__pool_quiesce(sr_pool *p);
 
 /* --- pool_procs.c: process workers --- */
 int sr__pool_procs_start(sr_pool *p, const sr_pool_opts *o);
-/* Run a sync command on the worker processes (the caller reserved the
- * batch at p->cmd_seq); *@t gets the clock at the end. 0 or -errno. */
-int sr__pool_procs_run(sr_pool *p, uint32_t cmd, uint64_t *t);
+/* Run a sync command on the worker processes: a step with @actions, or
+ * with @actions NULL a reset (every env, or where @mask is not 0), into
+ * the num_envs slots the caller reserved from @seq; *@t gets the clock at
+ * the end. 0 or -errno. */
+int sr__pool_procs_run(sr_pool *p, const void *actions, const uint8_t *mask, uint64_t seq,
+		       uint64_t *t);
 void sr__pool_procs_episodes(sr_pool *p);
 
 /* --- pool_ckpt.c --- */

@@ -84,10 +84,11 @@ static void mirror(sr_pool *p)
 	}
 }
 
-int sr__pool_procs_run(sr_pool *p, uint32_t cmd, uint64_t *t)
+int sr__pool_procs_run(sr_pool *p, const void *actions, const uint8_t *mask, uint64_t seq,
+			uint64_t *t)
 {
-	int err = sr__procs_run(p->procs, cmd == SR__CMD_STEP ? SR_PROC_CMD_STEP : SR_PROC_CMD_RESET,
-				p->cmd_seq, p->cmd_actions, p->cmd_mask);
+	int err = sr__procs_run(p->procs, actions ? SR_PROC_CMD_STEP : SR_PROC_CMD_RESET, seq,
+				actions, mask);
 
 	mirror(p);
 	*t = sr__now_ns();

@@ -6,19 +6,24 @@
  * bound by the placement plan, which allocate their own memory after
  * binding (first touch => their NUMA node) and seed their own envs.
  *
- * Sync command (STEP / RESET): the pool thread reserves num_envs
- * contiguous ring slots, writes the command into the pool (cmd, actions,
- * first sequence), bumps each worker's `go` word and steps worker 0's
- * slice itself. Each worker steps its slice (shifted at its ends by
- * rebalancing: see rebalance()) straight into slots
- * [seq + first_env, seq + first_env + n_envs), publishes them, and
- * decrements `pending`; the last one stores done_gen and wakes the pool
- * thread if it sleeps.
+ * Commands (one path for sync steps, resets, reset masks and async batch
+ * groups; see "Batch groups" in collector.c): the pool thread reserves
+ * batch_size contiguous ring slots, writes command k into
+ * p->grp_cmd[k % grp_n] (group, step or reset, first sequence, actions,
+ * reset mask, rebalancing's shifts), publishes grp_sent = k + 1 and bumps
+ * each worker thread's `go` word. A sync pool is a pool with one group
+ * (every worker's whole slice), whose command the pool thread waits for
+ * before it returns. Each worker runs the commands in order: its envs of
+ * the group (shifted at the ends by rebalancing: see rebalance()) straight
+ * into its rows of the slots, publishes them, stores grp_done = k + 1 and
+ * bumps pool->pub_evt for the waiting pool thread. Worker 0 runs its
+ * shares on the pool thread (inline) when the pool thread waits.
  *
- * Async: the pool thread pushes env indices into the owning worker's SPSC
- * queue (actions in a per-env mailbox) and bumps `go`. The worker pops
- * everything, reserves one slot range for it, steps runs of consecutive
- * envs, publishes, and bumps pool->pub_evt for recv.
+ * Ragged async sends (envs that are not a whole group): the pool thread
+ * pushes env indices into the owning worker's SPSC queue (actions in a
+ * per-env mailbox) and bumps `go`. The worker pops everything, reserves
+ * one slot range for it, steps runs of consecutive envs, publishes, and
+ * bumps pool->pub_evt for recv.
  *
  * Sleeping: spin (sr__cpu_relax) for spin_iters rounds, then announce
  * `sleeping` and futex_wait on the word. The waker stores the word, then
@@ -454,15 +459,19 @@ static void same_step_fixup(struct sr__worker *w, struct sr__worker *x, uint32_t
 }
 
 /*
- * Reset local envs [lo, lo + n) into slots from @seq (no wrap); with
- * @mask (indexed by global env), envs whose mask byte is 0 are only
- * observed and their slot is SR_SLOT_PAD.
+ * Reset local envs [lo, lo + n) into slots from @seq (no wrap), as reset
+ * command @c says (NULL: a plain reset of every env): with its mask
+ * (indexed by the pool's env), envs whose mask byte is 0 are only observed
+ * and their slot is SR_SLOT_PAD; with its reset_fn, the others are reset
+ * within its bounds.
  */
 static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t seq,
-			const uint8_t *mask, uint64_t *ns_env)
+			const struct sr__grp_cmd *c, uint64_t *ns_env)
 {
 	sr_pool *p = w->pool;
 	const sr_env_spec *sp = &p->spec;
+	const uint8_t *mask = c ? c->mask : NULL;
+	const sr__reset_fn fn = c ? c->reset_fn : NULL;
 	uint64_t s = seq & (p->ring_cap - 1), t0 = sr__now_ns(), t1;
 	uint32_t od = p->obs_dim, i = 0;
 
@@ -471,8 +480,8 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 		uint32_t j = i + 1;
 		while (j < n && (!mask || mask[w->first_env + lo + j]) == on)
 			j++;
-		if (on && p->cmd_reset)
-			p->cmd_reset(sp, state_of(w, lo + i), j - i, p->cmd_rb, p->c_obs + (s + i) * od);
+		if (on && fn)
+			fn(sp, state_of(w, lo + i), j - i, c->reset_b, p->c_obs + (s + i) * od);
 		else if (on)
 			sp->reset(sp, state_of(w, lo + i), j - i, p->c_obs + (s + i) * od);
 		else
@@ -516,24 +525,23 @@ struct piece {
 };
 
 /*
- * What worker @w steps of a command whose shares are worker v's local envs
- * [base(v), base(v) + size(v)) (a sync step: the slice, base 0; batch
- * group @g: g * grp_m, grp_m envs), rows in worker order, with the
- * boundaries between neighbours moved by @a (between w-1 and w) and @b
- * (between w and w+1; see sr_pool.shift): in row order, the last -a envs
- * of w-1's share when a < 0, its own share less what its neighbours step,
- * the first b envs of w+1's share when b > 0. Consecutive rows. Returns the
- * count of pieces (at most 3).
+ * What worker @w steps of a command for group @g, whose shares are worker
+ * v's local envs [g * grp_m, (g + 1) * grp_m) (a sync pool has one group:
+ * the whole slice), rows in worker order, with the boundaries between
+ * neighbours moved by @a (between w-1 and w) and @b (between w and w+1;
+ * see sr_pool.shift): in row order, the last -a envs of w-1's share when
+ * a < 0, its own share less what its neighbours step, the first b envs of
+ * w+1's share when b > 0. Consecutive rows. Returns the count of pieces
+ * (at most 3).
  */
-static uint32_t pieces(struct sr__worker *w, int32_t a, int32_t b, bool grp, uint32_t g,
-		       struct piece *pc)
+static uint32_t pieces(struct sr__worker *w, int32_t a, int32_t b, uint32_t g, struct piece *pc)
 {
 	sr_pool *p = w->pool;
-	uint32_t k = 0, lo = 0, hi = grp ? w->grp_m : w->n_envs, base = grp ? g * w->grp_m : 0;
+	uint32_t k = 0, lo = 0, hi = w->grp_m, base = g * w->grp_m;
 
 	if (a < 0) {
 		struct sr__worker *v = &p->workers[w->index - 1];
-		uint32_t end = grp ? (g + 1) * v->grp_m : v->n_envs;
+		uint32_t end = (g + 1) * v->grp_m;
 
 		pc[k++] = (struct piece){v, end - (uint32_t)-a, (uint32_t)-a};
 	} else {
@@ -545,16 +553,16 @@ static uint32_t pieces(struct sr__worker *w, int32_t a, int32_t b, bool grp, uin
 	if (b > 0) {
 		struct sr__worker *v = &p->workers[w->index + 1];
 
-		pc[k++] = (struct piece){v, grp ? g * v->grp_m : 0, (uint32_t)b};
+		pc[k++] = (struct piece){v, g * v->grp_m, (uint32_t)b};
 	}
 	return k;
 }
 
-/* The batch row of local env @loc of worker @v: sync, the env; batch
- * group @g, the worker's rows of the group. */
-static inline uint32_t row_of(const struct sr__worker *v, uint32_t loc, bool grp, uint32_t g)
+/* The batch row of local env @loc (in group @g) of worker @v: the
+ * worker's rows of the group start at grp_off. */
+static inline uint32_t row_of(const struct sr__worker *v, uint32_t loc, uint32_t g)
 {
-	return grp ? v->grp_off + loc - g * v->grp_m : v->first_env + loc;
+	return v->grp_off + loc - g * v->grp_m;
 }
 
 /*
@@ -566,21 +574,21 @@ static inline uint32_t row_of(const struct sr__worker *v, uint32_t loc, bool grp
  * (consecutive, from the first piece's).
  */
 static uint32_t step_pieces(struct sr__worker *w, const struct piece *pc, uint32_t np,
-			    bool grp, uint32_t g, uint64_t seq0, const unsigned char *acts,
-			    uint64_t t0, uint64_t *ns_env)
+			    uint32_t g, uint64_t seq0, const unsigned char *acts, uint64_t t0,
+			    uint64_t *ns_env)
 {
 	sr_pool *p = w->pool;
 	uint32_t n = 0;
 
 	for (uint32_t k = 0; k < np; k++) {
-		uint32_t r = row_of(pc[k].v, pc[k].lo, grp, g);
+		uint32_t r = row_of(pc[k].v, pc[k].lo, g);
 
 		env_calls(pc[k].v, pc[k].lo, pc[k].n, (seq0 + r) & (p->ring_cap - 1),
 			  acts + (size_t)r * p->act_size);
 	}
 	*ns_env = sr__now_ns() - t0;
 	for (uint32_t k = 0; k < np; k++) {
-		uint32_t r = row_of(pc[k].v, pc[k].lo, grp, g);
+		uint32_t r = row_of(pc[k].v, pc[k].lo, g);
 
 		same_step_fixup(pc[k].v, w,
 				bookkeep(pc[k].v, w, pc[k].lo, pc[k].n, seq0 + r,
@@ -590,56 +598,23 @@ static uint32_t step_pieces(struct sr__worker *w, const struct piece *pc, uint32
 	return n;
 }
 
-/*
- * Sync command on worker @w. A step covers its slice, shifted at the ends
- * by the pool thread's rebalancing (pieces, step_pieces), then one publish
- * of the whole row range. A reset covers its own slice.
- */
-static uint64_t run_sync(struct sr__worker *w, uint32_t cmd)
+/* The worker's counters into its slot of the stats block, if any. */
+static void publish_shm(struct sr__worker *w)
 {
-	sr_pool *p = w->pool;
-	uint64_t t0, t2, ns_env = 0, seq;
-	uint32_t n;
-
-	if (!w->n_envs)
-		return 0;
-	t0 = sr__now_ns();
-	/* R3: the pool thread claimed the batch on the ring's head before
-	 * the kick, and wait_go's acquire ordered it before us; this fence
-	 * orders it before every column write of the slice, so a sampler that
-	 * copies a byte we write sees the claim (the ring's seq words are
-	 * written once, by the publish). */
-	atomic_thread_fence(memory_order_release);
-	if (cmd == SR__CMD_STEP) {
-		/* Relaxed: written before the kick (G0), read after it (G1). */
-		int32_t a = w->index ? atomic_load_explicit(&p->shift[w->index - 1],
-							    memory_order_relaxed)
-				     : 0;
-		int32_t b = atomic_load_explicit(&p->shift[w->index], memory_order_relaxed);
-		struct piece pc[3];
-		uint32_t np = pieces(w, a, b, false, 0, pc);
-
-		seq = p->cmd_seq + row_of(pc[0].v, pc[0].lo, false, 0);
-		/* The env calls start at t0: the fence is a compiler barrier
-		 * on x86-64, and a clock read costs about 30 ns here. */
-		n = step_pieces(w, pc, np, false, 0, p->cmd_seq, p->cmd_actions, t0, &ns_env);
-	} else {
-		seq = p->cmd_seq + w->first_env;
-		n = w->n_envs;
-		reset_range(w, 0, n, seq, p->cmd_mask, &ns_env);
-	}
-	/* R1: release the slots' columns to the consumer (pairs with the
-	 * acquire in sr_ring_peek). */
-	sr_ring_publish(p->ring, seq, n);
-	t2 = sr__now_ns();
-	add_relaxed(&w->steps, n);
-	add_relaxed(&w->ns_env, ns_env);
-	add_relaxed(&w->ns_ring, (t2 - t0) - ns_env);
-	return t2;
+	if (!w->shm)
+		return;
+	__atomic_store_n(&w->shm->steps, atomic_load_explicit(&w->steps, memory_order_relaxed),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&w->shm->ns_busy,
+			 atomic_load_explicit(&w->ns_env, memory_order_relaxed) +
+				 atomic_load_explicit(&w->ns_ring, memory_order_relaxed),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&w->shm->ns_idle, atomic_load_explicit(&w->ns_idle, memory_order_relaxed),
+			 __ATOMIC_RELAXED);
 }
 
-/* E0: tell a recv that waits for rows or groups (pub_evt); seq_cst pairs
- * with main_sleeping (Dekker). */
+/* E0: tell the pool thread, which waits for rows or commands (pub_evt);
+ * seq_cst pairs with main_sleeping (Dekker). */
 static void notify_recv(sr_pool *p)
 {
 	atomic_fetch_add_explicit(&p->pub_evt, 1, memory_order_seq_cst);
@@ -648,12 +623,13 @@ static void notify_recv(sr_pool *p)
 }
 
 /*
- * Async batch group command @k (collector.c, "Batch groups"): this
- * worker's envs of the group, local [g * m, (g + 1) * m), stepped (or
- * reset) into the group's slots from seq + grp_off as one slice, with the
- * same env calls and bookkeeping as a sync step. @t0: the clock now, if
- * the caller has just read it (0: read it here); returns the clock at the
- * end, so that back-to-back calls read it once between them.
+ * Command @k (a sync step or reset, or an async batch group: collector.c,
+ * "Batch groups"): this worker's envs of the group, local [g * m, (g + 1)
+ * * m), stepped (or reset, all or the masked ones) into the group's slots
+ * from seq + grp_off as one slice, shifted at its ends by rebalancing
+ * (pieces). @t0: the clock now, if the caller has just read it (0: read
+ * it here); returns the clock at the end, so that back-to-back calls read
+ * it once between them.
  */
 static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 {
@@ -668,35 +644,40 @@ static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 	/* R3: the pool thread claimed the group's slots on the ring's head
 	 * before publishing the command, and the acquire that read grp_sent
 	 * (or program order, inline) ordered it before us; this fence orders
-	 * it before the column writes, as in run_sync. */
+	 * it before every column write of the slice, so a sampler that copies
+	 * a byte we write sees the claim (the ring's seq words are written
+	 * once, by the publish). On x86-64 it is a compiler barrier only. */
 	atomic_thread_fence(memory_order_release);
 	if (c->reset) {
 		n = w->grp_m;
 		seq = c->seq + w->grp_off;
-		reset_range(w, c->g * n, n, seq, NULL, &ns_env);
+		reset_range(w, c->g * n, n, seq, c, &ns_env);
 	} else {
 		/* The command's own shifts (written with it, GS0/GS1): the
 		 * workers may run different commands at once. */
 		struct piece pc[3];
 		uint32_t np = pieces(w, w->index ? c->shift[w->index - 1] : 0, c->shift[w->index],
-				     true, c->g, pc);
+				     c->g, pc);
 
-		seq = c->seq + row_of(pc[0].v, pc[0].lo, true, c->g);
-		n = step_pieces(w, pc, np, true, c->g, c->seq, c->acts, t0, &ns_env);
+		seq = c->seq + row_of(pc[0].v, pc[0].lo, c->g);
+		n = step_pieces(w, pc, np, c->g, c->seq, c->acts, t0, &ns_env);
 	}
 	/* R1: publish (release) pairs with the collector's acquire. */
 	sr_ring_publish(p->ring, seq, n);
+	t1 = sr__now_ns();
+	/* Counters before grp_done: a sync call that returns has every
+	 * worker's steps counted (stats, checkpoints). */
+	add_relaxed(&w->steps, n);
+	add_relaxed(&w->ns_env, ns_env);
+	add_relaxed(&w->ns_ring, (t1 - t0) - ns_env);
+	publish_shm(w);
 	w->grp_next = k + 1;
 	/* GD0: release pairs with the acquire in sr__grp_done (GD1): the
 	 * rows (and same-step extras) are published, and the command's
 	 * record is read for the last time. */
 	atomic_store_explicit(&w->grp_done, k + 1, memory_order_release);
-	if (w->index >= p->first_thread) /* inline worker 0: recv is this thread */
+	if (w->index >= p->first_thread) /* inline worker 0: the waiter is this thread */
 		notify_recv(p);
-	t1 = sr__now_ns();
-	add_relaxed(&w->steps, n);
-	add_relaxed(&w->ns_env, ns_env);
-	add_relaxed(&w->ns_ring, (t1 - t0) - ns_env);
 	return t1;
 }
 
@@ -705,11 +686,22 @@ static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
  * the last one ended. */
 static uint32_t drain_groups(struct sr__worker *w, uint64_t *t)
 {
-	/* GS1: acquire pairs with the release in sr__grp_publish (GS0): the
-	 * commands' records, their actions and the slots' claim. */
-	uint64_t sent = atomic_load_explicit(&w->pool->grp_sent, memory_order_acquire);
+	sr_pool *p = w->pool;
+	uint64_t sent;
 	uint32_t n = 0;
 
+	/* The record of the next command, if there is one, and its
+	 * boundaries: fetched while grp_sent's line comes, instead of after
+	 * it (a hint only: they are read after the acquire below). */
+	if (p->grp_n) {
+		const struct sr__grp_cmd *c = &p->grp_cmd[w->grp_next % p->grp_n];
+
+		__builtin_prefetch(c);
+		__builtin_prefetch(c->shift);
+	}
+	/* GS1: acquire pairs with the release in sr__grp_publish (GS0): the
+	 * commands' records, their actions and the slots' claim. */
+	sent = atomic_load_explicit(&p->grp_sent, memory_order_acquire);
 	for (; w->grp_next < sent; n++)
 		*t = run_group(w, w->grp_next, *t);
 	return n;
@@ -810,20 +802,6 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 /* Threads                                                                 */
 /* ---------------------------------------------------------------------- */
 
-static void publish_shm(struct sr__worker *w)
-{
-	if (!w->shm)
-		return;
-	__atomic_store_n(&w->shm->steps, atomic_load_explicit(&w->steps, memory_order_relaxed),
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&w->shm->ns_busy,
-			 atomic_load_explicit(&w->ns_env, memory_order_relaxed) +
-				 atomic_load_explicit(&w->ns_ring, memory_order_relaxed),
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&w->shm->ns_idle, atomic_load_explicit(&w->ns_idle, memory_order_relaxed),
-			 __ATOMIC_RELAXED);
-}
-
 /*
  * Inline worker 0 never waits in wait_go: its idle time is the wall clock
  * since its last account that it did not spend stepping (waiting for the
@@ -839,20 +817,6 @@ static void inline_account(struct sr__worker *w, uint64_t now)
 		add_relaxed(&w->ns_idle, (now - w->mark_ns) - (busy - w->mark_busy));
 	w->mark_ns = now;
 	w->mark_busy = busy;
-}
-
-/* The last worker to finish a sync command wakes the pool thread. */
-static void sync_done(sr_pool *p, uint32_t gen)
-{
-	/* acq_rel: the last decrement sees every other worker's release, so
-	 * its store of done_gen covers all their slot writes. */
-	if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-		/* D0: pairs with the acquire in wait_done (D1). seq_cst with
-		 * main_sleeping for the Dekker handshake. */
-		atomic_store_explicit(&p->done_gen, gen, memory_order_seq_cst);
-		if (atomic_load_explicit(&p->main_sleeping, memory_order_seq_cst))
-			sr__futex_wake(&p->done_gen);
-	}
 }
 
 /* Wait until w->go differs from @seen; returns the new value. */
@@ -889,70 +853,45 @@ static void *worker_main(void *arg)
 		__atomic_store_n(&w->shm->cpu, w->cpu >= 0 ? (uint64_t)w->cpu : UINT64_MAX,
 				 __ATOMIC_RELAXED);
 	w->alloc_err = worker_alloc(w);
-	sync_done(p, p->gen);
+	/* S0: release pairs with the acquire in started (S1): the memory
+	 * and alloc_err. */
+	atomic_fetch_add_explicit(&p->n_ready, 1, memory_order_release);
+	notify_recv(p);
 	if (w->alloc_err)
 		return NULL;
 	/* t0: when the worker went idle. Clock reads are chained: the end of
 	 * a slice is the start of the idle time that follows it. */
 	t0 = sr__now_ns();
 	for (;;) {
-		uint64_t t1;
-		uint32_t cmd, gen;
+		uint64_t t = 0;
 
 		seen = wait_go(w, seen);
-		t1 = sr__now_ns();
-		add_relaxed(&w->ns_idle, t1 - t0);
+		t = sr__now_ns();
+		add_relaxed(&w->ns_idle, t - t0);
 		/* Ordered by G1's acquire. */
-		cmd = atomic_load_explicit(&p->cmd, memory_order_relaxed);
-		gen = p->gen;
-		if (cmd == SR__CMD_STOP)
+		if (atomic_load_explicit(&p->stop, memory_order_relaxed))
 			break;
-		if (cmd == SR__CMD_ASYNC) {
-			/* Groups first: per-env entries are queued only after
-			 * the pool left group mode, behind its groups. */
-			uint64_t t = t1;
+		/* Commands first: per-env entries are queued only after the
+		 * pool left group mode, behind its groups. */
+		for (;;) {
+			uint32_t n = drain_groups(w, &t);
+			uint32_t m = drain_async(w, p->drain_max);
 
-			for (;;) {
-				uint32_t n = drain_groups(w, &t);
-				uint32_t m = drain_async(w, p->drain_max);
-
-				if (m)
-					t = 0; /* drain_async reads the clock itself */
-				if (!n && !m)
-					break;
-			}
-			t0 = t ? t : sr__now_ns();
-		} else {
-			t0 = run_sync(w, cmd);
-			publish_shm(w);
-			sync_done(p, gen);
-			if (!t0)
-				t0 = t1;
-			continue;
+			if (m)
+				t = 0; /* drain_async reads the clock itself */
+			if (!n && !m)
+				break;
 		}
+		t0 = t ? t : sr__now_ns();
 		publish_shm(w);
 	}
 	return NULL;
 }
 
-/* D1: wait for the workers of sync command p->gen. */
-static void wait_done(sr_pool *p)
+/* S1: the worker threads started so far have allocated their memory. */
+static bool started(sr_pool *p, uint64_t n)
 {
-	uint32_t v;
-
-	for (uint32_t i = 0; i < p->spin_iters; i++) {
-		if (atomic_load_explicit(&p->done_gen, memory_order_acquire) == p->gen)
-			return;
-		sr__cpu_relax();
-	}
-	for (;;) {
-		atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
-		v = atomic_load_explicit(&p->done_gen, memory_order_seq_cst);
-		if (v == p->gen)
-			break;
-		sr__futex_wait(&p->done_gen, v);
-	}
-	atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
+	return atomic_load_explicit(&p->n_ready, memory_order_acquire) >= n;
 }
 
 /* G0: wake worker @w after the command / queue entries are written. */
@@ -978,22 +917,18 @@ int sr__workers_start(sr_pool *p)
 	}
 	if (T == ft)
 		return 0;
-	p->gen = 1;
-	atomic_store_explicit(&p->pending, T - ft, memory_order_relaxed);
 	for (uint32_t i = ft; i < T; i++) {
 		struct sr__worker *w = &p->workers[i];
 		err = -pthread_create(&w->thread, NULL, worker_main, w);
 		if (err) {
-			/* Account for the ones never started, so wait_done ends. */
-			for (uint32_t j = i; j < T; j++)
-				sync_done(p, p->gen);
-			wait_done(p);
+			/* The ones started: ready before they are stopped. */
+			sr__wait_recv(p, started, i - ft);
 			return sr__errorf(err, "cannot start worker thread %u: %s", i,
 					  sr_strerror(err));
 		}
 		w->started = true;
 	}
-	wait_done(p);
+	sr__wait_recv(p, started, T - ft);
 	for (uint32_t i = ft; i < T; i++)
 		if (p->workers[i].alloc_err)
 			return sr__errorf(p->workers[i].alloc_err,
@@ -1006,7 +941,7 @@ void sr__workers_stop(sr_pool *p)
 {
 	if (!p->workers)
 		return;
-	atomic_store_explicit(&p->cmd, SR__CMD_STOP, memory_order_relaxed);
+	atomic_store_explicit(&p->stop, 1, memory_order_relaxed);
 	for (uint32_t i = 0; i < p->num_threads; i++)
 		if (p->workers[i].started)
 			kick(&p->workers[i]);
@@ -1019,7 +954,7 @@ void sr__workers_stop(sr_pool *p)
 		worker_free(p, &p->workers[i]);
 }
 
-/* Rebalancing: look every SR__RB_EVERY sync steps (batch groups: sends);
+/* Rebalancing: look every SR__RB_EVERY step commands;
  * move a boundary half the way to its target, in steps of a grain (a power
  * of two up to SR__RB_GRAIN envs, at most half the limit), and at most
  * 1/SR__RB_MAX of the smaller share (slice, or envs of a group) either
@@ -1029,8 +964,8 @@ void sr__workers_stop(sr_pool *p)
 #define SR__RB_MAX 4
 
 /*
- * Rebalancing (pool thread, between sync steps or batch-group sends,
- * @grp): give each worker rows in proportion to its speed, measured as its
+ * Rebalancing (pool thread, at each step command it sends): give each
+ * worker rows in proportion to its speed, measured as its
  * busy time (env calls and bookkeeping) per env step since the last look.
  * A worker whose CPU is slower (another process on it, a slower core, a
  * hypervisor's choice) then no longer makes every batch wait: the
@@ -1039,13 +974,13 @@ void sr__workers_stop(sr_pool *p)
  * owner's memory, seeded and checkpointed by it); the neighbour steps them
  * in place, and since the boundary moves slowly they stay in its cache.
  *
- * With batch groups the boundaries move within each group's rows, and the
- * trainer thread (inline worker 0) also counts its send and collect time:
- * the other workers run the queued groups meanwhile, so that work is part
- * of its share of a batch. (In sync mode every worker waits while it
- * runs.)
+ * The boundaries move within each group's rows (a sync pool: one group,
+ * the slices). In async mode the trainer thread (inline worker 0) also
+ * counts its send and collect time: the other workers run the queued
+ * groups meanwhile, so that work is part of its share of a batch. (In sync
+ * mode every worker waits while it runs.)
  */
-static void rebalance(sr_pool *p, bool grp)
+static void rebalance(sr_pool *p)
 {
 	uint32_t T = p->num_threads;
 	double *inv = p->rb_inv, sum = 0, acc = 0;
@@ -1062,7 +997,7 @@ static void rebalance(sr_pool *p, bool grp)
 			      atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
 		uint64_t dst, dns;
 
-		if (grp && i == 0 && p->first_thread)
+		if (p->async && i == 0 && p->first_thread)
 			ns += p->ns_send + p->ns_collect;
 		dst = st - p->rb_mark[2 * i];
 		dns = ns - p->rb_mark[2 * i + 1];
@@ -1080,7 +1015,7 @@ static void rebalance(sr_pool *p, bool grp)
 		return;
 	for (uint32_t i = 0; i + 1 < T; i++) {
 		const struct sr__worker *a = &p->workers[i], *b = &p->workers[i + 1];
-		const uint32_t sa = grp ? a->grp_m : a->n_envs, sb = grp ? b->grp_m : b->n_envs;
+		const uint32_t sa = a->grp_m, sb = b->grp_m;
 		uint32_t lim = (sa < sb ? sa : sb) / SR__RB_MAX;
 		uint32_t g = SR__RB_GRAIN;
 		double target, to;
@@ -1102,7 +1037,7 @@ static void rebalance(sr_pool *p, bool grp)
 			continue;
 		/* The boundary where rows would go by speed, as a shift from
 		 * the slices' own boundary. */
-		target = (double)(grp ? p->batch_size : p->num_envs) * acc / sum - (double)end;
+		target = (double)p->batch_size * acc / sum - (double)end;
 		if (target > lim)
 			target = lim;
 		if (target < -(double)lim)
@@ -1113,37 +1048,6 @@ static void rebalance(sr_pool *p, bool grp)
 		atomic_store_explicit(&p->shift[i], (int32_t)(to < 0 ? to - 0.5 : to + 0.5) * (int32_t)g,
 				      memory_order_relaxed);
 	}
-}
-
-uint64_t sr__workers_run(sr_pool *p, uint32_t cmd)
-{
-	uint32_t T = p->num_threads, ft = p->first_thread;
-	uint64_t t = 0;
-
-	p->gen++;
-	if (cmd == SR__CMD_STEP && p->rebalance)
-		rebalance(p, false);
-	atomic_store_explicit(&p->cmd, cmd, memory_order_relaxed);
-	atomic_store_explicit(&p->pending, T - ft, memory_order_relaxed);
-	/* The kicks' release (G0) orders cmd, gen, pending, cmd_* before them. */
-	for (uint32_t i = ft; i < T; i++)
-		kick(&p->workers[i]);
-	if (ft)
-		t = run_sync(&p->workers[0], cmd);
-	if (T > ft) {
-		uint64_t t0 = t ? t : sr__now_ns();
-
-		wait_done(p);
-		t = sr__now_ns();
-		p->ns_wait += t - t0;
-	}
-	if (!t)
-		t = sr__now_ns();
-	if (ft) {
-		inline_account(&p->workers[0], t);
-		publish_shm(&p->workers[0]);
-	}
-	return t;
 }
 
 void sr__async_kick(sr_pool *p)
@@ -1182,9 +1086,15 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 void sr__grp_shifts(sr_pool *p, int32_t *shift)
 {
 	if (p->rebalance)
-		rebalance(p, true);
-	for (uint32_t i = 0; i < p->num_threads; i++)
-		shift[i] = atomic_load_explicit(&p->shift[i], memory_order_relaxed);
+		rebalance(p);
+	/* Stored only when they change: the workers read this line after
+	 * every command, and a line left clean is not a cache miss for them. */
+	for (uint32_t i = 0; i < p->num_threads; i++) {
+		int32_t v = atomic_load_explicit(&p->shift[i], memory_order_relaxed);
+
+		if (shift[i] != v)
+			shift[i] = v;
+	}
 }
 
 void sr__grp_publish(sr_pool *p)
@@ -1211,6 +1121,19 @@ uint64_t sr__grp_inline(sr_pool *p, uint64_t k)
 	inline_account(w0, t);
 	publish_shm(w0);
 	return t;
+}
+
+uint64_t sr__grp_wait(sr_pool *p, uint64_t k)
+{
+	uint64_t t = sr__grp_inline(p, k), t0;
+
+	if (p->num_threads > p->first_thread) {
+		t0 = t ? t : sr__now_ns();
+		sr__wait_recv(p, sr__grp_done, k);
+		t = sr__now_ns();
+		p->ns_wait += t - t0;
+	}
+	return t ? t : sr__now_ns();
 }
 
 /* GD1: every worker thread has finished command @k (its rows are
