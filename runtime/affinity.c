@@ -135,119 +135,120 @@ static void plan_near(struct sr__plan *plan, hwloc_const_bitmap_t near, hwloc_bi
 		 plan->warning[0] ? "; " : "", plan->near, plan->w[0].cpus);
 }
 
-static int plan_from_topology(hwloc_topology_t t, bool machine, const char *cpuset,
-			      const char *near, uint32_t num_threads, uint32_t bind,
-			      struct sr__plan **out)
+/* What plan_from_topology works on, step after step. */
+struct plan_ctx {
+	hwloc_topology_t t;
+	hwloc_obj_type_t ctype;  /* a core, or a PU on topologies without cores */
+	hwloc_bitmap_t allowed;  /* the PUs the pool may use */
+	hwloc_bitmap_t tmp;      /* scratch */
+	struct node_info *nodes; /* MAX_NODES */
+	uint32_t nn, ncores, npus;
+};
+
+/* The allowed PUs: the topology's, less what the process binding
+ * (taskset, cgroups; @machine only) and @cpuset leave out. */
+static int narrow_allowed(struct plan_ctx *x, bool machine, const char *cpuset)
 {
-	hwloc_bitmap_t allowed = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(t));
-	hwloc_bitmap_t user = NULL, nearset = NULL, tmp = hwloc_bitmap_alloc();
-	hwloc_obj_type_t ctype = HWLOC_OBJ_CORE;
-	struct node_info *nodes = calloc(MAX_NODES, sizeof(*nodes));
-	struct sr__plan *plan = NULL;
-	uint32_t nn = 0, ncores = 0, npus, T, placed = 0;
-	hwloc_obj_t c;
+	hwloc_bitmap_t user;
 	int err = 0;
 
-	if (!allowed || !tmp || !nodes) {
-		err = sr__errorf(-ENOMEM, "out of memory computing the placement");
-		goto out;
+	if (machine && hwloc_get_cpubind(x->t, x->tmp, HWLOC_CPUBIND_PROCESS) == 0 &&
+	    hwloc_bitmap_intersects(x->tmp, x->allowed))
+		hwloc_bitmap_and(x->allowed, x->allowed, x->tmp);
+	if (!cpuset)
+		return 0;
+	user = hwloc_bitmap_alloc();
+	if (!user || hwloc_bitmap_list_sscanf(user, cpuset) < 0 || hwloc_bitmap_iszero(user) ||
+	    hwloc_bitmap_weight(user) < 0) {
+		err = sr__errorf(-EINVAL, "bad cpuset '%s' (expected a list like \"0-3,8\")", cpuset);
+	} else if (!hwloc_bitmap_isincluded(user, x->allowed)) {
+		char have[256];
+		hwloc_bitmap_list_snprintf(have, sizeof(have), x->allowed);
+		err = sr__errorf(-EINVAL, "cpuset '%s' names CPUs that are not available "
+				 "(available: %s)", cpuset, have);
+	} else {
+		hwloc_bitmap_and(x->allowed, x->allowed, user);
 	}
-	if (bind > SR_BIND_NONE) {
-		err = sr__errorf(-EINVAL, "bind policy %u is not core (0), numa (1) or none (2)", bind);
-		goto out;
-	}
-	/* On the real machine, respect the process binding (taskset, cgroups). */
-	if (machine && hwloc_get_cpubind(t, tmp, HWLOC_CPUBIND_PROCESS) == 0 &&
-	    hwloc_bitmap_intersects(tmp, allowed))
-		hwloc_bitmap_and(allowed, allowed, tmp);
-	if (cpuset) {
-		user = hwloc_bitmap_alloc();
-		if (!user || hwloc_bitmap_list_sscanf(user, cpuset) < 0 ||
-		    hwloc_bitmap_iszero(user) || hwloc_bitmap_weight(user) < 0) {
-			err = sr__errorf(-EINVAL, "bad cpuset '%s' (expected a list like \"0-3,8\")",
-					 cpuset);
-			goto out;
-		}
-		if (!hwloc_bitmap_isincluded(user, allowed)) {
-			char have[256];
-			hwloc_bitmap_list_snprintf(have, sizeof(have), allowed);
-			err = sr__errorf(-EINVAL, "cpuset '%s' names CPUs that are not available "
-					 "(available: %s)", cpuset, have);
-			goto out;
-		}
-		hwloc_bitmap_and(allowed, allowed, user);
-	}
-	if (near) {
-		nearset = hwloc_bitmap_alloc();
-		if (!nearset || hwloc_bitmap_list_sscanf(nearset, near) < 0 ||
-		    hwloc_bitmap_iszero(nearset) || hwloc_bitmap_weight(nearset) < 0) {
-			err = sr__errorf(-EINVAL, "bad list of CPUs near the device '%s' (expected a "
-					 "list like \"0-3,8\")", near);
-			goto out;
-		}
-	}
-	npus = (uint32_t)hwloc_bitmap_weight(allowed);
-	if (npus == 0) {
-		err = sr__errorf(-EINVAL, "no CPU is available to the pool");
-		goto out;
-	}
-	if (hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE) <= 0)
-		ctype = HWLOC_OBJ_PU; /* topologies without cores: a PU is a core */
+	hwloc_bitmap_free(user);
+	return err;
+}
 
-	/* Group allowed cores by NUMA node. */
-	for (c = NULL; (c = hwloc_get_next_obj_by_type(t, ctype, c));) {
+/* @near as a bitmap into *@out (NULL: none). */
+static int parse_near(const char *near, hwloc_bitmap_t *out)
+{
+	*out = NULL;
+	if (!near)
+		return 0;
+	*out = hwloc_bitmap_alloc();
+	if (!*out || hwloc_bitmap_list_sscanf(*out, near) < 0 || hwloc_bitmap_iszero(*out) ||
+	    hwloc_bitmap_weight(*out) < 0)
+		return sr__errorf(-EINVAL, "bad list of CPUs near the device '%s' (expected a "
+				  "list like \"0-3,8\")", near);
+	return 0;
+}
+
+/* Group the cores with allowed PUs by NUMA node (x->nodes, nn, ncores). */
+static int group_cores(struct plan_ctx *x)
+{
+	for (hwloc_obj_t c = NULL; (c = hwloc_get_next_obj_by_type(x->t, x->ctype, c));) {
 		hwloc_obj_t numa;
 		int k;
 
-		if (!hwloc_bitmap_intersects(c->cpuset, allowed))
+		if (!hwloc_bitmap_intersects(c->cpuset, x->allowed))
 			continue;
-		numa = numa_of(t, c->cpuset);
-		k = node_index(nodes, nn, numa);
+		numa = numa_of(x->t, c->cpuset);
+		k = node_index(x->nodes, x->nn, numa);
 		if (k < 0) {
-			if (nn == MAX_NODES) {
-				err = sr__errorf(-EINVAL, "more than %d NUMA nodes", MAX_NODES);
-				goto out;
-			}
-			k = (int)nn++;
-			nodes[k].numa = numa;
+			if (x->nn == MAX_NODES)
+				return sr__errorf(-EINVAL, "more than %d NUMA nodes", MAX_NODES);
+			k = (int)x->nn++;
+			x->nodes[k].numa = numa;
 		}
-		hwloc_bitmap_and(tmp, c->cpuset, allowed);
-		nodes[k].ncores++;
-		nodes[k].npus += (uint32_t)hwloc_bitmap_weight(tmp);
-		ncores++;
+		hwloc_bitmap_and(x->tmp, c->cpuset, x->allowed);
+		x->nodes[k].ncores++;
+		x->nodes[k].npus += (uint32_t)hwloc_bitmap_weight(x->tmp);
+		x->ncores++;
 	}
+	return 0;
+}
 
-	T = num_threads ? num_threads : ncores;
-	if (T > npus) {
-		err = sr__errorf(-EINVAL, "%u threads but only %u CPUs (%u cores) are available%s",
-				 T, npus, ncores, cpuset ? " in the cpuset" : "");
-		goto out;
-	}
-	if (T > SR_STATS_MAX_WORKERS) {
-		err = sr__errorf(-EINVAL, "%u threads: at most %d", T, SR_STATS_MAX_WORKERS);
-		goto out;
-	}
+/* A plan for @T workers with the machine-wide fields filled in. */
+static int plan_alloc(const struct plan_ctx *x, uint32_t T, uint32_t bind, const char *cpuset,
+		      struct sr__plan **out)
+{
+	struct sr__plan *plan;
+
+	if (T > x->npus)
+		return sr__errorf(-EINVAL, "%u threads but only %u CPUs (%u cores) are available%s",
+				  T, x->npus, x->ncores, cpuset ? " in the cpuset" : "");
+	if (T > SR_STATS_MAX_WORKERS)
+		return sr__errorf(-EINVAL, "%u threads: at most %d", T, SR_STATS_MAX_WORKERS);
 	plan = calloc(1, sizeof(*plan) + T * sizeof(plan->w[0]));
-	if (!plan) {
-		err = sr__errorf(-ENOMEM, "out of memory computing the placement");
-		goto out;
-	}
+	if (!plan)
+		return sr__errorf(-ENOMEM, "out of memory computing the placement");
 	plan->nthreads = T;
-	plan->ncores = ncores;
-	plan->npus = npus;
-	plan->nnuma = nn;
+	plan->ncores = x->ncores;
+	plan->npus = x->npus;
+	plan->nnuma = x->nn;
 	plan->bind = bind;
-	hwloc_bitmap_list_snprintf(plan->allowed, sizeof(plan->allowed), allowed);
-	if (T > ncores)
+	hwloc_bitmap_list_snprintf(plan->allowed, sizeof(plan->allowed), x->allowed);
+	if (T > x->ncores)
 		snprintf(plan->warning, sizeof(plan->warning),
-			 "%u threads on %u cores: some workers share a core (SMT)", T, ncores);
+			 "%u threads on %u cores: some workers share a core (SMT)", T, x->ncores);
+	*out = plan;
+	return 0;
+}
 
-	/* Spread: each worker goes to the node with the lowest fill ratio,
-	 * first counting cores, then (more threads than cores) PUs. */
+/* Spread: each worker goes to the node with the lowest fill ratio (the
+ * nodes' want), first counting cores, then (more threads than cores) PUs. */
+static void spread(struct plan_ctx *x, uint32_t T)
+{
+	struct node_info *nodes = x->nodes;
+
 	for (uint32_t i = 0; i < T; i++) {
-		bool smt = i >= ncores;
+		bool smt = i >= x->ncores;
 		int best = -1;
-		for (uint32_t k = 0; k < nn; k++) {
+		for (uint32_t k = 0; k < x->nn; k++) {
 			uint32_t cap = smt ? nodes[k].npus : nodes[k].ncores;
 			if (nodes[k].want >= cap)
 				continue;
@@ -259,75 +260,140 @@ static int plan_from_topology(hwloc_topology_t t, bool machine, const char *cpus
 		}
 		nodes[best].want++;
 	}
+}
 
-	/* Assign node-major, so a worker's neighbours share its node. Within a
-	 * node: first PU of each core in order, then the next PUs (SMT). */
-	for (uint32_t k = 0; k < nn; k++) {
+/* Worker @w on PU @id of core @c of node @k, as @bind says. */
+static void place_worker(struct plan_ctx *x, struct sr__plan_worker *w, hwloc_obj_t c,
+			 uint32_t k, int id, uint32_t bind)
+{
+	hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(x->t, (unsigned)id);
+	hwloc_obj_t pk = pu ? hwloc_get_ancestor_obj_by_type(x->t, HWLOC_OBJ_PACKAGE, pu) : NULL;
+	hwloc_obj_t numa = x->nodes[k].numa;
+
+	w->numa = numa ? (int32_t)numa->os_index : -1;
+	w->pack = pk ? (int32_t)pk->logical_index : -1;
+	if (bind == SR_BIND_CORE) {
+		w->cpu = id;
+		w->core = x->ctype == HWLOC_OBJ_CORE ? (int32_t)c->logical_index : -1;
+		snprintf(w->cpus, sizeof(w->cpus), "%d", id);
+	} else if (bind == SR_BIND_NUMA) {
+		w->cpu = -1;
+		w->core = -1;
+		if (numa)
+			hwloc_bitmap_and(x->tmp, numa->cpuset, x->allowed);
+		else
+			hwloc_bitmap_copy(x->tmp, x->allowed);
+		hwloc_bitmap_list_snprintf(w->cpus, sizeof(w->cpus), x->tmp);
+	} else {
+		w->cpu = -1;
+		w->core = -1;
+		w->numa = -1;
+		w->pack = -1;
+		w->cpus[0] = '\0';
+	}
+}
+
+/* Assign node-major, so a worker's neighbours share its node. Within a
+ * node: first PU of each core in order, then the next PUs (SMT). Returns
+ * the count of workers placed. */
+static uint32_t assign(struct plan_ctx *x, struct sr__plan *plan, uint32_t bind)
+{
+	uint32_t placed = 0;
+
+	for (uint32_t k = 0; k < x->nn; k++) {
 		uint32_t got = 0;
-		for (unsigned round = 0; got < nodes[k].want; round++) {
-			for (c = NULL; got < nodes[k].want && (c = hwloc_get_next_obj_by_type(t, ctype, c));) {
-				hwloc_obj_t pu, pk;
-				struct sr__plan_worker *w;
+		for (unsigned round = 0; got < x->nodes[k].want; round++) {
+			for (hwloc_obj_t c = NULL;
+			     got < x->nodes[k].want && (c = hwloc_get_next_obj_by_type(x->t, x->ctype, c));) {
 				unsigned idx = 0;
 				int id;
 
-				if (!hwloc_bitmap_intersects(c->cpuset, allowed) ||
-				    numa_of(t, c->cpuset) != nodes[k].numa)
+				if (!hwloc_bitmap_intersects(c->cpuset, x->allowed) ||
+				    numa_of(x->t, c->cpuset) != x->nodes[k].numa)
 					continue;
 				/* the round-th allowed PU of this core */
-				hwloc_bitmap_and(tmp, c->cpuset, allowed);
-				id = hwloc_bitmap_first(tmp);
+				hwloc_bitmap_and(x->tmp, c->cpuset, x->allowed);
+				id = hwloc_bitmap_first(x->tmp);
 				for (idx = 0; idx < round && id >= 0; idx++)
-					id = hwloc_bitmap_next(tmp, id);
+					id = hwloc_bitmap_next(x->tmp, id);
 				if (id < 0)
 					continue;
-				pu = hwloc_get_pu_obj_by_os_index(t, (unsigned)id);
-				pk = pu ? hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, pu) : NULL;
-				w = &plan->w[placed++];
+				place_worker(x, &plan->w[placed++], c, k, id, bind);
 				got++;
-				w->numa = nodes[k].numa ? (int32_t)nodes[k].numa->os_index : -1;
-				w->pack = pk ? (int32_t)pk->logical_index : -1;
-				if (bind == SR_BIND_CORE) {
-					w->cpu = id;
-					w->core = ctype == HWLOC_OBJ_CORE ? (int32_t)c->logical_index : -1;
-					snprintf(w->cpus, sizeof(w->cpus), "%d", id);
-				} else if (bind == SR_BIND_NUMA) {
-					w->cpu = -1;
-					w->core = -1;
-					if (nodes[k].numa)
-						hwloc_bitmap_and(tmp, nodes[k].numa->cpuset, allowed);
-					else
-						hwloc_bitmap_copy(tmp, allowed);
-					hwloc_bitmap_list_snprintf(w->cpus, sizeof(w->cpus), tmp);
-				} else {
-					w->cpu = -1;
-					w->core = -1;
-					w->numa = -1;
-					w->pack = -1;
-					w->cpus[0] = '\0';
-				}
 			}
 			if (round > 64)
 				break;
 		}
 	}
+	return placed;
+}
+
+/*
+ * The plan on topology @t: allowed PUs (narrow_allowed), cores by node
+ * (group_cores), the plan (plan_alloc), workers spread over the nodes
+ * (spread) and given PUs (assign), worker 0 near the device (plan_near).
+ */
+static int plan_from_topology(hwloc_topology_t t, bool machine, const char *cpuset,
+			      const char *near, uint32_t num_threads, uint32_t bind,
+			      struct sr__plan **out)
+{
+	struct plan_ctx x = {
+		.t = t,
+		.ctype = HWLOC_OBJ_CORE,
+		.allowed = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(t)),
+		.tmp = hwloc_bitmap_alloc(),
+		.nodes = calloc(MAX_NODES, sizeof(struct node_info)),
+	};
+	hwloc_bitmap_t nearset = NULL;
+	struct sr__plan *plan = NULL;
+	uint32_t T, placed;
+	int err = 0;
+
+	if (!x.allowed || !x.tmp || !x.nodes) {
+		err = sr__errorf(-ENOMEM, "out of memory computing the placement");
+		goto out;
+	}
+	if (bind > SR_BIND_NONE) {
+		err = sr__errorf(-EINVAL, "bind policy %u is not core (0), numa (1) or none (2)", bind);
+		goto out;
+	}
+	err = narrow_allowed(&x, machine, cpuset);
+	if (!err)
+		err = parse_near(near, &nearset);
+	if (err)
+		goto out;
+	x.npus = (uint32_t)hwloc_bitmap_weight(x.allowed);
+	if (x.npus == 0) {
+		err = sr__errorf(-EINVAL, "no CPU is available to the pool");
+		goto out;
+	}
+	if (hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE) <= 0)
+		x.ctype = HWLOC_OBJ_PU; /* topologies without cores: a PU is a core */
+	err = group_cores(&x);
+	if (err)
+		goto out;
+	T = num_threads ? num_threads : x.ncores;
+	err = plan_alloc(&x, T, bind, cpuset, &plan);
+	if (err)
+		goto out;
+	spread(&x, T);
+	placed = assign(&x, plan, bind);
 	if (placed != T) {
 		err = sr__errorf(-EINVAL, "placement failed: %u of %u workers placed", placed, T);
 		goto out;
 	}
 	if (nearset) {
 		hwloc_bitmap_list_snprintf(plan->near, sizeof(plan->near), nearset);
-		plan_near(plan, nearset, tmp);
+		plan_near(plan, nearset, x.tmp);
 	}
 	*out = plan;
 	plan = NULL;
 out:
 	free(plan);
-	free(nodes);
-	hwloc_bitmap_free(tmp);
-	hwloc_bitmap_free(user);
+	free(x.nodes);
+	hwloc_bitmap_free(x.tmp);
 	hwloc_bitmap_free(nearset);
-	hwloc_bitmap_free(allowed);
+	hwloc_bitmap_free(x.allowed);
 	return err;
 }
 
