@@ -74,6 +74,8 @@ struct sr__procs {
 	uint32_t step_timeout_ms, max_restarts;
 	uint64_t restarts, faults, fault_rows, pad_rows;
 	pid_t *pid;
+	uint64_t *ready_at; /* when a restarted worker was first seen ready (its
+			     * step timeout counts from then, not from its boot) */
 	char **argv;       /* owned copy */
 	char *exe;         /* argv[0] resolved */
 	int broken;        /* the budget is spent: every command returns it */
@@ -414,7 +416,7 @@ int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *a
 		atomic_store_explicit(&h->trainer_sleeping, 0, memory_order_relaxed);
 		for (uint32_t w = 0; w < P->nworkers; w++) {
 			struct sr__proc_wrec *r = sr__proc_wrec(h, w);
-			uint64_t el = (now_ns() - t0) / 1000000u;
+			uint64_t now = now_ns(), el;
 			bool booting, hung = false;
 			int st = 0;
 
@@ -422,6 +424,14 @@ int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *a
 				continue;
 			booting = atomic_load_explicit(&r->state, memory_order_acquire) ==
 				  SR__PW_BOOT;
+			if (booting)
+				P->ready_at[w] = UINT64_MAX;
+			else if (P->ready_at[w] == UINT64_MAX)
+				P->ready_at[w] = now;
+			el = (now - (P->ready_at[w] != UINT64_MAX && P->ready_at[w] > t0
+					     ? P->ready_at[w]
+					     : t0)) /
+			     1000000u;
 			if (!ended(P, w, &st)) {
 				if (booting ? el < BOOT_TIMEOUT_MS
 					    : !P->step_timeout_ms || el < P->step_timeout_ms)
@@ -555,6 +565,7 @@ void sr__procs_destroy(struct sr__procs *P)
 	free(P->argv);
 	free(P->exe);
 	free(P->pid);
+	free(P->ready_at);
 	free(P);
 }
 
@@ -580,7 +591,8 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	P->max_restarts = o->max_restarts;
 	P->spin = o->spin_iters;
 	P->pid = calloc(o->nworkers, sizeof(pid_t));
-	if (!P->pid) {
+	P->ready_at = calloc(o->nworkers, sizeof(uint64_t));
+	if (!P->pid || !P->ready_at) {
 		err = sr__errorf(-ENOMEM, "out of memory");
 		goto fail;
 	}

@@ -17,10 +17,6 @@ gym = pytest.importorskip("gymnasium")
 pytest.importorskip("cloudpickle")
 
 import stepring  # noqa: E402
-from stepring import _lib  # noqa: E402
-
-if not _lib.has("sr_proc_worker_open"):
-    pytest.skip("this libstepring has no process workers", allow_module_level=True)
 
 from gymnasium.envs.classic_control import CartPoleEnv  # noqa: E402
 
