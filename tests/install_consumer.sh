@@ -68,7 +68,7 @@ arch=${arch:-$(uname -m)-linux-gnu}
 cmake -S "$src" -B "$tmp/usr-build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
 	-DCMAKE_INSTALL_LIBDIR="lib/$arch" -DSR_BUILD_TESTS=OFF -DSR_BUILD_TOOLS=OFF \
 	-DSR_WITH_CUDA=OFF >/dev/null
-cmake --build "$tmp/usr-build" -j2 --target stepring stepring_static >/dev/null
+cmake --build "$tmp/usr-build" -j2 --target stepring stepring_static stepring_worker >/dev/null
 DESTDIR="$tmp/root" cmake --install "$tmp/usr-build" >/dev/null
 test -f "$tmp/root/usr/lib/$arch/pkgconfig/stepring.pc"
 test -f "$tmp/root/usr/include/stepring.h"
