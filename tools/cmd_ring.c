@@ -168,7 +168,8 @@ static int ring_ls(int argc, char **argv)
 		segs[n++] = s;
 	}
 	closedir(d);
-	qsort(segs, n, sizeof(*segs), cmp_names);
+	if (n) /* qsort(NULL, 0) is undefined */
+		qsort(segs, n, sizeof(*segs), cmp_names);
 	if (!json)
 		printf("%-28s %4s %10s %7s %8s %10s %12s %12s %8s %s\n", "NAME", "VER", "CAPACITY",
 		       "OBS_DIM", "ACT_SIZE", "MIB", "HEAD", "CURSOR", "PID", "OWNER");
