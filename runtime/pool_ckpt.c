@@ -410,6 +410,14 @@ static int claim(struct sr__pool_ckpt *c, const sr_ckpt_opts *o)
 	return 0;
 }
 
+/* Bytes of one env in the env states section: its state bytes; for an
+ * opaque env (ABI v2) a u64 length (host order, like the other sections)
+ * and save_max bytes of what its save() wrote (zero padded to 8). */
+static size_t env_rec_bytes(const sr_env_spec *s)
+{
+	return sr_env_is_opaque(s) ? 8 + (((size_t)s->save_max + 7) & ~(size_t)7) : s->state_size;
+}
+
 /* Where each small section sits in the snapshot buffer. */
 struct snap_layout {
 	size_t nst; /* env state bytes */
@@ -418,7 +426,7 @@ struct snap_layout {
 
 static void snap_layout(const sr_pool *p, struct snap_layout *l)
 {
-	l->nst = (size_t)p->num_envs * p->spec.state_size;
+	l->nst = (size_t)p->num_envs * env_rec_bytes(&p->spec);
 	l->off_states = sizeof(struct sr__ckpt_pool_sect);
 	l->off_envs = (l->off_states + l->nst + 63) & ~(size_t)63;
 	l->off_stats = l->off_envs + (size_t)p->num_envs * sizeof(struct ckpt_env_rec);
@@ -426,14 +434,44 @@ static void snap_layout(const sr_pool *p, struct snap_layout *l)
 	l->total = l->off_rt + sizeof(struct ckpt_runtime_sect);
 }
 
-/* Every env's state bytes and bookkeeping, in env order. */
-static void snap_envs(const sr_pool *p, uint8_t *states, struct ckpt_env_rec *recs)
+/* An opaque env's instances, serialized by its save() into their records
+ * (the pool is quiescent: no worker touches them meanwhile). */
+static int save_opaque(const sr_pool *p, const struct sr__worker *wk, uint8_t *states)
+{
+	const sr_env_spec *s = &p->spec;
+	size_t rb = env_rec_bytes(s);
+
+	for (uint32_t i = 0; i < wk->n_envs; i++) {
+		uint8_t *rec = states + (size_t)(wk->first_env + i) * rb;
+		size_t len = 0;
+		int err = s->save(s, wk->states + (size_t)i * s->state_size, rec + 8, s->save_max,
+				  &len);
+		if (err || len > s->save_max)
+			return sr__errorf(err ? err : -EOVERFLOW,
+					  "checkpoint: env %u ('%s') cannot be saved: %s",
+					  wk->first_env + i, s->id,
+					  err ? sr_strerror(err) : "save() wrote more than save_max");
+		uint64_t l64 = len;
+		memcpy(rec, &l64, 8);
+	}
+	return 0;
+}
+
+/* Every env's state bytes (or saved form) and bookkeeping, in env order. */
+static int snap_envs(const sr_pool *p, uint8_t *states, struct ckpt_env_rec *recs)
 {
 	size_t ssz = p->spec.state_size;
 
 	for (uint32_t w = 0; w < p->num_threads; w++) {
 		const struct sr__worker *wk = &p->workers[w];
-		memcpy(states + (size_t)wk->first_env * ssz, wk->states, (size_t)wk->n_envs * ssz);
+		if (sr_env_is_opaque(&p->spec)) {
+			int err = save_opaque(p, wk, states);
+			if (err)
+				return err;
+		} else {
+			memcpy(states + (size_t)wk->first_env * ssz, wk->states,
+			       (size_t)wk->n_envs * ssz);
+		}
 		for (uint32_t i = 0; i < wk->n_envs; i++) {
 			struct ckpt_env_rec *er = &recs[wk->first_env + i];
 			er->prev_seq = wk->prev_seq[i];
@@ -445,6 +483,7 @@ static void snap_envs(const sr_pool *p, uint8_t *states, struct ckpt_env_rec *re
 			er->ep_len = wk->ep_len[i];
 		}
 	}
+	return 0;
 }
 
 static void snap_stats(const sr_pool *p, struct ckpt_stats_sect *ss)
@@ -474,7 +513,11 @@ static int snapshot(struct sr__pool_ckpt *c, struct sr__ckpt_src *src, uint32_t 
 		return sr__errorf(-ENOMEM, "checkpoint: out of memory for the snapshot (%zu bytes)",
 				  l.total);
 	fill_pool_sect(p, (struct sr__ckpt_pool_sect *)snap);
-	snap_envs(p, snap + l.off_states, (struct ckpt_env_rec *)(snap + l.off_envs));
+	int err = snap_envs(p, snap + l.off_states, (struct ckpt_env_rec *)(snap + l.off_envs));
+	if (err) {
+		free(snap);
+		return err;
+	}
 	snap_stats(p, (struct ckpt_stats_sect *)(snap + l.off_stats));
 	rt = (struct ckpt_runtime_sect *)(snap + l.off_rt);
 	rt->ring_head = sr_ring_head(p->ring);
@@ -631,9 +674,6 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 	if (p->procs)
 		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: the envs live in worker "
 				  "processes (SR_POOL_F_PROCS); checkpoints need thread workers");
-	if (sr_env_is_opaque(&p->spec))
-		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: env '%s' has opaque state; "
-				  "this build checkpoints plain-data states only", p->spec.id);
 	err = resolve_opts(opts, &o, &backend);
 	if (err)
 		return err;
@@ -861,7 +901,8 @@ static int check_loaded(const sr_pool *p, const struct ckpt_runtime_sect *rt,
 					  "restore: env %u's episode counters are impossible "
 					  "(elapsed %u of at most %u, length %llu)",
 					  e, er->elapsed, max, (unsigned long long)er->ep_len);
-		if (p->spec.check_state &&
+		/* (opaque envs: load_opaque checks the loaded instances) */
+		if (p->spec.check_state && !sr_env_is_opaque(&p->spec) &&
 		    p->spec.check_state(&p->spec, states + (size_t)e * p->spec.state_size))
 			return sr__errorf(-EBADMSG,
 					  "restore: env %u's state is not one env '%s' can be in "
@@ -903,6 +944,62 @@ static int check_window(const sr_pool *p, const struct sr__ckpt_replay_meta *m,
 	return 0;
 }
 
+/* Exchange two byte ranges. */
+static void swap_bytes(uint8_t *a, uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint8_t t = a[i];
+		a[i] = b[i];
+		b[i] = t;
+	}
+}
+
+/*
+ * An opaque env's saved records: load each into a new instance (made here,
+ * on the pool thread), all before the pool changes, so that a record that
+ * does not load leaves the pool untouched. *@out: num_envs instances in env
+ * order; the caller swaps their handles with the workers' (the ABI lets
+ * the runtime move an opaque state's bytes) and destroys what it gets
+ * back. The loaded instances' heaps sit on this thread's node until their
+ * next reset, which builds a new world on the worker.
+ */
+static int load_opaque(const sr_pool *p, const uint8_t *states, uint8_t **out)
+{
+	const sr_env_spec *s = &p->spec;
+	size_t rb = env_rec_bytes(s), ssz = s->state_size;
+	uint8_t *inst = aligned_alloc(64, ((size_t)p->num_envs * ssz + 63) & ~(size_t)63);
+	int err;
+
+	if (!inst)
+		return sr__errorf(-ENOMEM, "restore: out of memory");
+	err = sr_env_create_instances(s, inst, p->num_envs);
+	if (err) {
+		free(inst);
+		return err;
+	}
+	for (uint32_t e = 0; e < p->num_envs; e++) {
+		const uint8_t *rec = states + (size_t)e * rb;
+		uint64_t len;
+		memcpy(&len, rec, 8);
+		if (len > s->save_max)
+			err = -EBADMSG;
+		else
+			err = s->load(s, inst + (size_t)e * ssz, rec + 8, (size_t)len);
+		if (!err && s->check_state)
+			err = s->check_state(s, inst + (size_t)e * ssz);
+		if (err) {
+			sr_env_destroy_instances(s, inst, p->num_envs);
+			free(inst);
+			return sr__errorf(-EBADMSG,
+					  "restore: env %u's saved state does not load into '%s' "
+					  "(%s)",
+					  e, s->id, sr_strerror(err));
+		}
+	}
+	*out = inst;
+	return 0;
+}
+
 int sr_pool_restore(sr_pool *p, const char *path)
 {
 	struct sr__ckpt_file f;
@@ -913,7 +1010,7 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	struct ckpt_env_rec *envs = NULL;
 	uint8_t *states = NULL;
 	struct sr__pool_ckpt *c;
-	uint8_t *stage = NULL;
+	uint8_t *stage = NULL, *loaded = NULL;
 	size_t nst, stage_len = 0;
 	int fd, err, ri = -1;
 	bool replay = false;
@@ -923,9 +1020,6 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	if (p->procs)
 		return sr__errorf(-ENOTSUP, "sr_pool_restore: the envs live in worker processes "
 				  "(SR_POOL_F_PROCS); checkpoints need thread workers");
-	if (sr_env_is_opaque(&p->spec))
-		return sr__errorf(-ENOTSUP, "sr_pool_restore: env '%s' has opaque state; "
-				  "this build restores plain-data states only", p->spec.id);
 	c = ckpt_state(p, false);
 	if (c && c->job)
 		finish_job(c, true);
@@ -952,7 +1046,7 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	err = read_exact(&f, SR_CKPT_SECT_STATS, &ss, sizeof(ss), true);
 	if (err)
 		goto out;
-	nst = (size_t)p->num_envs * p->spec.state_size;
+	nst = (size_t)p->num_envs * env_rec_bytes(&p->spec);
 	states = malloc(nst);
 	envs = malloc((size_t)p->num_envs * sizeof(*envs));
 	if (!states || !envs) {
@@ -962,6 +1056,11 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	err = read_exact(&f, SR_CKPT_SECT_ENV_STATES, states, nst, true);
 	if (err)
 		goto out;
+	if (sr_env_is_opaque(&p->spec)) {
+		err = load_opaque(p, states, &loaded);
+		if (err)
+			goto out;
+	}
 	err = read_exact(&f, SR_CKPT_SECT_ENV_COUNTERS, envs, (size_t)p->num_envs * sizeof(*envs),
 			 true);
 	if (err)
@@ -1012,7 +1111,12 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	for (uint32_t w = 0; w < p->num_threads; w++) {
 		struct sr__worker *wk = &p->workers[w];
 		size_t ssz = p->spec.state_size;
-		memcpy(wk->states, states + (size_t)wk->first_env * ssz, (size_t)wk->n_envs * ssz);
+		if (loaded) /* swap handles: the old instances go to @loaded */
+			swap_bytes(wk->states, loaded + (size_t)wk->first_env * ssz,
+				   (size_t)wk->n_envs * ssz);
+		else
+			memcpy(wk->states, states + (size_t)wk->first_env * ssz,
+			       (size_t)wk->n_envs * ssz);
 		for (uint32_t i = 0; i < wk->n_envs; i++) {
 			const struct ckpt_env_rec *er = &envs[wk->first_env + i];
 			wk->prev_seq[i] = er->prev_seq;
@@ -1046,6 +1150,10 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	atomic_store_explicit(&r->hdr->cursor, rt.ring_cursor, memory_order_release);
 	err = 0;
 out:
+	if (loaded) { /* the old instances after success, the loaded ones after a failure */
+		sr_env_destroy_instances(&p->spec, loaded, p->num_envs);
+		free(loaded);
+	}
 	if (stage)
 		munmap(stage, stage_len);
 	free(states);

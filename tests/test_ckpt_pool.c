@@ -22,6 +22,8 @@
 #include "ckpt_internal.h"
 
 static char dir[256];
+/* The env of mk_pool's pools (the Box2D tests switch it). */
+static const char *env_name = "CartPole-v1";
 
 static int setup(void **st)
 {
@@ -47,7 +49,7 @@ static sr_pool *mk_pool(uint32_t n, uint32_t threads, uint64_t ring_cap, uint32_
 	sr_pool *p = NULL;
 
 	sr_pool_opts_init(&o);
-	o.env = "CartPole-v1";
+	o.env = env_name;
 	o.num_envs = n;
 	o.num_threads = threads;
 	o.bind = SR_BIND_NONE;
@@ -81,12 +83,23 @@ static uint64_t hash_batch(uint64_t h, const sr_batch *b)
 	return fnv(h, &b->first_seq, 8);
 }
 
-/* Actions depend only on the step number: both runs send the same ones. */
-static void actions_for(uint64_t step, int32_t *a, uint32_t n)
+/* Actions depend only on the step number: both runs send the same ones.
+ * Discrete: 0 .. act_n - 1 (CartPole: the top bit); box: within bounds. */
+static void actions_for(const sr_env_spec *sp, uint64_t step, void *act, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t x = step * 7919 + i;
-		a[i] = (int32_t)(sr_splitmix64(&x) >> 63);
+		if (sp->act_kind == SR_SPACE_DISCRETE) {
+			int32_t v = sp->act_n == 2 ? (int32_t)(sr_splitmix64(&x) >> 63)
+						   : (int32_t)((sr_splitmix64(&x) >> 32) % sp->act_n);
+			((int32_t *)act)[i] = v;
+			continue;
+		}
+		for (uint32_t d = 0; d < sp->act_dim; d++) {
+			double u = (double)(sr_splitmix64(&x) >> 11) * 0x1.0p-53;
+			((float *)act)[i * sp->act_dim + d] =
+				(float)(sp->act_low[d] + (sp->act_high[d] - sp->act_low[d]) * u);
+		}
 	}
 }
 
@@ -94,12 +107,13 @@ static void actions_for(uint64_t step, int32_t *a, uint32_t n)
 static uint64_t run(sr_pool *p, uint64_t k, uint64_t m)
 {
 	uint32_t n = sr_pool_num_envs(p);
-	int32_t *a = malloc(n * sizeof(*a));
+	const sr_env_spec *sp = sr_pool_spec(p);
+	void *a = malloc(n * sr_env_action_size(sp));
 	const sr_batch *b;
 	uint64_t h = 0xcbf29ce484222325ull;
 
 	for (uint64_t s = k; s < k + m; s++) {
-		actions_for(s, a, n);
+		actions_for(sp, s, a, n);
 		assert_int_equal(sr_pool_step(p, a, &b), 0);
 		h = hash_batch(h, b);
 	}
@@ -112,16 +126,16 @@ static uint64_t run(sr_pool *p, uint64_t k, uint64_t m)
 #define M 400
 
 /* Child mode: restore and continue, print the hash and the counters. */
-static int child(const char *path, uint32_t threads)
+static int child(const char *path, uint32_t threads, uint32_t nenv, uint64_t k, uint64_t m)
 {
-	sr_pool *p = mk_pool(NENV, threads, 1u << 12, 0);
+	sr_pool *p = mk_pool(nenv, threads, 1u << 12, 0);
 	sr_pool_stats st;
 
 	if (!p || sr_pool_restore(p, path)) {
 		fprintf(stderr, "restore: %s\n", sr_last_error());
 		return 1;
 	}
-	uint64_t h = run(p, K, M);
+	uint64_t h = run(p, k, m);
 	sr_pool_stats_get(p, &st);
 	printf("%016llx %llu %llu %.9g\n", (unsigned long long)h, (unsigned long long)st.steps,
 	       (unsigned long long)st.episodes, st.mean_return);
@@ -129,19 +143,24 @@ static int child(const char *path, uint32_t threads)
 	return 0;
 }
 
-static void run_child(const char *path, uint32_t threads, char *out, size_t n)
+static void run_child_env(const char *path, uint32_t threads, uint32_t nenv, uint64_t k,
+			  uint64_t m, char *out, size_t n)
 {
 	int pfd[2], status;
-	char th[16];
+	char th[16], ne[16], ks[24], ms[24];
 
 	snprintf(th, sizeof(th), "%u", threads);
+	snprintf(ne, sizeof(ne), "%u", nenv);
+	snprintf(ks, sizeof(ks), "%llu", (unsigned long long)k);
+	snprintf(ms, sizeof(ms), "%llu", (unsigned long long)m);
 	assert_int_equal(pipe(pfd), 0);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		dup2(pfd[1], 1);
 		close(pfd[0]);
-		execl("/proc/self/exe", "test_ckpt_pool", "child", path, th, (char *)NULL);
+		execl("/proc/self/exe", "test_ckpt_pool", "child", path, th, env_name, ne, ks, ms,
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(pfd[1]);
@@ -151,6 +170,11 @@ static void run_child(const char *path, uint32_t threads, char *out, size_t n)
 	out[r] = '\0';
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void run_child(const char *path, uint32_t threads, char *out, size_t n)
+{
+	run_child_env(path, threads, NENV, K, M, out, n);
 }
 
 /* Run K steps, checkpoint, run M more; a new process restores and runs M:
@@ -548,10 +572,126 @@ static void test_restore_fault_untouched(void **st)
 	sr_pool_destroy(twin);
 }
 
+/*
+ * The Box2D envs (opaque state, saved by their save() and restored by
+ * load() into new instances): K steps, a checkpoint, M more; another
+ * process restores it into a pool of another thread count and runs the
+ * same M steps: the same obs, rewards, flags and statistics. An async pool
+ * (nothing in flight) restored into another pool answers the same actions
+ * the same way. Another env's checkpoint leaves the pool untouched.
+ */
+static void test_box2d_resume(void **st)
+{
+	static const char *const envs[] = {"LunarLander-v3", "LunarLanderContinuous-v3",
+					   "BipedalWalker-v3"};
+	const uint64_t k = 70, m = 90;
+	char path[300], want[128], got[128];
+	sr_env_spec spec;
+
+	(void)st;
+	if (sr_env_find(envs[0], &spec)) {
+		print_message("built without Box2D: skipped\n");
+		return;
+	}
+	for (int e = 0; e < 3; e++) {
+		sr_ckpt_opts o;
+		sr_pool_stats ps;
+		const sr_batch *b;
+
+		env_name = envs[e];
+		snprintf(path, sizeof(path), "%s/box2d-%d.ckpt", dir, e);
+		sr_pool *p = mk_pool(6, 2, 1u << 12, 0);
+		assert_non_null(p);
+		assert_int_equal(sr_pool_reset(p, &b), 0);
+		run(p, 0, k);
+		sr_ckpt_opts_init(&o);
+		o.flags = SR_CKPT_F_BACKEND;
+		o.backend = SR_CKPT_BACKEND_SYNC;
+		assert_int_equal(sr_pool_checkpoint(p, path, &o), 0);
+		uint64_t h = run(p, k, m);
+		sr_pool_stats_get(p, &ps);
+		snprintf(want, sizeof(want), "%016llx %llu %llu %.9g", (unsigned long long)h,
+			 (unsigned long long)ps.steps, (unsigned long long)ps.episodes,
+			 ps.mean_return);
+		if (e < 2)
+			assert_true(ps.episodes > 0); /* landers end within k + m steps */
+		run_child_env(path, 1, 6, k, m, got, sizeof(got));
+		got[strcspn(got, "\n")] = '\0';
+		assert_string_equal(got, want);
+
+		/* In this process too, over a pool that ran elsewhere. */
+		sr_pool *q = mk_pool(6, 1, 1u << 12, 0);
+		assert_int_equal(sr_pool_reset(q, &b), 0);
+		run(q, 500, 33);
+		assert_int_equal(sr_pool_restore(q, path), 0);
+		assert_true(run(q, k, m) == h);
+
+		sr_pool_destroy(q);
+		sr_pool_destroy(p);
+	}
+
+	/* Async: checkpoint with nothing in flight, restore elsewhere, same
+	 * answers to the same actions. */
+	env_name = "BipedalWalker-v3";
+	snprintf(path, sizeof(path), "%s/box2d-async.ckpt", dir);
+	sr_pool *p = mk_pool(6, 2, 1u << 10, 3), *q;
+	const sr_batch *b;
+	assert_non_null(p);
+	assert_int_equal(sr_pool_reset(p, NULL), 0);
+	assert_int_equal(sr_pool_recv(p, &b), 0);
+	assert_int_equal(sr_pool_recv(p, &b), 0);
+	float act[6 * 4];
+	uint32_t ids[6] = {0, 1, 2, 3, 4, 5};
+	for (int t = 0; t < 20; t++) { /* some steps before the checkpoint */
+		actions_for(sr_pool_spec(p), (uint64_t)t, act, 6);
+		assert_int_equal(sr_pool_send(p, act, ids, 6), 0);
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+	}
+	assert_int_equal(sr_pool_checkpoint(p, path, NULL), 0);
+	assert_int_equal(sr_pool_checkpoint_wait(p, NULL), 0);
+	q = mk_pool(6, 1, 1u << 10, 3);
+	assert_int_equal(sr_pool_restore(q, path), 0);
+	float oa[6][24], oq[6][24];
+	for (int t = 20; t < 40; t++) {
+		actions_for(sr_pool_spec(p), (uint64_t)t, act, 6);
+		assert_int_equal(sr_pool_send(p, act, ids, 6), 0);
+		assert_int_equal(sr_pool_send(q, act, ids, 6), 0);
+		for (int r = 0; r < 2; r++) {
+			assert_int_equal(sr_pool_recv(p, &b), 0);
+			for (uint32_t i = 0; i < b->n; i++)
+				memcpy(oa[b->env_id[i]], b->obs + i * 24, 96);
+			assert_int_equal(sr_pool_recv(q, &b), 0);
+			for (uint32_t i = 0; i < b->n; i++)
+				memcpy(oq[b->env_id[i]], b->obs + i * 24, 96);
+		}
+		assert_memory_equal(oa, oq, sizeof(oa));
+	}
+	sr_pool_destroy(p);
+	sr_pool_destroy(q);
+
+	/* Another env type's checkpoint: refused, the pool untouched. */
+	env_name = "LunarLander-v3";
+	p = mk_pool(6, 1, 1u << 12, 0);
+	q = mk_pool(6, 1, 1u << 12, 0);
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	assert_int_equal(sr_pool_reset(q, &b), 0);
+	run(p, 0, 10);
+	run(q, 0, 10);
+	assert_int_not_equal(sr_pool_restore(p, path), 0);
+	assert_true(run(p, 10, 40) == run(q, 10, 40));
+	sr_pool_destroy(p);
+	sr_pool_destroy(q);
+	env_name = "CartPole-v1";
+}
+
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "child"))
-		return child(argv[2], (uint32_t)atoi(argv[3]));
+	if (argc == 8 && !strcmp(argv[1], "child")) {
+		env_name = argv[4];
+		return child(argv[2], (uint32_t)atoi(argv[3]), (uint32_t)atoi(argv[5]),
+			     strtoull(argv[6], NULL, 10), strtoull(argv[7], NULL, 10));
+	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exact_resume),
 		cmocka_unit_test(test_replay_window),
@@ -559,6 +699,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_restore_fault_untouched),
 		cmocka_unit_test(test_busy_and_failure),
 		cmocka_unit_test(test_async),
+		cmocka_unit_test(test_box2d_resume),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -29,7 +29,10 @@
  * per instance by the runtime, before seed and after the last use) and
  * save/load (serialize one instance to at most save_max bytes and back; a
  * loaded instance continues bit-exactly). Such states must never be copied
- * with memcpy: checkpoints and exact resume go through save/load.
+ * with memcpy: checkpoints and exact resume go through save/load. The
+ * runtime may move a whole opaque state (the handle bytes) to another slot
+ * of the same env type, so an env must not keep the address of its state
+ * bytes.
  *
  * Plugins: a shared object exporting `const sr_env_spec sr_env_plugin_spec`
  * (SR_ENV_PLUGIN_SYMBOL) with abi_version = SR_ENV_ABI_VERSION (version 1
