@@ -159,7 +159,7 @@ void do_step(Biped *w, const float *a, float *obs, double *reward, uint8_t *term
 		w->joints[j]->SetMotorSpeed((float)(speed[j] * sign((double)a[j])));
 		w->joints[j]->SetMaxMotorTorque((float)(MOTORS_TORQUE * mag));
 	}
-	w->world->Step((float)(1.0 / FPS), 6 * 30, 2 * 30);
+	world_step(w->world);
 
 	b2Vec2 pos = w->hull->GetPosition();
 	for (int i = 0; i < 10; i++) {

@@ -26,14 +26,42 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <new>
 #include <vector>
+
+#include <box2d/box2d.h>
 
 #include "envs.h"
 
 extern "C" int sr__errorf(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 namespace sr_b2 {
+
+/* ---- timing of b2World::Step alone (bench env's ceiling) ------------------ */
+
+extern thread_local bool world_timing;
+extern thread_local uint64_t world_ns, world_steps;
+
+static inline uint64_t mono_ns()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); /* CPU time: robust on a shared machine */
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Gymnasium's world.Step(1 / FPS, 6 * 30, 2 * 30), timed when asked. */
+static inline void world_step(b2World *w)
+{
+	if (!world_timing) {
+		w->Step((float)(1.0 / 50), 6 * 30, 2 * 30);
+		return;
+	}
+	uint64_t t0 = mono_ns();
+	w->Step((float)(1.0 / 50), 6 * 30, 2 * 30);
+	world_ns += mono_ns() - t0;
+	world_steps++;
+}
 
 /* ---- NumPy's PCG64 and SeedSequence (for rng=numpy) ---------------------- */
 

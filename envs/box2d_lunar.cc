@@ -194,7 +194,7 @@ void do_step(const sr_env_spec *spec, Lunar *l, const void *a, float *obs, doubl
 					      b2Vec2((float)px, (float)py), true);
 	}
 
-	l->world->Step((float)(1.0 / FPS), 6 * 30, 2 * 30);
+	world_step(l->world);
 
 	double s[8];
 	state_of(l, s);
@@ -509,7 +509,22 @@ constexpr uint32_t save_bound(uint32_t asz)
 
 } // namespace
 
+namespace sr_b2 {
+thread_local bool world_timing = false;
+thread_local uint64_t world_ns = 0, world_steps = 0;
+} // namespace sr_b2
+
 extern "C" {
+
+void sr__box2d_world_timing(int on, uint64_t *ns, uint64_t *steps)
+{
+	if (ns)
+		*ns = world_ns;
+	if (steps)
+		*steps = world_steps;
+	world_timing = on != 0;
+	world_ns = world_steps = 0;
+}
 
 const sr_env_spec sr__env_lunarlander = {
 	.abi_version = SR_ENV_ABI_VERSION,

@@ -47,6 +47,10 @@ static inline int sr__rng_ok(const sr_rng *r)
 /* Parameters of the Box2D envs (box2d_*.cc). */
 int sr__lunar_configure(sr_env_spec *spec, const char *params);
 int sr__biped_configure(sr_env_spec *spec, const char *params);
+/* Time b2World::Step alone on this thread (bench env's ceiling): returns
+ * the ns and world steps counted since the last call in *ns, *steps, then
+ * counts from 0 when @on. Box2D builds only. */
+void sr__box2d_world_timing(int on, uint64_t *ns, uint64_t *steps);
 
 /* 2.0, read through a volatile so that pow(x, two) is not folded into x*x:
  * Gymnasium's x**2 is glibc pow, which differs from x*x by an ulp for a few

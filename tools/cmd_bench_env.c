@@ -19,6 +19,8 @@
 #include "cli.h"
 #include "machine.h"
 #include "stepring.h"
+#include "envs.h"
+#include "stepring/config.h"
 
 /* Called by the dispatcher (tools/stepring.c). */
 int bench_env(int argc, char **argv);
@@ -221,6 +223,21 @@ int bench_env(int argc, char **argv)
 	}
 	qsort(runs, (size_t)repeat, sizeof(runs[0]), cmp_run);
 	med = runs[repeat / 2];
+	/* Box2D envs: one more run timing b2World::Step alone (two clock reads
+	 * per step, so outside the figures above): the physics engine's share,
+	 * the ceiling of any port. */
+	double world_ns = 0, world_share = 0;
+#if SR_CONFIG_WITH_BOX2D
+	if (sr_env_is_opaque(&c.spec) && (!strncmp(c.spec.name, "lunarlander", 11) ||
+					  !strcmp(c.spec.name, "bipedalwalker"))) {
+		uint64_t wns, wsteps;
+		sr__box2d_world_timing(1, NULL, NULL);
+		struct run wr = run_once(&c, seconds);
+		sr__box2d_world_timing(0, &wns, &wsteps);
+		world_ns = wsteps ? (double)wns / (double)wsteps : 0;
+		world_share = world_ns * (double)wr.steps / (wr.cpu_seconds * 1e9);
+	}
+#endif
 
 	if (json) {
 		printf("{\"bench\":\"env\",\"env\":\"%s\",\"spec\":\"%s\",\"n_instances\":%zu,"
@@ -233,6 +250,8 @@ int bench_env(int argc, char **argv)
 		       runs[repeat - 1].steps_per_sec, (unsigned long long)med.steps,
 		       (unsigned long long)med.episodes, cpu, med_cpu,
 		       med.cpu_seconds / med.seconds);
+		if (world_ns > 0)
+			printf("\"world_step_ns\":%.1f,\"world_share\":%.3f,", world_ns, world_share);
 		bench_json_machine(stdout);
 		printf(",\"build\":\"%s\"}\n", sr_build_info());
 	} else {
@@ -243,6 +262,10 @@ int bench_env(int argc, char **argv)
 		       (double)med.episodes / med.seconds, repeat, seconds,
 		       runs[0].steps_per_sec / 1e6, runs[repeat - 1].steps_per_sec / 1e6,
 		       med_cpu / 1e6, med.cpu_seconds / med.seconds);
+		if (world_ns > 0)
+			printf("env=%s raw b2World::Step ns/step=%.0f (%.0f%% of the env step's "
+			       "CPU time; the ceiling: %.4fM steps per CPU-second)\n",
+			       env, world_ns, 100 * world_share, 1e3 / world_ns);
 	}
 	sr_env_destroy_instances(&c.spec, c.states, c.n);
 	free(c.states);
