@@ -342,6 +342,14 @@ static uint64_t pool_steps(const sr_pool *p)
 	return s;
 }
 
+/* Bytes of one env in the env states section: its state bytes; for an
+ * opaque env (ABI v2) a u64 length (host order, like the other sections)
+ * and save_max bytes of what its save() wrote (zero padded to 8). */
+static size_t env_rec_bytes(const sr_env_spec *s)
+{
+	return sr_env_is_opaque(s) ? 8 + (((size_t)s->save_max + 7) & ~(size_t)7) : s->state_size;
+}
+
 static void fill_pool_sect(const sr_pool *p, struct sr__ckpt_pool_sect *ps)
 {
 	memset(ps, 0, sizeof(*ps));
@@ -352,7 +360,7 @@ static void fill_pool_sect(const sr_pool *p, struct sr__ckpt_pool_sect *ps)
 	ps->autoreset = p->autoreset;
 	ps->obs_dim = p->obs_dim;
 	ps->act_size = (uint32_t)p->act_size;
-	ps->state_size = p->spec.state_size;
+	ps->state_size = (uint32_t)env_rec_bytes(&p->spec); /* bytes per env in env_states */
 	ps->act_kind = p->spec.act_kind;
 	ps->pool_flags = p->keep_final ? SR_POOL_F_FINAL_OBS : 0;
 	ps->max_episode_steps = p->spec.max_episode_steps;
@@ -410,13 +418,6 @@ static int claim(struct sr__pool_ckpt *c, const sr_ckpt_opts *o)
 	return 0;
 }
 
-/* Bytes of one env in the env states section: its state bytes; for an
- * opaque env (ABI v2) a u64 length (host order, like the other sections)
- * and save_max bytes of what its save() wrote (zero padded to 8). */
-static size_t env_rec_bytes(const sr_env_spec *s)
-{
-	return sr_env_is_opaque(s) ? 8 + (((size_t)s->save_max + 7) & ~(size_t)7) : s->state_size;
-}
 
 /* Where each small section sits in the snapshot buffer. */
 struct snap_layout {
@@ -771,7 +772,7 @@ static int check_geometry(const sr_pool *p, const struct sr__ckpt_pool_sect *ps,
 	GEOM("batch_size", ps->batch_size, p->batch_size);
 	GEOM("obs_dim", ps->obs_dim, p->obs_dim);
 	GEOM("action size", ps->act_size, p->act_size);
-	GEOM("env state_size", ps->state_size, p->spec.state_size);
+	GEOM("env state_size", ps->state_size, env_rec_bytes(&p->spec));
 	GEOM("autoreset", ps->autoreset, p->autoreset);
 	GEOM("max_episode_steps", ps->max_episode_steps, p->spec.max_episode_steps);
 	if (memcmp(rt->spec_params, p->spec.params, sizeof(rt->spec_params)))

@@ -165,8 +165,9 @@ typedef struct sr_ckpt_section_info {
 /* Section types. */
 enum {
 	SR_CKPT_SECT_POOL = 1,        /* options and geometry */
-	SR_CKPT_SECT_ENV_STATES = 2,  /* num_envs * state_size bytes; opaque envs: num_envs *
-				       * (8-byte length + save_max rounded up to 8) */
+	SR_CKPT_SECT_ENV_STATES = 2,  /* num_envs * state_size bytes (the pool section's
+				       * state_size: for opaque envs 8 + save_max rounded
+				       * up to 8, a length and what save() wrote) */
 	SR_CKPT_SECT_ENV_COUNTERS = 3,/* per env: elapsed steps, return, length */
 	SR_CKPT_SECT_STATS = 4,       /* pool statistics */
 	SR_CKPT_SECT_RUNTIME = 5,     /* the runtime's own state (pending obs, RNG) */
