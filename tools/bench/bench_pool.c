@@ -197,8 +197,10 @@ static int raw_loop_ls(const sr_env_spec *s, uint32_t n, double seconds, uint64_
 	unsigned char *acts = make_actions(s, n, seed);
 	uint64_t c0, t0, t, tb, steps = 0, it = 0;
 	int err = -ENOMEM;
+	/* Opaque envs (Box2D): instances are made, on this thread, and destroyed. */
+	int made = st && sr_env_create_instances(s, st, n) == 0;
 
-	if (!st || !obs || !rew || !term || !el || !acts) {
+	if (!made || !obs || !rew || !term || !el || !acts) {
 		if (ls) {
 			/* Arrive once with stop set: the others leave there. */
 			atomic_store(&ls->stop, 1);
@@ -254,6 +256,8 @@ done:
 	acc->cpu_ns += thread_cpu_ns() - c0;
 	err = 0;
 out:
+	if (made)
+		sr_env_destroy_instances(s, st, n);
 	free(st);
 	free(obs);
 	free(rew);
