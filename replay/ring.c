@@ -209,6 +209,24 @@ err_free:
 	return err;
 }
 
+/* Whether a ready header's geometry is this format's for its capacity,
+ * obs_dim and act_size, and fills a segment of @size bytes exactly (every
+ * column offset recomputed, so no column can point outside the mapping). */
+static bool geometry_ok(const struct sr__ring_hdr *h, uint64_t size)
+{
+	struct sr__ring_hdr want;
+
+	memset(&want, 0, sizeof(want));
+	return h->hdr_size == sizeof(struct sr__ring_hdr) &&
+	       !sr__ring_layout(h->capacity, h->obs_dim, h->act_size, &want) &&
+	       want.total_size == size && h->total_size == want.total_size &&
+	       h->off_obs == want.off_obs && h->off_action == want.off_action &&
+	       h->off_reward == want.off_reward && h->off_terminated == want.off_terminated &&
+	       h->off_truncated == want.off_truncated && h->off_flags == want.off_flags &&
+	       h->off_env_id == want.off_env_id && h->off_prev == want.off_prev &&
+	       h->off_seq == want.off_seq;
+}
+
 int sr_ring_attach(const char *name, unsigned flags, sr_ring **out)
 {
 	struct sr__ring_hdr want, *h;
@@ -307,12 +325,7 @@ int sr_ring_attach(const char *name, unsigned flags, sr_ring **out)
 				 h->act_size);
 		goto err_unmap;
 	}
-	if (want.total_size != (uint64_t)st.st_size || h->total_size != want.total_size ||
-	    h->off_obs != want.off_obs || h->off_action != want.off_action ||
-	    h->off_reward != want.off_reward || h->off_terminated != want.off_terminated ||
-	    h->off_truncated != want.off_truncated || h->off_flags != want.off_flags ||
-	    h->off_env_id != want.off_env_id || h->off_prev != want.off_prev ||
-	    h->off_seq != want.off_seq) {
+	if (!geometry_ok(h, (uint64_t)st.st_size)) {
 		err = sr__errorf(-EBADMSG,
 				 "ring attach: '%s': geometry (capacity %llu, obs_dim %u, "
 				 "act_size %u) needs %llu bytes, the segment has %lld",
@@ -651,7 +664,7 @@ bool sr_ring_slot_valid(const sr_ring *r, uint64_t seq)
  * sr_ring_attach. The handle owns @fd (closed by sr_ring_destroy). */
 int sr__ring_attach_fd(int fd, sr_ring **out)
 {
-	struct sr__ring_hdr want, *h;
+	struct sr__ring_hdr *h;
 	struct sr_ring *r;
 	struct stat st;
 	void *base;
@@ -671,17 +684,10 @@ int sr__ring_attach_fd(int fd, sr_ring **out)
 		goto err_free;
 	}
 	h = base;
-	memset(&want, 0, sizeof(want));
 	/* R4: the geometry is trusted only once ready is seen with acquire. */
 	if (h->magic != SR_RING_MAGIC || h->version != SR_RING_FORMAT_VERSION ||
 	    atomic_load_explicit(&h->ready, memory_order_acquire) != 1 ||
-	    h->hdr_size != sizeof(struct sr__ring_hdr) ||
-	    sr__ring_layout(h->capacity, h->obs_dim, h->act_size, &want) ||
-	    want.total_size != (uint64_t)st.st_size || h->off_obs != want.off_obs ||
-	    h->off_action != want.off_action || h->off_reward != want.off_reward ||
-	    h->off_terminated != want.off_terminated || h->off_truncated != want.off_truncated ||
-	    h->off_flags != want.off_flags || h->off_env_id != want.off_env_id ||
-	    h->off_prev != want.off_prev || h->off_seq != want.off_seq) {
+	    !geometry_ok(h, (uint64_t)st.st_size)) {
 		err = sr__errorf(-EBADMSG, "ring attach fd %d: not a stepring ring of format %u",
 				 fd, SR_RING_FORMAT_VERSION);
 		goto err_unmap;
