@@ -78,12 +78,9 @@ void sr__collect_episodes(sr_pool *p)
 
 		if (t == h)
 			continue; /* no store: keep the line clean in the worker's cache */
-		for (; t != h; t++) {
-			uint32_t k = (uint32_t)(p->episodes % SR__EPWIN);
-			p->ep_ret[k] = w->eps[2 * (t & w->eps_mask)];
-			p->ep_len[k] = w->eps[2 * (t & w->eps_mask) + 1];
-			p->episodes++;
-		}
+		for (; t != h; t++)
+			sr__ep_stats_add(&p->stats, w->eps[2 * (t & w->eps_mask)],
+					 w->eps[2 * (t & w->eps_mask) + 1]);
 		/* Entries read before the worker may reuse them. */
 		atomic_store_explicit(&w->eps_tail, h, memory_order_release);
 	}
@@ -113,7 +110,7 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out
 	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
 	if (err)
 		return err;
-	p->batches++;
+	p->stats.batches++;
 	*t = sr__now_ns();
 	p->ns_collect += *t - t0;
 	*out = &p->batch;
@@ -268,7 +265,7 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	/* R2: the slots before end are read (extras and pads before the
 	 * group: published, see above); the view stays valid (Room). */
 	sr_ring_consume(p->ring, (uint32_t)(end - sr_ring_cursor(p->ring)));
-	p->batches++;
+	p->stats.batches++;
 	*t = sr__now_ns();
 	p->ns_collect += *t - t2;
 	*out = &p->batch;
@@ -373,7 +370,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	p->n_inflight -= need;
 	/* R2: the slots before pos are read; the view stays valid (Room). */
 	sr_ring_consume(p->ring, (uint32_t)(pos - c));
-	p->batches++;
+	p->stats.batches++;
 	*t = sr__now_ns();
 	p->ns_collect += *t - t0 - tw - tin;
 	*out = &p->batch;

@@ -969,11 +969,11 @@ int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
 	out->ns_collect = p->ns_collect;
 	out->ns_wait += p->ns_wait;
 	out->ns_send = p->ns_send;
-	out->episodes = p->episodes;
-	k = p->episodes < SR__EPWIN ? (uint32_t)p->episodes : SR__EPWIN;
+	out->episodes = p->stats.episodes;
+	k = p->stats.episodes < SR__EPWIN ? (uint32_t)p->stats.episodes : SR__EPWIN;
 	for (uint32_t i = 0; i < k; i++) {
-		r += p->ep_ret[i];
-		l += p->ep_len[i];
+		r += p->stats.ret[i];
+		l += p->stats.len[i];
 	}
 	out->mean_return = k ? r / k : 0.0;
 	out->mean_length = k ? l / k : 0.0;

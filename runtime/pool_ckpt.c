@@ -490,10 +490,10 @@ static int snap_envs(const sr_pool *p, uint8_t *states, struct ckpt_env_rec *rec
 static void snap_stats(const sr_pool *p, struct ckpt_stats_sect *ss)
 {
 	ss->steps = pool_steps(p);
-	ss->episodes = p->episodes;
-	ss->batches = p->batches;
-	memcpy(ss->ep_ret, p->ep_ret, sizeof(ss->ep_ret));
-	memcpy(ss->ep_len, p->ep_len, sizeof(ss->ep_len));
+	ss->episodes = p->stats.episodes;
+	ss->batches = p->stats.batches;
+	memcpy(ss->ep_ret, p->stats.ret, sizeof(ss->ep_ret));
+	memcpy(ss->ep_len, p->stats.len, sizeof(ss->ep_len));
 }
 
 #define SRC(t, l, d) ((struct sr__ckpt_src){.type = (t), .len = (l), .data = (d)})
@@ -1131,10 +1131,10 @@ int sr_pool_restore(sr_pool *p, const char *path)
 		/* Worker step counters are per worker; the total is what counts. */
 		atomic_store_explicit(&wk->steps, w == 0 ? ss.steps : 0, memory_order_relaxed);
 	}
-	p->episodes = ss.episodes;
-	p->batches = ss.batches;
-	memcpy(p->ep_ret, ss.ep_ret, sizeof(p->ep_ret));
-	memcpy(p->ep_len, ss.ep_len, sizeof(p->ep_len));
+	p->stats.episodes = ss.episodes;
+	p->stats.batches = ss.batches;
+	memcpy(p->stats.ret, ss.ep_ret, sizeof(p->stats.ret));
+	memcpy(p->stats.len, ss.ep_len, sizeof(p->stats.len));
 
 	/* Ring: forget every slot, put back the saved window, then the counters.
 	 * Quiescent: no producer runs; samplers re-check seq (R1/R3). */

@@ -21,7 +21,7 @@
  *  - Episode accumulators (w->ep_ret / ep_len: return, length) are updated
  *    by the env's worker as it steps; a finished episode goes into the
  *    worker's SPSC episode queue, and the pool thread merges those into the
- *    statistics window (pool->ep_ret / ep_len / episodes) after each batch.
+ *    statistics window (pool->stats) after each batch.
  *
  * QUIESCENT POINTS: between two pool calls in sync mode, and in async mode
  * once every sent env has been received (n_inflight == 0: a worker
@@ -206,6 +206,27 @@ struct sr__worker {
 	char pad_end[SR_CACHELINE];
 };
 
+/*
+ * Episode statistics (collector.c, pool thread; checkpointed): the last
+ * SR__EPWIN finished episodes, merged from the workers' episode queues
+ * after each batch, and the batches returned.
+ */
+struct sr__ep_stats {
+	double ret[SR__EPWIN], len[SR__EPWIN]; /* ring of the last ones: return, length */
+	uint64_t episodes;                     /* finished since create (or as restored) */
+	uint64_t batches;                      /* batches returned */
+};
+
+/* A finished episode into the window. */
+static inline void sr__ep_stats_add(struct sr__ep_stats *s, double ret, double len)
+{
+	uint32_t k = (uint32_t)(s->episodes % SR__EPWIN);
+
+	s->ret[k] = ret;
+	s->len[k] = len;
+	s->episodes++;
+}
+
 struct sr_pool {
 	/* --- configuration --- */
 	sr_env_spec spec;
@@ -295,14 +316,13 @@ struct sr_pool {
 	int32_t dev_index;
 	uint64_t *gather;          /* batch_size seqs when a batch is not one range */
 	float *final_stage;        /* async: final obs rows in batch order */
-	double ep_ret[SR__EPWIN], ep_len[SR__EPWIN];
-	uint64_t episodes;
-	uint64_t batches;
 	uint64_t ns_collect, ns_wait, ns_send;
 	sr_batch batch;
 	double lat_us[256]; /* recent batch latencies for the stats block */
 	uint32_t lat_n;
 	uint64_t call_t0;
+
+	struct sr__ep_stats stats; /* episodes and batches (collector.c) */
 
 	/* --- checkpoint state (pool_ckpt.c), made at the first checkpoint,
 	 * or NULL; pool thread only --- */

@@ -98,11 +98,8 @@ int sr__pool_procs_run(sr_pool *p, const void *actions, const uint8_t *mask, uin
 static void add_episode(void *arg, double ret, double len)
 {
 	sr_pool *p = arg;
-	uint32_t k = (uint32_t)(p->episodes % SR__EPWIN);
 
-	p->ep_ret[k] = ret;
-	p->ep_len[k] = len;
-	p->episodes++;
+	sr__ep_stats_add(&p->stats, ret, len);
 }
 
 void sr__pool_procs_episodes(sr_pool *p)

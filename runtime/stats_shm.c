@@ -106,7 +106,7 @@ void sr__stats_shm_update(sr_pool *p)
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	s->now_ns = sr__now_ns();
 	s->steps = st.steps;
-	s->batches = p->batches;
+	s->batches = p->stats.batches;
 	s->episodes = st.episodes;
 	s->mean_return = st.mean_return;
 	s->mean_length = st.mean_length;
