@@ -31,8 +31,8 @@
 int sr__collector_open(sr_pool *p)
 {
 	struct sr__device_cfg cfg = {
-		.kind = p->dev_kind,
-		.index = p->dev_index,
+		.kind = p->col.dev_kind,
+		.index = p->col.dev_index,
 		.ring = p->ring,
 		.obs_dim = p->obs_dim,
 		.act_size = (uint32_t)p->act_size,
@@ -43,12 +43,12 @@ int sr__collector_open(sr_pool *p)
 	};
 	int err;
 
-	p->gather = calloc(cfg.max_rows, sizeof(*p->gather));
+	p->col.gather = calloc(cfg.max_rows, sizeof(*p->col.gather));
 	if (p->keep_final && p->async)
-		p->final_stage = calloc((size_t)cfg.max_rows * p->obs_dim, sizeof(float));
-	if (!p->gather || (p->keep_final && p->async && !p->final_stage))
+		p->col.final_stage = calloc((size_t)cfg.max_rows * p->obs_dim, sizeof(float));
+	if (!p->col.gather || (p->keep_final && p->async && !p->col.final_stage))
 		return sr__errorf(-ENOMEM, "cannot allocate the collector's buffers");
-	err = sr__device_open(&cfg, &p->dev);
+	err = sr__device_open(&cfg, &p->col.dev);
 	if (err)
 		return err;
 	return 0;
@@ -56,12 +56,12 @@ int sr__collector_open(sr_pool *p)
 
 void sr__collector_close(sr_pool *p)
 {
-	sr__device_close(p->dev);
-	p->dev = NULL;
-	free(p->gather);
-	free(p->final_stage);
-	p->gather = NULL;
-	p->final_stage = NULL;
+	sr__device_close(p->col.dev);
+	p->col.dev = NULL;
+	free(p->col.gather);
+	free(p->col.final_stage);
+	p->col.gather = NULL;
+	p->col.final_stage = NULL;
 }
 
 /* P1: merge the finished episodes the workers queued. */
@@ -107,13 +107,13 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out
 		}
 	}
 	sr__collect_episodes(p);
-	err = p->dev->ops->batch_from_ring(p->dev, &req, &p->batch);
+	err = p->col.dev->ops->batch_from_ring(p->col.dev, &req, &p->col.batch);
 	if (err)
 		return err;
 	p->stats.batches++;
 	*t = sr__now_ns();
-	p->ns_collect += *t - t0;
-	*out = &p->batch;
+	p->col.ns_collect += *t - t0;
+	*out = &p->col.batch;
 	return 0;
 }
 
@@ -167,13 +167,13 @@ static int hand_async(sr_pool *p, struct sr__batch_req *req)
 		for (uint32_t i = 0; i < req->n; i++) {
 			uint64_t s = (req->seqs ? req->seqs[i] : req->first_seq + i) & mask;
 			if (p->c_term[s] | p->c_trunc[s])
-				memcpy(p->final_stage + (size_t)i * p->obs_dim,
+				memcpy(p->col.final_stage + (size_t)i * p->obs_dim,
 				       p->final_env + (size_t)p->c_env[s] * p->obs_dim,
 				       p->obs_dim * sizeof(float));
 		}
-		req->final_obs = p->final_stage;
+		req->final_obs = p->col.final_stage;
 	}
-	err = p->dev->ops->batch_from_ring(p->dev, req, &p->batch);
+	err = p->col.dev->ops->batch_from_ring(p->col.dev, req, &p->col.batch);
 	if (err)
 		return err;
 	sr__collect_episodes(p);
@@ -240,8 +240,8 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	 * expected): the rows are copied. */
 	if (sr_ring_head(p->ring) - c->seq >= p->ring_cap - 2ull * p->num_envs) {
 		for (uint32_t i = 0; i < need; i++)
-			p->gather[i] = c->seq + i;
-		req.seqs = p->gather;
+			p->col.gather[i] = c->seq + i;
+		req.seqs = p->col.gather;
 	}
 	err = hand_async(p, &req);
 	if (err)
@@ -267,12 +267,12 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	sr_ring_consume(p->ring, (uint32_t)(end - sr_ring_cursor(p->ring)));
 	p->stats.batches++;
 	*t = sr__now_ns();
-	p->ns_collect += *t - t2;
-	*out = &p->batch;
+	p->col.ns_collect += *t - t2;
+	*out = &p->col.batch;
 	return 0;
 }
 
-/* The rows of [c, pos) that are results, in p->gather. */
+/* The rows of [c, pos) that are results, in p->col.gather. */
 static void gather_results(sr_pool *p, uint64_t c, uint64_t pos)
 {
 	const uint64_t mask = p->ring_cap - 1;
@@ -281,7 +281,7 @@ static void gather_results(sr_pool *p, uint64_t c, uint64_t pos)
 
 	for (uint64_t q = c; q < pos; q++)
 		if (!(flags[q & mask] & (SR_SLOT_PAD | SR_SLOT_FINAL)))
-			p->gather[n++] = q;
+			p->col.gather[n++] = q;
 }
 
 int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
@@ -336,7 +336,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 		sr__wait_recv(p, slot_ready, pos);
 		tw += sr__now_ns() - t1;
 	}
-	p->ns_wait += tw;
+	p->col.ns_wait += tw;
 
 	req.first_seq = c;
 	req.seqs = NULL;
@@ -346,7 +346,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	 * call (see Room above; not expected): the rows are copied. */
 	if (extras || sr_ring_head(ring) - c >= p->ring_cap - 2ull * p->num_envs) {
 		gather_results(p, c, pos);
-		req.seqs = p->gather;
+		req.seqs = p->col.gather;
 	}
 	err = hand_async(p, &req);
 	if (err)
@@ -372,8 +372,8 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	sr_ring_consume(p->ring, (uint32_t)(pos - c));
 	p->stats.batches++;
 	*t = sr__now_ns();
-	p->ns_collect += *t - t0 - tw - tin;
-	*out = &p->batch;
+	p->col.ns_collect += *t - t0 - tw - tin;
+	*out = &p->col.batch;
 	return 0;
 }
 

@@ -224,8 +224,8 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	p->env_base = (o->flags & SR_POOL_F_FIRST_ENV) ? o->first_env : 0;
 	p->act_size = sr_env_action_size(&p->spec);
 	p->obs_dim = p->spec.obs_dim;
-	p->dev_kind = o->device;
-	p->dev_index = o->device_index;
+	p->col.dev_kind = o->device;
+	p->col.dev_index = o->device_index;
 	p->spin_iters = 1u << 14;
 	{
 		const char *s = getenv("STEPRING_SPIN");
@@ -473,7 +473,7 @@ static int check_actions(const sr_pool *p, const void *actions, const uint32_t *
  * collector's last one is reused). */
 static void lat_record(sr_pool *p, uint64_t t0, uint64_t t1)
 {
-	p->lat_us[p->lat_n++ % (sizeof(p->lat_us) / sizeof(p->lat_us[0]))] =
+	p->col.lat_us[p->col.lat_n++ % (sizeof(p->col.lat_us) / sizeof(p->col.lat_us[0]))] =
 		(double)(t1 - t0) / 1e3;
 	if (p->shm)
 		sr__stats_shm_update(p);
@@ -774,8 +774,8 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 				return err;
 			p->grp_last = -1;
 			p->sent_since_recv = true;
-			p->call_t0 = sr__now_ns();
-			p->ns_send += p->call_t0 - t0;
+			p->col.call_t0 = sr__now_ns();
+			p->col.ns_send += p->col.call_t0 - t0;
 			return 0;
 		}
 	}
@@ -840,8 +840,8 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 	}
 	p->sent_since_recv = true;
 	p->n_inflight += n;
-	p->call_t0 = sr__now_ns();
-	p->ns_send += p->call_t0 - t0;
+	p->col.call_t0 = sr__now_ns();
+	p->col.ns_send += p->col.call_t0 - t0;
 	return 0;
 }
 
@@ -854,11 +854,11 @@ int sr_pool_recv(sr_pool *p, const sr_batch **out)
 		return sr__errorf(-EINVAL, "sr_pool_recv: NULL argument");
 	if (!p->async)
 		return sr__errorf(-EINVAL, "sr_pool_recv is for async pools; use sr_pool_step");
-	t0 = p->call_t0 ? p->call_t0 : sr__now_ns();
+	t0 = p->col.call_t0 ? p->col.call_t0 : sr__now_ns();
 	err = sr__collect_async(p, &t, out);
 	if (!err)
 		lat_record(p, t0, t);
-	p->call_t0 = 0;
+	p->col.call_t0 = 0;
 	return err;
 }
 
@@ -966,9 +966,9 @@ int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
 		if (i >= p->first_thread)
 			out->ns_wait += atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
 	}
-	out->ns_collect = p->ns_collect;
-	out->ns_wait += p->ns_wait;
-	out->ns_send = p->ns_send;
+	out->ns_collect = p->col.ns_collect;
+	out->ns_wait += p->col.ns_wait;
+	out->ns_send = p->col.ns_send;
 	out->episodes = p->stats.episodes;
 	k = p->stats.episodes < SR__EPWIN ? (uint32_t)p->stats.episodes : SR__EPWIN;
 	for (uint32_t i = 0; i < k; i++) {

@@ -207,6 +207,24 @@ struct sr__worker {
 };
 
 /*
+ * The collector (collector.c; pool thread only): the batch it exposes,
+ * the device the batch goes to, and the pool thread's own timing and
+ * batch latencies (stats, the stats block, rebalancing).
+ */
+struct sr__collector {
+	struct sr__device *dev;
+	uint32_t dev_kind;   /* enum sr_device_kind asked for */
+	int32_t dev_index;
+	uint64_t *gather;    /* batch_size seqs when a batch is not one range */
+	float *final_stage;  /* async: final obs rows in batch order */
+	uint64_t ns_collect, ns_wait, ns_send;
+	sr_batch batch;
+	double lat_us[256];  /* recent batch latencies for the stats block */
+	uint32_t lat_n;
+	uint64_t call_t0;    /* async: when the last send returned (0: none) */
+};
+
+/*
  * Episode statistics (collector.c, pool thread; checkpointed): the last
  * SR__EPWIN finished episodes, merged from the workers' episode queues
  * after each batch, and the batches returned.
@@ -310,17 +328,7 @@ struct sr_pool {
 	int32_t grp_last;         /* group of the last batch, or -1 */
 	uint64_t grp_recvd;       /* commands whose batch recv returned (grp_on) */
 
-	/* --- collector (pool thread) --- */
-	struct sr__device *dev;
-	uint32_t dev_kind;
-	int32_t dev_index;
-	uint64_t *gather;          /* batch_size seqs when a batch is not one range */
-	float *final_stage;        /* async: final obs rows in batch order */
-	uint64_t ns_collect, ns_wait, ns_send;
-	sr_batch batch;
-	double lat_us[256]; /* recent batch latencies for the stats block */
-	uint32_t lat_n;
-	uint64_t call_t0;
+	struct sr__collector col; /* the batch, its device, the pool thread's timing */
 
 	struct sr__ep_stats stats; /* episodes and batches (collector.c) */
 
@@ -384,7 +392,7 @@ uint64_t sr__grp_inline(sr_pool *p, uint64_t k);
 bool sr__grp_done(sr_pool *p, uint64_t k);
 /* Run worker 0's share of commands up to @k, then wait until every worker
  * thread has finished command @k; returns the clock at the end (the wait
- * goes to p->ns_wait). Pool thread only. */
+ * goes to p->col.ns_wait). Pool thread only. */
 uint64_t sr__grp_wait(sr_pool *p, uint64_t k);
 /* recv: spin, then sleep on pub_evt (E1), until @ready(p, @arg); the
  * workers' notify after each publish (E0) wakes it. Pool thread only. */

@@ -90,16 +90,16 @@ void sr__stats_shm_update(sr_pool *p)
 	struct sr_stats_shm *s = p->shm;
 	sr_pool_stats st;
 	double lat[256];
-	uint32_t n = p->lat_n < 256 ? p->lat_n : 256;
+	uint32_t n = p->col.lat_n < 256 ? p->col.lat_n : 256;
 	uint64_t seq;
 
 	if (!s)
 		return;
 	/* Every 64 batches: the block is for humans, not for the hot path. */
-	if (p->lat_n % 64 != 1 && p->lat_n > 1)
+	if (p->col.lat_n % 64 != 1 && p->col.lat_n > 1)
 		return;
 	sr_pool_stats_get(p, &st);
-	memcpy(lat, p->lat_us, n * sizeof(double));
+	memcpy(lat, p->col.lat_us, n * sizeof(double));
 	qsort(lat, n, sizeof(double), cmp_double);
 	seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
@@ -121,7 +121,7 @@ void sr__stats_shm_close(sr_pool *p)
 {
 	if (!p->shm)
 		return;
-	p->lat_n = 1; /* force an update */
+	p->col.lat_n = 1; /* force an update */
 	sr__stats_shm_update(p);
 	__atomic_store_n(&p->shm->state, SR_STATS_STATE_ENDED, __ATOMIC_RELEASE);
 	for (uint32_t i = 0; i < p->num_threads && p->workers; i++)

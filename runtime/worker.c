@@ -998,7 +998,7 @@ static void rebalance(sr_pool *p)
 		uint64_t dst, dns;
 
 		if (p->async && i == 0 && p->first_thread)
-			ns += p->ns_send + p->ns_collect;
+			ns += p->col.ns_send + p->col.ns_collect;
 		dst = st - p->rb_mark[2 * i];
 		dns = ns - p->rb_mark[2 * i + 1];
 
@@ -1131,7 +1131,7 @@ uint64_t sr__grp_wait(sr_pool *p, uint64_t k)
 		t0 = t ? t : sr__now_ns();
 		sr__wait_recv(p, sr__grp_done, k);
 		t = sr__now_ns();
-		p->ns_wait += t - t0;
+		p->col.ns_wait += t - t0;
 	}
 	return t ? t : sr__now_ns();
 }
