@@ -212,7 +212,7 @@ static bool slot_ready(sr_pool *p, uint64_t pos)
  * worker runs the commands in order); every env comes back once per G
  * batches.
  *
- * Everything in flight is groups while p->grp_on: from an async reset,
+ * Everything in flight is groups while p->flight.grp_on: from an async reset,
  * or from a group send with nothing in flight. A send of anything else
  * leaves group mode: its envs go to the per-env queues, and the groups
  * still in flight come back through the per-env recv above, as rows
@@ -227,7 +227,7 @@ static bool slot_ready(sr_pool *p, uint64_t pos)
  */
 static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 {
-	const uint64_t k = p->grp_recvd;
+	const uint64_t k = p->flight.grp_recvd;
 	const struct sr__grp_cmd *c = &p->grp_cmd[k % p->grp_n];
 	const uint32_t need = p->batch_size, g = c->g;
 	const uint64_t end = c->seq + need;
@@ -247,21 +247,21 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	if (err)
 		return err;
 	sr__grp_mark(p, g, 0);
-	p->grp_last = (int32_t)g;
+	p->flight.grp_last = (int32_t)g;
 	/* last_ids: for a send that names the envs, or leaves group mode. */
 	for (uint32_t i = 0; i < p->num_threads; i++) {
 		const struct sr__worker *w = &p->workers[i];
 		/* Locals: the stores may alias the worker's fields. */
 		const uint32_t e0 = w->first_env + g * w->grp_m, m = w->grp_m;
-		uint32_t *restrict ids = p->last_ids + w->grp_off;
+		uint32_t *restrict ids = p->flight.last_ids + w->grp_off;
 
 		for (uint32_t j = 0; j < m; j++)
 			ids[j] = e0 + j;
 	}
-	p->last_n = need;
-	p->sent_since_recv = false;
-	p->n_inflight -= need;
-	p->grp_recvd = k + 1;
+	p->flight.last_n = need;
+	p->flight.sent_since_recv = false;
+	p->flight.n_inflight -= need;
+	p->flight.grp_recvd = k + 1;
 	/* R2: the slots before end are read (extras and pads before the
 	 * group: published, see above); the view stays valid (Room). */
 	sr_ring_consume(p->ring, (uint32_t)(end - sr_ring_cursor(p->ring)));
@@ -302,10 +302,10 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	struct sr__batch_req req;
 	int err;
 
-	if (p->n_inflight < need)
+	if (p->flight.n_inflight < need)
 		return sr__errorf(-EINVAL, "recv needs %u envs in flight (batch_size) but only %u "
-				  "were sent and not yet received", need, p->n_inflight);
-	if (p->grp_on)
+				  "were sent and not yet received", need, p->flight.n_inflight);
+	if (p->flight.grp_on)
 		return collect_group(p, t, out);
 	t0 = ti = sr__now_ns();
 	sr__async_inline(p, min0 ? min0 : 1);
@@ -355,8 +355,8 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 		/* Locals: the byte stores to inflight[] may alias anything. */
 		const uint32_t *c_env = p->c_env;
 		const uint64_t *seqs = req.seqs;
-		uint8_t *inflight = p->inflight;
-		uint32_t *last_ids = p->last_ids;
+		uint8_t *inflight = p->flight.inflight;
+		uint32_t *last_ids = p->flight.last_ids;
 
 		for (uint32_t i = 0; i < need; i++) {
 			uint32_t env = c_env[(seqs ? seqs[i] : c + i) & mask];
@@ -364,10 +364,10 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 			last_ids[i] = env;
 		}
 	}
-	p->last_n = need;
-	p->grp_last = -1; /* rows, not a group: send(NULL) must not take it for one */
-	p->sent_since_recv = false;
-	p->n_inflight -= need;
+	p->flight.last_n = need;
+	p->flight.grp_last = -1; /* rows, not a group: send(NULL) must not take it for one */
+	p->flight.sent_since_recv = false;
+	p->flight.n_inflight -= need;
 	/* R2: the slots before pos are read; the view stays valid (Room). */
 	sr_ring_consume(p->ring, (uint32_t)(pos - c));
 	p->stats.batches++;
@@ -381,7 +381,7 @@ void sr__collect_drain(sr_pool *p)
 {
 	uint64_t first, mask = p->ring_cap - 1;
 
-	while (p->n_inflight || sr_ring_cursor(p->ring) != sr_ring_head(p->ring)) {
+	while (p->flight.n_inflight || sr_ring_cursor(p->ring) != sr_ring_head(p->ring)) {
 		uint32_t n;
 
 		sr__async_inline(p, UINT32_MAX);
@@ -392,18 +392,18 @@ void sr__collect_drain(sr_pool *p)
 		}
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t s = (first + i) & mask;
-			if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)) && p->inflight[p->c_env[s]]) {
-				p->inflight[p->c_env[s]] = 0;
-				p->n_inflight--;
+			if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)) && p->flight.inflight[p->c_env[s]]) {
+				p->flight.inflight[p->c_env[s]] = 0;
+				p->flight.n_inflight--;
 			}
 		}
 		sr_ring_consume(p->ring, n);
 	}
 	sr__collect_episodes(p);
-	p->last_n = 0;
-	p->grp_last = -1;
+	p->flight.last_n = 0;
+	p->flight.grp_last = -1;
 	/* Every command is done (its rows came back), worker 0's share too
 	 * (sr__async_inline runs them). */
-	p->grp_recvd = p->grp_issued;
-	p->grp_on = false;
+	p->flight.grp_recvd = p->grp_issued;
+	p->flight.grp_on = false;
 }

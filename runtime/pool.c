@@ -312,13 +312,13 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	p->shift = calloc(T, sizeof(*p->shift));
 	p->rb_mark = calloc(2 * (size_t)T, sizeof(*p->rb_mark));
 	p->rb_inv = calloc(T, sizeof(*p->rb_inv));
-	p->inflight = calloc(p->num_envs, 1);
-	p->last_ids = calloc(p->num_envs, sizeof(*p->last_ids));
+	p->flight.inflight = calloc(p->num_envs, 1);
+	p->flight.last_ids = calloc(p->num_envs, sizeof(*p->flight.last_ids));
 	p->async_act = calloc(p->num_envs, p->act_size);
 	if (p->keep_final)
 		p->final_env = calloc((size_t)p->num_envs * p->obs_dim, sizeof(float));
 	if (!p->workers || !p->env_worker || !p->shift || !p->rb_mark || !p->rb_inv ||
-	    !p->inflight || !p->last_ids || !p->async_act || (p->keep_final && !p->final_env)) {
+	    !p->flight.inflight || !p->flight.last_ids || !p->async_act || (p->keep_final && !p->final_env)) {
 		err = sr__errorf(-ENOMEM, "out of memory for %u envs", p->num_envs);
 		goto fail;
 	}
@@ -347,7 +347,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 			}
 		}
 	}
-	p->grp_last = -1;
+	p->flight.grp_last = -1;
 	base = p->num_envs / T;
 	extra = p->num_envs % T;
 	env = 0;
@@ -412,8 +412,8 @@ void sr_pool_destroy(sr_pool *p)
 	free(p->shift);
 	free(p->rb_mark);
 	free(p->rb_inv);
-	free(p->inflight);
-	free(p->last_ids);
+	free(p->flight.inflight);
+	free(p->flight.last_ids);
 	free(p->async_act);
 	free(p->final_env);
 	if (p->grp_cmd) {
@@ -568,7 +568,7 @@ void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v)
 	for (uint32_t i = 0; i < p->num_threads; i++) {
 		const struct sr__worker *w = &p->workers[i];
 
-		memset(p->inflight + w->first_env + g * w->grp_m, v, w->grp_m);
+		memset(p->flight.inflight + w->first_env + g * w->grp_m, v, w->grp_m);
 	}
 }
 
@@ -610,7 +610,7 @@ static int grp_send(sr_pool *p, uint32_t g, const void *actions)
 	if (err)
 		return err;
 	sr__grp_mark(p, g, 1);
-	p->n_inflight += p->batch_size;
+	p->flight.n_inflight += p->batch_size;
 	return 0;
 }
 
@@ -627,7 +627,7 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 
 			/* By group, in order: recv returns group 0 first (the
 			 * drain left no command in flight). */
-			p->grp_on = true;
+			p->flight.grp_on = true;
 			for (uint32_t g = 0; g < p->grp_n && !err; g++)
 				err = grp_send(p, g, NULL);
 			if (out)
@@ -635,10 +635,10 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 			return err;
 		}
 		for (uint32_t e = 0; e < p->num_envs; e++) {
-			p->inflight[e] = 1;
+			p->flight.inflight[e] = 1;
 			sr__async_enqueue(p, e | SR__Q_RESET);
 		}
-		p->n_inflight = p->num_envs;
+		p->flight.n_inflight = p->num_envs;
 		sr__async_kick(p);
 		if (out)
 			*out = NULL;
@@ -745,35 +745,35 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 		return sr__errorf(-EINVAL, "sr_pool_send is for async pools (batch_size < "
 				  "num_envs); this one is sync: use sr_pool_step");
 	if (!env_ids) {
-		if (n != p->last_n)
+		if (n != p->flight.last_n)
 			return sr__errorf(-EINVAL, "send with env_ids NULL needs n = %u (the last "
-					  "batch), got %u", p->last_n, n);
-		env_ids = p->last_ids;
+					  "batch), got %u", p->flight.last_n, n);
+		env_ids = p->flight.last_ids;
 		/* The last batch's envs were not in flight when recv returned
 		 * them; if nothing was sent since, they still are not. */
-		fast = !p->sent_since_recv;
+		fast = !p->flight.sent_since_recv;
 	}
 	if (n == 0)
 		return 0;
 	t0 = sr__now_ns();
 	/* Batch groups: the envs of a whole group, and nothing in flight
 	 * that is not a group (group mode, or nothing in flight at all). */
-	if (p->grp_n && (p->grp_on || !p->n_inflight)) {
-		int32_t g = fast && p->grp_last >= 0 ? p->grp_last : grp_match(p, env_ids, n);
+	if (p->grp_n && (p->flight.grp_on || !p->flight.n_inflight)) {
+		int32_t g = fast && p->flight.grp_last >= 0 ? p->flight.grp_last : grp_match(p, env_ids, n);
 
-		if (g >= 0 && !p->inflight[env_ids[0]]) {
+		if (g >= 0 && !p->flight.inflight[env_ids[0]]) {
 			err = check_actions(p, actions, env_ids, n);
 			if (err)
 				return err;
-			if (!p->grp_on) {
-				p->grp_on = true;
-				p->grp_recvd = p->grp_issued;
+			if (!p->flight.grp_on) {
+				p->flight.grp_on = true;
+				p->flight.grp_recvd = p->grp_issued;
 			}
 			err = grp_send(p, (uint32_t)g, actions);
 			if (err)
 				return err;
-			p->grp_last = -1;
-			p->sent_since_recv = true;
+			p->flight.grp_last = -1;
+			p->flight.sent_since_recv = true;
 			p->col.call_t0 = sr__now_ns();
 			p->col.ns_send += p->col.call_t0 - t0;
 			return 0;
@@ -785,33 +785,33 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 			if (env_ids[i] >= p->num_envs)
 				err = sr__errorf(-EINVAL, "env id %u out of range [0, %u)",
 						 env_ids[i], p->num_envs);
-			else if (p->inflight[env_ids[i]] == 1)
+			else if (p->flight.inflight[env_ids[i]] == 1)
 				err = sr__errorf(-EINVAL, "env %u already has an action in flight "
 						 "(send again only after recv returned it)",
 						 env_ids[i]);
 			else {
-				p->inflight[env_ids[i]] = 1; /* catches duplicates in this call */
+				p->flight.inflight[env_ids[i]] = 1; /* catches duplicates in this call */
 				continue;
 			}
 			while (i--)
-				p->inflight[env_ids[i]] = 0;
+				p->flight.inflight[env_ids[i]] = 0;
 			return err;
 		}
 		for (uint32_t i = 0; i < n; i++)
-			p->inflight[env_ids[i]] = 0;
+			p->flight.inflight[env_ids[i]] = 0;
 	}
 	err = check_actions(p, actions, env_ids, n);
 	if (err)
 		return err;
 	/* Per-env entries from here on: recv goes by rows, and takes the
 	 * groups still in flight as rows too. */
-	p->grp_on = false;
+	p->flight.grp_on = false;
 	/* Publish to the workers in chunks, so that they start stepping
 	 * while the rest is queued. */
 	for (uint32_t i0 = 0; i0 < n; i0 += SR__SEND_CHUNK) {
 		uint32_t i1 = n - i0 > SR__SEND_CHUNK ? i0 + SR__SEND_CHUNK : n;
 		/* Locals: the byte stores to inflight[] may alias anything. */
-		uint8_t *inflight = p->inflight;
+		uint8_t *inflight = p->flight.inflight;
 		unsigned char *mailbox = p->async_act;
 		const unsigned char *a = actions;
 		const size_t asz = p->act_size;
@@ -838,8 +838,8 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 		}
 		sr__async_kick(p);
 	}
-	p->sent_since_recv = true;
-	p->n_inflight += n;
+	p->flight.sent_since_recv = true;
+	p->flight.n_inflight += n;
 	p->col.call_t0 = sr__now_ns();
 	p->col.ns_send += p->col.call_t0 - t0;
 	return 0;

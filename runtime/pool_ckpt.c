@@ -372,11 +372,11 @@ static void fill_pool_sect(const sr_pool *p, struct sr__ckpt_pool_sect *ps)
 
 static int check_async_idle(const sr_pool *p, const char *what)
 {
-	if (p->async && p->n_inflight)
+	if (p->async && p->flight.n_inflight)
 		return sr__errorf(-EBUSY,
 				  "%s: %u envs have steps in flight; receive them first (async "
 				  "pools are checkpointed when nothing is in flight)",
-				  what, p->n_inflight);
+				  what, p->flight.n_inflight);
 	return 0;
 }
 

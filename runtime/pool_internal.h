@@ -207,6 +207,22 @@ struct sr__worker {
 };
 
 /*
+ * Async sends in flight (pool.c sends, collector.c receives; pool thread
+ * only): which envs have an action out, the last batch (a send with env
+ * ids NULL sends it back), and the batch groups' progress.
+ */
+struct sr__flight {
+	uint8_t *inflight;    /* num_envs: env sent and not yet received */
+	uint32_t n_inflight;
+	uint32_t *last_ids;   /* env ids of the last batch (send with NULL) */
+	uint32_t last_n;
+	bool sent_since_recv; /* a send came after the last recv */
+	bool grp_on;          /* everything in flight is batch groups (recv by group) */
+	int32_t grp_last;     /* group of the last batch, or -1 */
+	uint64_t grp_recvd;   /* commands whose batch recv returned (grp_on) */
+};
+
+/*
  * The collector (collector.c; pool thread only): the batch it exposes,
  * the device the batch goes to, and the pool thread's own timing and
  * batch latencies (stats, the stats block, rebalancing).
@@ -318,15 +334,9 @@ struct sr_pool {
 	uint64_t grp_issued;      /* commands written (grp_sent's value) */
 	uint32_t rb_n;
 
-	/* --- async state, pool thread only --- */
-	_Alignas(SR_CACHELINE) uint8_t *inflight; /* env sent and not yet received */
-	uint32_t n_inflight;
-	uint32_t *last_ids;       /* env ids of the last batch (send with NULL) */
-	uint32_t last_n;
-	bool sent_since_recv;     /* a send came after the last recv */
-	bool grp_on;              /* everything in flight is batch groups (recv by group) */
-	int32_t grp_last;         /* group of the last batch, or -1 */
-	uint64_t grp_recvd;       /* commands whose batch recv returned (grp_on) */
+	/* --- async sends in flight (pool.c send, collector.c recv; pool
+	 * thread only) --- */
+	_Alignas(SR_CACHELINE) struct sr__flight flight;
 
 	struct sr__collector col; /* the batch, its device, the pool thread's timing */
 
