@@ -205,7 +205,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return sr__errorf(-ENOMEM, "out of memory");
-	p->start_ns = sr__now_ns();
+	p->shm.start_ns = sr__now_ns();
 	if (o->spec) {
 		err = sr_env_spec_upgrade(o->spec, &p->spec); /* v1 or v2 */
 		if (err)
@@ -245,26 +245,26 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 			near[0] = '\0'; /* hwloc does not know where it is: plan as usual */
 		err = sr__plan_compute((o->flags & SR_POOL_F_TOPOLOGY) ? o->topology : NULL,
 				       (o->flags & SR_POOL_F_CPUSET) ? o->cpuset : NULL,
-				       near[0] ? near : NULL, o->num_threads, o->bind, &p->plan);
+				       near[0] ? near : NULL, o->num_threads, o->bind, &p->place.plan);
 	}
 	if (err)
 		goto fail;
 	if (o->flags & SR_POOL_F_TOPOLOGY) {
 		/* A described topology is not this machine: plan only, no binding. */
-		for (uint32_t i = 0; i < p->plan->nthreads; i++)
-			p->plan->w[i].cpus[0] = '\0';
+		for (uint32_t i = 0; i < p->place.plan->nthreads; i++)
+			p->place.plan->w[i].cpus[0] = '\0';
 	}
 	if (o->flags & SR_POOL_F_BIND_CALLER) {
 		/* Before worker 0's memory is first touched from this thread. */
-		err = sr__bind_self(&p->plan->w[0]);
+		err = sr__bind_self(&p->place.plan->w[0]);
 		if (err) {
 			sr__errorf(err, "cannot bind the calling thread to cpus %s: %s",
-				   p->plan->w[0].cpus, sr_strerror(err));
+				   p->place.plan->w[0].cpus, sr_strerror(err));
 			goto fail;
 		}
-		p->caller_bound = p->plan->w[0].cpus[0] != '\0';
+		p->place.caller_bound = p->place.plan->w[0].cpus[0] != '\0';
 	}
-	T = p->plan->nthreads;
+	T = p->place.plan->nthreads;
 	if (o->num_threads == 0)
 		T = auto_threads(p, T);
 	else
@@ -308,7 +308,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	/* Slices: contiguous, sizes differ by at most one (with batch groups,
 	 * below: multiples of the group count, differing by at most that). */
 	p->workers = aligned_alloc(SR_CACHELINE, sizeof(*p->workers) * T);
-	p->env_worker = calloc(p->num_envs, sizeof(*p->env_worker));
+	p->place.env_worker = calloc(p->num_envs, sizeof(*p->place.env_worker));
 	p->shift = calloc(T, sizeof(*p->shift));
 	p->rb_mark = calloc(2 * (size_t)T, sizeof(*p->rb_mark));
 	p->rb_inv = calloc(T, sizeof(*p->rb_inv));
@@ -317,7 +317,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	p->async_act = calloc(p->num_envs, p->act_size);
 	if (p->keep_final)
 		p->final_env = calloc((size_t)p->num_envs * p->obs_dim, sizeof(float));
-	if (!p->workers || !p->env_worker || !p->shift || !p->rb_mark || !p->rb_inv ||
+	if (!p->workers || !p->place.env_worker || !p->shift || !p->rb_mark || !p->rb_inv ||
 	    !p->flight.inflight || !p->flight.last_ids || !p->async_act || (p->keep_final && !p->final_env)) {
 		err = sr__errorf(-ENOMEM, "out of memory for %u envs", p->num_envs);
 		goto fail;
@@ -363,9 +363,9 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 			w->grp_off = i * (p->batch_size / T) + (i < p->batch_size % T ? i : p->batch_size % T);
 			w->n_envs = w->grp_m * p->grp_n;
 		}
-		w->cpu = p->plan->w[i].cpu;
+		w->cpu = p->place.plan->w[i].cpu;
 		for (uint32_t k = 0; k < w->n_envs; k++)
-			p->env_worker[env + k] = i;
+			p->place.env_worker[env + k] = i;
 		env += w->n_envs;
 	}
 	p->max_slice = 0;
@@ -406,9 +406,9 @@ void sr_pool_destroy(sr_pool *p)
 	sr__stats_shm_close(p);
 	sr__collector_close(p);
 	sr_ring_destroy(p->ring);
-	sr__plan_free(p->plan);
+	sr__plan_free(p->place.plan);
 	free(p->workers);
-	free(p->env_worker);
+	free(p->place.env_worker);
 	free(p->shift);
 	free(p->rb_mark);
 	free(p->rb_inv);
@@ -475,7 +475,7 @@ static void lat_record(sr_pool *p, uint64_t t0, uint64_t t1)
 {
 	p->col.lat_us[p->col.lat_n++ % (sizeof(p->col.lat_us) / sizeof(p->col.lat_us[0]))] =
 		(double)(t1 - t0) / 1e3;
-	if (p->shm)
+	if (p->shm.blk)
 		sr__stats_shm_update(p);
 }
 
@@ -898,10 +898,10 @@ int sr_pool_worker_cpu(const sr_pool *p, uint32_t worker)
 	if (!p || worker >= p->num_threads)
 		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker,
 				  p ? p->num_threads : 0);
-	if (worker == 0 && p->first_thread && !p->caller_bound)
+	if (worker == 0 && p->first_thread && !p->place.caller_bound)
 		return sr__errorf(-ENOENT, "worker 0 is the calling thread, which the pool "
 					   "did not bind (SR_POOL_F_BIND_CALLER)");
-	if (p->workers[worker].cpu < 0 || !p->plan->w[worker].cpus[0])
+	if (p->workers[worker].cpu < 0 || !p->place.plan->w[worker].cpus[0])
 		return sr__errorf(-ENOENT, "worker %u is not bound to one CPU", worker);
 	return p->workers[worker].cpu;
 }
@@ -943,8 +943,8 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 		}
 	}
 	/* sr_pool_worker_cpu's answer, without setting the last error. */
-	out->cpu = (worker == 0 && p->first_thread && !p->caller_bound) || w->cpu < 0 ||
-				   !p->plan->w[worker].cpus[0]
+	out->cpu = (worker == 0 && p->first_thread && !p->place.caller_bound) || w->cpu < 0 ||
+				   !p->place.plan->w[worker].cpus[0]
 			   ? -ENOENT
 			   : w->cpu;
 	return 0;

@@ -133,8 +133,8 @@ static struct sr__pool_ckpt *ckpt_state(sr_pool *p, bool create)
 
 static void shm_state(sr_pool *p, uint32_t state)
 {
-	if (p->shm)
-		__atomic_store_n(&p->shm->ckpt_state, state, __ATOMIC_RELAXED);
+	if (p->shm.blk)
+		__atomic_store_n(&p->shm.blk->ckpt_state, state, __ATOMIC_RELAXED);
 }
 
 /* Collect the finished job of @c (if any): result, status, memory. */
@@ -165,9 +165,9 @@ static int finish_job(struct sr__pool_ckpt *c, bool wait)
 	c->snap = NULL;
 	memset(&c->rc, 0, sizeof(c->rc)); /* the stage stays in stage_cache */
 	shm_state(c->pool, c->st.state);
-	if (c->pool->shm && !err) {
-		__atomic_store_n(&c->pool->shm->ckpt_count, c->st.count, __ATOMIC_RELAXED);
-		__atomic_store_n(&c->pool->shm->ckpt_bytes, c->st.bytes, __ATOMIC_RELAXED);
+	if (c->pool->shm.blk && !err) {
+		__atomic_store_n(&c->pool->shm.blk->ckpt_count, c->st.count, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->pool->shm.blk->ckpt_bytes, c->st.bytes, __ATOMIC_RELAXED);
 	}
 	return err;
 }
@@ -609,11 +609,11 @@ static void place_writer(const sr_pool *p, sr__ckpt_job *job, uint32_t flags)
 {
 	cpu_set_t cs;
 
-	if (!p->plan || sched_getaffinity(0, sizeof(cs), &cs) != 0)
+	if (!p->place.plan || sched_getaffinity(0, sizeof(cs), &cs) != 0)
 		return;
-	for (uint32_t w = 0; w < p->plan->nthreads; w++)
-		if (p->plan->w[w].cpu >= 0 && p->plan->w[w].cpu < CPU_SETSIZE)
-			CPU_CLR(p->plan->w[w].cpu, &cs);
+	for (uint32_t w = 0; w < p->place.plan->nthreads; w++)
+		if (p->place.plan->w[w].cpu >= 0 && p->place.plan->w[w].cpu < CPU_SETSIZE)
+			CPU_CLR(p->place.plan->w[w].cpu, &cs);
 	sr__ckpt_job_set_cpus(job, &cs, sizeof(cs));
 	/* On CPUs of its own it need not yield to the workers. */
 	if (CPU_COUNT(&cs) && !(flags & SR_CKPT_F_NICE))

@@ -207,6 +207,28 @@ struct sr__worker {
 };
 
 /*
+ * Placement (pool.c at create, from affinity.c's plan; read-only after):
+ * where each worker runs and which worker owns each env.
+ */
+struct sr__placement {
+	struct sr__plan *plan; /* affinity.c */
+	bool caller_bound;     /* SR_POOL_F_BIND_CALLER bound the calling thread (worker 0) */
+	uint32_t *env_worker;  /* num_envs: env -> worker index */
+};
+
+/*
+ * The stats block in shared memory (stats_shm.c; SR_POOL_F_RING_NAME), for
+ * `stepring top`: blk is NULL without one.
+ */
+struct sr__stats_block {
+	struct sr_stats_shm *blk;
+	size_t len;
+	char *name;
+	int fd;            /* holds the block's creator lock (liveness) */
+	uint64_t start_ns; /* when the pool was created */
+};
+
+/*
  * Async sends in flight (pool.c sends, collector.c receives; pool thread
  * only): which envs have an action out, the last batch (a send with env
  * ids NULL sends it back), and the batch groups' progress.
@@ -278,7 +300,7 @@ struct sr_pool {
 			       * (see shift) */
 	uint32_t max_slice;   /* the most envs any worker owns */
 
-	struct sr__plan *plan; /* placement (affinity.c) */
+	struct sr__placement place; /* where the workers run */
 
 	sr_ring *ring;
 	uint64_t ring_cap;
@@ -290,8 +312,6 @@ struct sr_pool {
 
 	struct sr__worker *workers; /* num_threads; workers[0] is inline unless NO_INLINE */
 	uint32_t first_thread;      /* 1: worker 0 runs on the calling thread; 0: all are threads */
-	bool caller_bound;        /* SR_POOL_F_BIND_CALLER bound the calling thread (worker 0) */
-	uint32_t *env_worker;       /* env -> worker index */
 	/* Rebalancing: shift[w] moves the boundary between the rows stepped by
 	 * workers w and w+1 (> 0: worker w steps the first shift[w] envs of
 	 * w+1's share; < 0: w+1 steps the last -shift[w] of w's); shift[T-1]
@@ -349,12 +369,7 @@ struct sr_pool {
 	/* --- process workers (SR_POOL_F_PROCS, pool_procs.c), or NULL --- */
 	struct sr__procs *procs;
 
-	/* --- stats block in shared memory (stats_shm.c), or NULL --- */
-	struct sr_stats_shm *shm;
-	size_t shm_len;
-	char *shm_name;
-	int shm_fd;                /* holds the block's creator lock (liveness) */
-	uint64_t start_ns;
+	struct sr__stats_block shm; /* the stats block in shared memory */
 };
 
 /* --- worker.c --- */
@@ -378,7 +393,7 @@ static inline uint32_t sr__worker_rows(const sr_pool *p, uint32_t w)
  * Pool thread only. */
 static inline void sr__async_enqueue(sr_pool *p, uint32_t e)
 {
-	struct sr__worker *w = &p->workers[p->env_worker[e & ~SR__Q_RESET]];
+	struct sr__worker *w = &p->workers[p->place.env_worker[e & ~SR__Q_RESET]];
 
 	/* Published by sr__async_kick, once per chunk of a send and worker:
 	 * a release store per entry would have the draining worker pop a

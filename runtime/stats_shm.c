@@ -61,8 +61,8 @@ int sr__stats_shm_open(sr_pool *p, const char *ring_name)
 	s->num_threads = p->num_threads;
 	s->batch_size = p->batch_size;
 	s->mode = p->async ? 1 : 0;
-	s->start_ns = p->start_ns;
-	s->now_ns = p->start_ns;
+	s->start_ns = p->shm.start_ns;
+	s->now_ns = p->shm.start_ns;
 	s->ring_capacity = p->ring_cap;
 	for (uint32_t i = 0; i < SR_STATS_MAX_WORKERS; i++)
 		s->workers[i].cpu = UINT64_MAX;
@@ -78,16 +78,16 @@ int sr__stats_shm_open(sr_pool *p, const char *ring_name)
 		free(name);
 		return err;
 	}
-	p->shm_fd = seg.fd; /* holds the creator lock while the pool lives */
-	p->shm = s;
-	p->shm_len = len;
-	p->shm_name = name;
+	p->shm.fd = seg.fd; /* holds the creator lock while the pool lives */
+	p->shm.blk = s;
+	p->shm.len = len;
+	p->shm.name = name;
 	return 0;
 }
 
 void sr__stats_shm_update(sr_pool *p)
 {
-	struct sr_stats_shm *s = p->shm;
+	struct sr_stats_shm *s = p->shm.blk;
 	sr_pool_stats st;
 	double lat[256];
 	uint32_t n = p->col.lat_n < 256 ? p->col.lat_n : 256;
@@ -119,17 +119,17 @@ void sr__stats_shm_update(sr_pool *p)
 
 void sr__stats_shm_close(sr_pool *p)
 {
-	if (!p->shm)
+	if (!p->shm.blk)
 		return;
 	p->col.lat_n = 1; /* force an update */
 	sr__stats_shm_update(p);
-	__atomic_store_n(&p->shm->state, SR_STATS_STATE_ENDED, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->shm.blk->state, SR_STATS_STATE_ENDED, __ATOMIC_RELEASE);
 	for (uint32_t i = 0; i < p->num_threads && p->workers; i++)
 		p->workers[i].shm = NULL;
-	munmap(p->shm, p->shm_len);
-	shm_unlink(p->shm_name);
-	close(p->shm_fd);
-	p->shm_fd = -1;
-	free(p->shm_name);
-	p->shm = NULL;
+	munmap(p->shm.blk, p->shm.len);
+	shm_unlink(p->shm.name);
+	close(p->shm.fd);
+	p->shm.fd = -1;
+	free(p->shm.name);
+	p->shm.blk = NULL;
 }

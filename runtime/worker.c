@@ -183,7 +183,7 @@ static inline uint64_t le64(uint64_t v)
 
 void *sr__env_state(sr_pool *p, uint32_t env)
 {
-	struct sr__worker *w = &p->workers[p->env_worker[env]];
+	struct sr__worker *w = &p->workers[p->place.env_worker[env]];
 
 	return state_of(w, env - w->first_env);
 }
@@ -849,7 +849,7 @@ static void *worker_main(void *arg)
 	uint32_t seen = 0;
 	uint64_t t0;
 
-	if (sr__bind_self(&p->plan->w[w->index]) == 0 && w->shm)
+	if (sr__bind_self(&p->place.plan->w[w->index]) == 0 && w->shm)
 		__atomic_store_n(&w->shm->cpu, w->cpu >= 0 ? (uint64_t)w->cpu : UINT64_MAX,
 				 __ATOMIC_RELAXED);
 	w->alloc_err = worker_alloc(w);
@@ -1033,7 +1033,7 @@ static void rebalance(sr_pool *p)
 		end += sa;
 		acc += inv[i];
 		sh = atomic_load_explicit(&p->shift[i], memory_order_relaxed);
-		if (p->plan->w[i].numa != p->plan->w[i + 1].numa)
+		if (p->place.plan->w[i].numa != p->place.plan->w[i + 1].numa)
 			continue;
 		/* The boundary where rows would go by speed, as a shift from
 		 * the slices' own boundary. */
