@@ -15,8 +15,8 @@
  *     SR_SLOT_PAD filler and not the SR_SLOT_FINAL extras of same-step
  *     autoreset): see "Async recv" below;
  *  3. merges the episodes the workers finished into the statistics;
- *  4. hands the rows to the device (device.h), which gives a view of the
- *     ring or a copy;
+ *  4. lands the rows where batches live (land_batch below): a view of
+ *     the ring or a copy on the host, or the CUDA device;
  *  5. consumes the range (sr_ring_consume): producers may reuse those
  *     slots, but only after a full lap, and the pool keeps the ring at
  *     least 4 * num_envs slots, so the batch stays valid until the next
@@ -25,43 +25,219 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stepring/device.h"
 #include "pool_internal.h"
 #include "ring_internal.h"
 
+/*
+ * Where batches land: the one device abstraction is the public sr_device
+ * (stepring/device.h, runtime/device.c). A host pool has none: a batch
+ * whose rows are one contiguous range of slots that does not wrap is a
+ * view of the ring columns (zero copy), any other is copied into the
+ * staging columns (one or two memcpy per column for a wrapping range, a
+ * gather of runs for a list of slots). A CUDA pool opens an sr_device over
+ * its ring: a range goes straight from the ring (sr_device_submit_ring),
+ * a list of slots is gathered into the staging columns first
+ * (sr_device_submit); each batch takes one of the device's N batches and
+ * gives back the previous one, so the pool's "valid until the next call"
+ * holds. final_obs stays in host memory.
+ */
+
+/* Which slots form a batch. */
+struct batch_req {
+	uint64_t first_seq;     /* rows are slots first_seq .. first_seq + n - 1 ... */
+	const uint64_t *seqs;   /* ... unless seqs != NULL: row i is slot seqs[i] (gather) */
+	uint32_t n;
+	const float *final_obs; /* NULL, or n * obs_dim host floats in row order */
+};
+
+static int stage_open_cuda(sr_pool *p, uint32_t max_rows)
+{
+	sr_device_opts o;
+
+	sr_device_opts_init(&o);
+	o.kind = SR_DEVICE_CUDA;
+	o.index = p->col.dev_index;
+	o.max_rows = max_rows;
+	o.obs_dim = p->obs_dim;
+	o.act_kind = p->spec.act_kind;
+	o.act_dim = p->spec.act_kind == SR_SPACE_DISCRETE ? 1 : p->spec.act_dim;
+	o.flags = SR_DEVICE_F_RING;
+	o.ring = p->ring;
+	return sr_device_open(&o, &p->col.dev);
+}
+
 int sr__collector_open(sr_pool *p)
 {
-	struct sr__device_cfg cfg = {
-		.kind = p->col.dev_kind,
-		.index = p->col.dev_index,
-		.ring = p->ring,
-		.obs_dim = p->obs_dim,
-		.act_size = (uint32_t)p->act_size,
-		.max_rows = p->async ? p->batch_size : p->num_envs,
-		.final_obs = p->keep_final,
-		.act_kind = p->spec.act_kind,
-		.act_dim = p->spec.act_kind == SR_SPACE_DISCRETE ? 1 : p->spec.act_dim,
-	};
+	const uint32_t rows = p->async ? p->batch_size : p->num_envs;
+	const size_t od = p->obs_dim;
+	struct sr__collector *st = &p->col;
+	char *m;
 	int err;
 
-	p->col.gather = calloc(cfg.max_rows, sizeof(*p->col.gather));
+	st->gather = calloc(rows, sizeof(*st->gather));
 	if (p->keep_final && p->async)
-		p->col.final_stage = calloc((size_t)cfg.max_rows * p->obs_dim, sizeof(float));
-	if (!p->col.gather || (p->keep_final && p->async && !p->col.final_stage))
+		st->final_stage = calloc((size_t)rows * p->obs_dim, sizeof(float));
+	st->stage = malloc(rows * (od * sizeof(float) + sizeof(float) + sizeof(uint32_t) + 2));
+	if (!st->gather || (p->keep_final && p->async && !st->final_stage) || !st->stage)
 		return sr__errorf(-ENOMEM, "cannot allocate the collector's buffers");
-	err = sr__device_open(&cfg, &p->col.dev);
-	if (err)
-		return err;
-	return 0;
+	m = st->stage;
+	st->obs = (float *)m;
+	st->reward = st->obs + rows * od;
+	st->env_id = (uint32_t *)(st->reward + rows);
+	st->term = (uint8_t *)(st->env_id + rows);
+	st->trunc = st->term + rows;
+	switch (p->col.dev_kind) {
+	case SR_DEVICE_HOST:
+		return 0;
+	case SR_DEVICE_CUDA:
+		return stage_open_cuda(p, rows);
+	default: /* SR_DEVICE_AUTO: CUDA when it opens, else host */
+		err = stage_open_cuda(p, rows);
+		if (err)
+			sr__clear_error();
+		return 0;
+	}
 }
 
 void sr__collector_close(sr_pool *p)
 {
-	sr__device_close(p->col.dev);
-	p->col.dev = NULL;
-	free(p->col.gather);
-	free(p->col.final_stage);
-	p->col.gather = NULL;
-	p->col.final_stage = NULL;
+	struct sr__collector *st = &p->col;
+
+	if (st->cur)
+		sr_device_release(st->dev, st->cur);
+	sr_device_close(st->dev);
+	free(st->stage);
+	free(st->gather);
+	free(st->final_stage);
+	st->cur = NULL;
+	st->dev = NULL;
+	st->stage = NULL;
+	st->gather = NULL;
+	st->final_stage = NULL;
+}
+
+/* Copy ring rows @seqs[0..n) into the staging columns, one memcpy per
+ * column for each run of consecutive slots (a batch taken from a few
+ * workers' ranges is a few runs). */
+static void gather_rows(const sr_pool *p, const uint64_t *seqs, uint32_t n)
+{
+	const struct sr__collector *st = &p->col;
+	const uint64_t mask = p->ring_cap - 1;
+	const uint32_t od = p->obs_dim;
+
+	for (uint32_t i = 0, j; i < n; i = j) {
+		const uint64_t s = seqs[i] & mask;
+		size_t len;
+
+		/* The run: consecutive sequences, not wrapping past the end. */
+		for (j = i + 1; j < n && seqs[j] == seqs[j - 1] + 1 && (seqs[j] & mask); j++)
+			;
+		len = j - i;
+		memcpy(st->obs + (size_t)i * od, p->c_obs + s * od, len * od * sizeof(float));
+		memcpy(st->reward + i, p->c_rew + s, len * sizeof(float));
+		memcpy(st->term + i, p->c_term + s, len);
+		memcpy(st->trunc + i, p->c_trunc + s, len);
+		memcpy(st->env_id + i, p->c_env + s, len * sizeof(uint32_t));
+	}
+}
+
+/* Host: the rows as a view of the ring, or copied into the staging. */
+static void land_host(sr_pool *p, const struct batch_req *req, sr_batch *out)
+{
+	const struct sr__collector *st = &p->col;
+	const uint64_t cap = p->ring_cap, mask = cap - 1;
+	const uint32_t od = p->obs_dim;
+
+	if (!req->seqs && (req->first_seq & mask) + req->n <= cap) {
+		/* Zero copy: the rows are the ring's own slots. */
+		const uint64_t s = req->first_seq & mask;
+
+		out->obs = p->c_obs + s * od;
+		out->reward = p->c_rew + s;
+		out->terminated = p->c_term + s;
+		out->truncated = p->c_trunc + s;
+		out->env_id = p->c_env + s;
+		out->first_seq = req->first_seq;
+		return;
+	}
+	if (!req->seqs) {
+		/* Wrapping range: two pieces per column. */
+		const uint64_t s = req->first_seq & mask;
+		const uint32_t a = (uint32_t)(cap - s), b = req->n - a;
+
+		memcpy(st->obs, p->c_obs + s * od, (size_t)a * od * sizeof(float));
+		memcpy(st->obs + (size_t)a * od, p->c_obs, (size_t)b * od * sizeof(float));
+		memcpy(st->reward, p->c_rew + s, a * sizeof(float));
+		memcpy(st->reward + a, p->c_rew, b * sizeof(float));
+		memcpy(st->term, p->c_term + s, a);
+		memcpy(st->term + a, p->c_term, b);
+		memcpy(st->trunc, p->c_trunc + s, a);
+		memcpy(st->trunc + a, p->c_trunc, b);
+		memcpy(st->env_id, p->c_env + s, a * sizeof(uint32_t));
+		memcpy(st->env_id + a, p->c_env, b * sizeof(uint32_t));
+	} else {
+		gather_rows(p, req->seqs, req->n);
+	}
+	out->obs = st->obs;
+	out->reward = st->reward;
+	out->terminated = st->term;
+	out->truncated = st->trunc;
+	out->env_id = st->env_id;
+	out->first_seq = UINT64_MAX;
+}
+
+/* CUDA: submit the rows to the device and wait for the copies; the
+ * previous device batch goes back first. */
+static int land_device(sr_pool *p, const struct batch_req *req, sr_batch *out)
+{
+	struct sr__collector *st = &p->col;
+	sr_device_batch *b;
+	int err;
+
+	if (st->cur) {
+		sr_device_release(st->dev, st->cur);
+		st->cur = NULL;
+	}
+	if (!req->seqs) {
+		err = sr_device_submit_ring(st->dev, p->ring, req->first_seq, req->n, 0, &b);
+	} else {
+		sr_batch g = {
+			.n = req->n, .obs_dim = p->obs_dim, .obs = st->obs, .reward = st->reward,
+			.terminated = st->term, .truncated = st->trunc, .env_id = st->env_id,
+			.first_seq = UINT64_MAX,
+		};
+
+		gather_rows(p, req->seqs, req->n);
+		err = sr_device_submit(st->dev, &g, 0, &b);
+	}
+	if (err)
+		return err;
+	st->cur = b;
+	err = sr_device_batch_sync(b);
+	if (err)
+		return err;
+	out->obs = b->obs;
+	out->reward = b->reward;
+	out->terminated = b->terminated;
+	out->truncated = b->truncated;
+	out->env_id = b->env_id;
+	out->first_seq = req->seqs ? UINT64_MAX : req->first_seq;
+	return 0;
+}
+
+/* Step 4: the batch's rows where the pool's batches live (p->col.batch). */
+static int land_batch(sr_pool *p, const struct batch_req *req)
+{
+	sr_batch *out = &p->col.batch;
+
+	out->n = req->n;
+	out->obs_dim = p->obs_dim;
+	out->final_obs = p->keep_final ? req->final_obs : NULL;
+	if (p->col.dev)
+		return land_device(p, req, out);
+	land_host(p, req, out);
+	return 0;
 }
 
 /* P1: merge the finished episodes the workers queued. */
@@ -89,7 +265,7 @@ void sr__collect_episodes(sr_pool *p)
 
 int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out)
 {
-	struct sr__batch_req req = {.first_seq = seq, .n = p->num_envs,
+	struct batch_req req = {.first_seq = seq, .n = p->num_envs,
 				    .final_obs = p->keep_final ? p->final_env : NULL};
 	uint64_t t0 = *t;
 	int err;
@@ -107,7 +283,7 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out
 		}
 	}
 	sr__collect_episodes(p);
-	err = p->col.dev->ops->batch_from_ring(p->col.dev, &req, &p->col.batch);
+	err = land_batch(p, &req);
 	if (err)
 		return err;
 	p->stats.batches++;
@@ -157,7 +333,7 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out
  * (from the per-env side buffer the workers fill) are staged first, in
  * batch row order, for req->final_obs.
  */
-static int hand_async(sr_pool *p, struct sr__batch_req *req)
+static int hand_async(sr_pool *p, struct batch_req *req)
 {
 	int err;
 
@@ -173,7 +349,7 @@ static int hand_async(sr_pool *p, struct sr__batch_req *req)
 		}
 		req->final_obs = p->col.final_stage;
 	}
-	err = p->col.dev->ops->batch_from_ring(p->col.dev, req, &p->col.batch);
+	err = land_batch(p, req);
 	if (err)
 		return err;
 	sr__collect_episodes(p);
@@ -232,7 +408,7 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	const uint32_t need = p->batch_size, g = c->g;
 	const uint64_t end = c->seq + need;
 	uint64_t t2;
-	struct sr__batch_req req = {.first_seq = c->seq, .n = need};
+	struct batch_req req = {.first_seq = c->seq, .n = need};
 	int err;
 
 	t2 = sr__grp_wait(p, k);
@@ -299,7 +475,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	uint64_t c = sr_ring_cursor(ring), pos = c;
 	uint32_t rows = 0;
 	bool extras = false;
-	struct sr__batch_req req;
+	struct batch_req req;
 	int err;
 
 	if (p->flight.n_inflight < need)

@@ -1,7 +1,7 @@
 /*
  * The CUDA backend: the only file of stepring that includes the CUDA
  * runtime. It moves bytes; which batch is free or held is decided by
- * device_api.c.
+ * device.c.
  *
  * DESIGN
  *
@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_check.h"
 #include "device_priv.h"
 extern "C" {
 #include "internal.h" /* plain C declarations */
@@ -60,38 +61,7 @@ struct sr__cuda {
 	bool reg_ours;        /* we registered it, so we unregister it */
 };
 
-static int cuda_err(cudaError_t e, const char *what)
-{
-	int err;
-
-	switch (e) {
-	case cudaSuccess:
-		return 0;
-	case cudaErrorMemoryAllocation:
-		err = -ENOMEM;
-		break;
-	case cudaErrorNoDevice:
-	case cudaErrorInsufficientDriver:
-	case cudaErrorInvalidDevice:
-	case cudaErrorDevicesUnavailable:
-		err = -ENODEV;
-		break;
-	default:
-		err = -EIO;
-		break;
-	}
-	/* Clear a non-sticky error so it does not resurface later. */
-	(void)cudaGetLastError();
-	return sr__errorf(err, "cuda: %s: %s (%s)", what, cudaGetErrorString(e),
-			  cudaGetErrorName(e));
-}
-
-#define CU(call, what)                                                                  \
-	do {                                                                            \
-		cudaError_t e_ = (call);                                                \
-		if (e_ != cudaSuccess)                                                  \
-			return cuda_err(e_, what);                                      \
-	} while (0)
+#define CU(call, what) SR__CU(sr__errorf, call, what)
 
 extern "C" bool sr__cuda_available(int index)
 {
@@ -193,7 +163,7 @@ extern "C" int sr__cuda_open(const sr_device_opts *opts, uint32_t nb, sr_device_
 	*staging = false;
 	e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess)
-		return cuda_err(e, "no GPU answers");
+		return SR__CUDA_FAIL(sr__errorf, e, "no GPU answers");
 	if (opts->index < 0 || opts->index >= n)
 		return sr__errorf(-ENODEV, "cuda: no device %d (%d found)", opts->index, n);
 	CU(cudaSetDevice(opts->index), "cudaSetDevice");
@@ -211,7 +181,7 @@ extern "C" int sr__cuda_open(const sr_device_opts *opts, uint32_t nb, sr_device_
 	c->act_size = opts->act_kind == SR_SPACE_DISCRETE ? 4u : 4u * opts->act_dim;
 	e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
 	if (e != cudaSuccess) {
-		err = cuda_err(e, "cudaStreamCreate");
+		err = SR__CUDA_FAIL(sr__errorf, e, "cudaStreamCreate");
 		goto err_close;
 	}
 	err = open_batches(c, batches);

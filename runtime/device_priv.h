@@ -1,5 +1,5 @@
 /*
- * Internal interface between the generic device layer (device_api.c: batch
+ * Internal interface between the generic device layer (device.c: batch
  * bookkeeping, backpressure, DLPack, the host backend) and the CUDA backend
  * (device_cuda.cu, the only file that includes the CUDA runtime, or its
  * stand-in device_nocuda.c). Plain C, usable from C++ (nvcc): no C11 atomics

@@ -4,7 +4,7 @@
  * This header is the contract for code that needs to look inside a pool:
  * the checkpoint engine snapshots and restores the env states, the
  * elapsed-step counters, the episode accumulators and the statistics; the
- * device code plugs into the collector through runtime/device.h.
+ * collector lands batches on the host or on an sr_device (collector.c).
  *
  * OWNERSHIP (see docs/pool.md for the whole design)
  *
@@ -40,8 +40,8 @@
 
 #include "internal.h"
 #include "stepring/pool.h"
+#include "stepring/device.h"
 #include "stepring/stats.h"
-#include "device.h"
 
 /*
  * Placement plan (affinity.c, the only file that includes hwloc.h).
@@ -250,7 +250,12 @@ struct sr__flight {
  * batch latencies (stats, the stats block, rebalancing).
  */
 struct sr__collector {
-	struct sr__device *dev;
+	sr_device *dev;      /* CUDA: where batches land (land_batch); NULL: host */
+	sr_device_batch *cur; /* the device batch `batch` shows, or NULL */
+	void *stage;         /* staging columns of max rows: copies and gathers */
+	float *obs, *reward;
+	uint32_t *env_id;
+	uint8_t *term, *trunc;
 	uint32_t dev_kind;   /* enum sr_device_kind asked for */
 	int32_t dev_index;
 	uint64_t *gather;    /* batch_size seqs when a batch is not one range */

@@ -20,7 +20,6 @@
 
 #include "stepring.h"
 #include "stepring/device.h"
-#include "device.h"
 #include "device_priv.h"
 #include "mlp_priv.h"
 
@@ -408,17 +407,30 @@ static void test_bad_opts_and_cuda_absent(void **st)
 	sr_device_close(d);
 	sr_device_close(NULL);
 
-	/* The pool's cuda device says why it cannot open. */
+	/* A pool asked for a cuda device says why it cannot open; auto falls
+	 * back to the host. */
 	{
-		sr_ring *r = mk_ring();
-		struct sr__device_cfg cfg = {.kind = SR_DEVICE_CUDA, .ring = r, .obs_dim = OBS,
-					     .act_size = 4, .max_rows = 8};
-		struct sr__device *pd = NULL;
-		int err = sr__device_cuda_open(&cfg, &pd);
+		sr_pool_opts po;
+		sr_pool *pool = NULL;
+		const sr_batch *b = NULL;
+		int err;
 
+		sr_pool_opts_init(&po);
+		po.env = "CartPole-v1";
+		po.num_envs = 8;
+		po.num_threads = 1;
+		po.bind = SR_BIND_NONE;
+		po.device = SR_DEVICE_CUDA;
+		err = sr_pool_create(&po, &pool);
 		assert_true(err == -ENOSYS || err == -ENODEV);
-		assert_null(pd);
-		sr_ring_destroy(r);
+		assert_true(strlen(sr_last_error()) > 0);
+		assert_null(pool);
+		po.device = SR_DEVICE_AUTO;
+		assert_int_equal(sr_pool_create(&po, &pool), 0);
+		assert_int_equal(sr_pool_reset(pool, &b), 0);
+		assert_int_equal(b->n, 8);
+		assert_int_equal(b->first_seq == UINT64_MAX, 0); /* a ring view: host */
+		sr_pool_destroy(pool);
 	}
 }
 

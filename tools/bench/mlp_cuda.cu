@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda_check.h"
 #include "mlp_priv.h"
 
 struct mlp_cuda {
@@ -29,35 +30,7 @@ struct mlp_cuda {
 	float *d_scratch[2]; /* max_rows * max_dim floats each */
 };
 
-static int cuda_err(cudaError_t e, const char *what)
-{
-	int err;
-
-	switch (e) {
-	case cudaErrorMemoryAllocation:
-		err = -ENOMEM;
-		break;
-	case cudaErrorNoDevice:
-	case cudaErrorInsufficientDriver:
-	case cudaErrorInvalidDevice:
-	case cudaErrorDevicesUnavailable:
-		err = -ENODEV;
-		break;
-	default:
-		err = -EIO;
-		break;
-	}
-	(void)cudaGetLastError(); /* clear a non-sticky error */
-	return mlp_errorf(err, "cuda: %s: %s (%s)", what, cudaGetErrorString(e),
-			  cudaGetErrorName(e));
-}
-
-#define CU(call, what)                                                                  \
-	do {                                                                            \
-		cudaError_t e_ = (call);                                                \
-		if (e_ != cudaSuccess)                                                  \
-			return cuda_err(e_, what);                                      \
-	} while (0)
+#define CU(call, what) SR__CU(mlp_errorf, call, what)
 
 /* Output j of one dense layer for input row xr: the same operations in the
  * same order as the host loop (round-to-nearest, no FMA contraction). */
@@ -255,10 +228,12 @@ extern "C" int bench_cuda_pinned_h2d(int index, size_t bytes, int reps, double *
 	memset(h, 1, bytes);
 	for (int i = 0; i <= reps; i++) {
 		double t0 = mono_s(), t;
+		cudaError_t e = cudaMemcpyAsync(dv, h, bytes, cudaMemcpyHostToDevice, st);
 
-		if (cudaMemcpyAsync(dv, h, bytes, cudaMemcpyHostToDevice, st) != cudaSuccess ||
-		    cudaStreamSynchronize(st) != cudaSuccess) {
-			err = cuda_err(cudaGetLastError(), "pinned H2D");
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(st);
+		if (e != cudaSuccess) {
+			err = SR__CUDA_FAIL(mlp_errorf, e, "pinned H2D");
 			goto out;
 		}
 		t = mono_s() - t0;
