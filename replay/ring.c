@@ -659,10 +659,11 @@ bool sr_ring_slot_valid(const sr_ring *r, uint64_t seq)
 	       sr__lap_floor(r) <= seq;
 }
 
-/* Attach a ring from a descriptor inherited from its creator (process
- * workers: the pool's memfd). Read-write; the same checks as
- * sr_ring_attach. The handle owns @fd (closed by sr_ring_destroy). */
-int sr__ring_attach_fd(int fd, sr_ring **out)
+/* Attach a ring from a descriptor: inherited from its creator (process
+ * workers: the pool's memfd, read-write) or opened through /proc (another
+ * MPI rank of the node: @rdonly). The same checks as sr_ring_attach. The
+ * handle owns @fd (closed by sr_ring_destroy). */
+int sr__ring_attach_fd(int fd, bool rdonly, sr_ring **out)
 {
 	struct sr__ring_hdr *h;
 	struct sr_ring *r;
@@ -678,7 +679,8 @@ int sr__ring_attach_fd(int fd, sr_ring **out)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return sr__errorf(-ENOMEM, "ring attach: out of memory");
-	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	base = mmap(NULL, (size_t)st.st_size, rdonly ? PROT_READ : PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		err = sr__errorf(-errno, "ring attach fd %d: mmap: %s", fd, strerror(errno));
 		goto err_free;
@@ -696,6 +698,7 @@ int sr__ring_attach_fd(int fd, sr_ring **out)
 	r->len = (size_t)st.st_size;
 	r->hdr = h;
 	r->fd = fd;
+	r->rdonly = rdonly;
 	bind_columns(r);
 	*out = r;
 	return 0;

@@ -125,9 +125,11 @@ struct sr_ring {
  * Returns 0 or -EINVAL (overflow). */
 int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,
 		    struct sr__ring_hdr *h);
-/* Attach read-write from an inherited descriptor (process workers get the
- * pool's memfd); the handle owns @fd. Returns 0 or -errno. */
-int sr__ring_attach_fd(int fd, struct sr_ring **out);
+/* Attach from a descriptor: inherited from the creator (process workers
+ * get the pool's memfd, read-write), or opened through /proc/PID/fd (MPI
+ * ranks of one node read each other's rings, @rdonly: mapped PROT_READ).
+ * The handle owns @fd. Returns 0 or -errno. */
+int sr__ring_attach_fd(int fd, bool rdonly, struct sr_ring **out);
 /* The oldest sequence still readable: head - capacity, or 0. */
 static inline uint64_t sr__ring_oldest(const struct sr_ring *r)
 {

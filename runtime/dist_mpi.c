@@ -943,33 +943,100 @@ int sr_mpi_pool_restore(sr_mpi_pool *mp, const char *dir)
 }
 
 /* ---------------------------------------------------------------------------
- * Replay across ranks: every rank's ring as an MPI window, read with
- * passive-target MPI_Get (docs/scale.md, docs/ring.md for the seqlock).
+ * Replay across ranks (docs/scale.md; docs/ring.md for the seqlock). Every
+ * rank's ring is an MPI window. A ring is read directly when it is mapped
+ * here: this rank's own, or another rank's of this node, attached through
+ * /proc/PID/fd (zero copy from the producer's columns to the caller's
+ * rows). Other rings are read with passive-target MPI_Get: per batch and
+ * epoch, one get per target rank, whose target datatype lists every row's
+ * column pieces and whose origin datatype lists where they land.
+ *
+ * Small reads cost as much as kilobytes of bandwidth on every transport
+ * (Open MPI's osc/pt2pt: ~8 us a piece on this machine), so the rows of a
+ * rank are read in slot order and the pieces of a narrow column (action,
+ * reward, flags, ..., and obs under GAP_MERGE bytes) closer than
+ * GAP_MERGE bytes are read as one span into a staging buffer, then copied
+ * out; wide rows (obs) go straight to the caller's rows.
  */
+#define GAP_MERGE 4096
+#define NCOL 8
+#define HC_MAX 512 /* bytes from head to the end of cursor in the header */
+
 struct ring_geo {
 	uint64_t cap, len, first_env;
 	uint64_t off_obs, off_action, off_reward, off_term, off_trunc, off_flags, off_env,
 		off_prev, off_seq, off_head, off_cursor;
-	uint32_t obs_dim, act_size;
+	uint64_t dev, ino; /* the segment's file: a rank of the node checks it opened this one */
+	int32_t pid, fd;   /* the creator's descriptor of it, for /proc/PID/fd/FD */
+	uint32_t obs_dim, act_size, node, reserved;
+};
+
+/* One side of a get's datatype: blocks in order, adjacent ones merged. */
+struct blist {
+	MPI_Aint *at;
+	int *len;
+	uint32_t n, cap;
+};
+
+/* A span of one narrow column read at once: target offset, bytes, where
+ * in the staging buffer. */
+struct span {
+	uint64_t t, len, stage;
+};
+
+/* A column to read: at offset *(geo + at) of each rank's segment, row i's
+ * piece lands at dst + i * w (dst NULL: not read). */
+struct col {
+	size_t at;
+	uint32_t w;
+	unsigned char *dst;
+};
+
+static uint64_t col_off(const struct ring_geo *g, const struct col *c)
+{
+	uint64_t v;
+
+	memcpy(&v, (const unsigned char *)g + c->at, sizeof(v));
+	return v;
+}
+
+/* A pending row in read order. */
+struct rowkey {
+	uint32_t rk;
+	uint32_t i;
+	uint64_t s;
 };
 
 struct sr_mpi_replay {
 	sr_mpi_pool *mp;
 	MPI_Win win;
-	struct ring_geo *geo; /* per rank */
-	unsigned char *base;  /* this rank's segment */
+	struct ring_geo *geo;          /* per rank */
+	unsigned char *base;           /* this rank's segment */
+	const unsigned char **dbase;   /* per rank: its segment mapped here, or NULL (MPI) */
+	sr_ring **att;                 /* per rank: the attached handle of another rank's ring */
+	uint8_t *use;                  /* per rank: drawn from */
 	uint32_t flags;
 	sr_rng rng;
 	uint64_t bytes, retries;
 	uint32_t cap_rows;
 	/* per row scratch */
 	uint32_t *rk;
-	uint64_t *s, *seq2, *prev, *seqp2;
+	uint64_t *s, *seq2, *prev, *seqp2, *pkey;
 	uint8_t *flg, *ok;
 	uint32_t *envl;
-	uint64_t (*hc)[2]; /* per rank: head, cursor, as last read */
+	struct rowkey *rows;           /* pending rows by (rank, slot) */
+	uint32_t *first;               /* per rank + 1: its rows in rows[] */
+	uint32_t *where;               /* per row and column: its span */
+	uint64_t *delta;               /* per row and column: its offset in the span */
+	struct blist tl, ol;           /* the get being built: target, origin */
+	struct span *sp;
+	uint32_t nsp, cap_sp;
+	uint32_t *sp_first;            /* per rank + 1: its spans */
+	unsigned char *stage;
+	size_t stage_cap;
+	unsigned char (*hcb)[HC_MAX];  /* per rank: the header bytes from head to cursor */
+	uint64_t (*hc)[2];             /* per rank: head, cursor, as last read */
 	int have_hc;
-	int remote_reads;
 };
 
 /* Rank @k's slots to draw from, as of the last read of its head and
@@ -985,60 +1052,203 @@ static uint64_t ring_window(const struct sr_mpi_replay *r, uint32_t k, uint64_t 
 	return c > l ? c - l : 0;
 }
 
-static bool local_rank_read(const struct sr_mpi_replay *r, uint32_t rank)
+static int blist_room(struct blist *b, uint32_t n)
 {
-	return rank == r->mp->info.rank && !(r->flags & SR_MPI_REPLAY_F_FORCE_MPI);
-}
+	MPI_Aint *at;
+	int *len;
 
-/* Queue a read of @len bytes at @off of @rank's segment into @dst. */
-static int rget(struct sr_mpi_replay *r, uint32_t rank, uint64_t off, size_t len, void *dst)
-{
-	if (local_rank_read(r, rank)) {
-		sr__racy_copy(dst, r->base + off, len);
+	if (n <= b->cap)
 		return 0;
-	}
-	r->bytes += len;
-	r->remote_reads = 1;
-	return MPI_Get(dst, (int)len, MPI_BYTE, (int)rank, (MPI_Aint)off, (int)len, MPI_BYTE,
-		       r->win);
+	at = realloc(b->at, n * sizeof(*at));
+	if (at)
+		b->at = at;
+	len = realloc(b->len, n * sizeof(*len));
+	if (len)
+		b->len = len;
+	if (!at || !len)
+		return sr__errorf(-ENOMEM, "out of memory");
+	b->cap = n;
+	return 0;
 }
 
-/* Complete the reads queued so far: remote ones by a flush, local ones by
- * an acquire fence (R3: what the copy saw implies the producer's claim is
- * visible to what is read next). */
-static int rflush(struct sr_mpi_replay *r)
+static void blist_add(struct blist *b, MPI_Aint at, size_t len)
 {
+	if (b->n && b->at[b->n - 1] + b->len[b->n - 1] == at &&
+	    (size_t)b->len[b->n - 1] + len <= (size_t)(1u << 30)) {
+		b->len[b->n - 1] += (int)len;
+		return;
+	}
+	b->at[b->n] = at;
+	b->len[b->n] = (int)len;
+	b->n++;
+}
+
+/* Queue @len bytes at target offset @t into @dst (both lists: room was
+ * made by the caller). */
+static void blk_add(struct sr_mpi_replay *r, uint64_t t, size_t len, void *dst)
+{
+	MPI_Aint a;
+
+	MPI_Get_address(dst, &a);
+	blist_add(&r->tl, (MPI_Aint)t, len);
+	blist_add(&r->ol, a, len);
+	r->bytes += len;
+}
+
+static int blist_type(const struct blist *b, MPI_Datatype *t)
+{
+	int rc;
+
+	if (b->n == 1)
+		rc = MPI_Type_create_hindexed_block(1, b->len[0], b->at, MPI_BYTE, t);
+	else
+		rc = MPI_Type_create_hindexed((int)b->n, b->len, b->at, MPI_BYTE, t);
+	return rc == MPI_SUCCESS ? MPI_Type_commit(t) : rc;
+}
+
+/* Issue the reads queued from rank @k as one MPI_Get (an hindexed
+ * datatype on each side; the origin's at absolute addresses). */
+static int blk_get(struct sr_mpi_replay *r, uint32_t k)
+{
+	MPI_Datatype tt = MPI_DATATYPE_NULL, ot = MPI_DATATYPE_NULL;
 	int rc = MPI_SUCCESS;
 
-	if (r->remote_reads)
-		rc = MPI_Win_flush_all(r->win);
-	r->remote_reads = 0;
-	atomic_thread_fence(memory_order_acquire);
+	if (r->tl.n == 0)
+		return MPI_SUCCESS;
+	rc = blist_type(&r->tl, &tt);
+	if (rc == MPI_SUCCESS)
+		rc = blist_type(&r->ol, &ot);
+	if (rc == MPI_SUCCESS)
+		rc = MPI_Get(MPI_BOTTOM, 1, ot, (int)k, 0, 1, tt, r->win);
+	/* Freeing a datatype leaves the operations that use it intact. */
+	if (tt != MPI_DATATYPE_NULL)
+		MPI_Type_free(&tt);
+	if (ot != MPI_DATATYPE_NULL)
+		MPI_Type_free(&ot);
+	r->tl.n = r->ol.n = 0;
 	return rc;
+}
+
+/* This node's rank's ring @g, mapped read-only through its creator's
+ * descriptor (/proc/PID/fd/FD): NULL when that fails (another PID
+ * namespace, a ptrace policy that forbids it, a file that is not the one
+ * the rank named): that ring is then read through MPI. */
+static sr_ring *attach_peer(const struct ring_geo *g)
+{
+	const struct sr__ring_hdr *h;
+	char path[64];
+	struct stat st;
+	sr_ring *ring = NULL;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)g->pid, (int)g->fd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || (uint64_t)st.st_dev != g->dev || (uint64_t)st.st_ino != g->ino ||
+	    (uint64_t)st.st_size != g->len) {
+		close(fd);
+		return NULL;
+	}
+	if (sr__ring_attach_fd(fd, true, &ring)) { /* closes nothing on failure */
+		close(fd);
+		return NULL;
+	}
+	/* The columns are read at the offsets the rank sent: they must be
+	 * the ones its validated header gives. */
+	h = ring->hdr;
+	if (h->capacity != g->cap || h->obs_dim != g->obs_dim || h->act_size != g->act_size ||
+	    h->off_obs != g->off_obs || h->off_action != g->off_action ||
+	    h->off_reward != g->off_reward || h->off_terminated != g->off_term ||
+	    h->off_truncated != g->off_trunc || h->off_flags != g->off_flags ||
+	    h->off_env_id != g->off_env || h->off_prev != g->off_prev || h->off_seq != g->off_seq) {
+		sr_ring_destroy(ring);
+		return NULL;
+	}
+	return ring;
+}
+
+static void free_rows(struct sr_mpi_replay *r)
+{
+	free(r->rk);
+	free(r->s);
+	free(r->seq2);
+	free(r->prev);
+	free(r->seqp2);
+	free(r->flg);
+	free(r->ok);
+	free(r->envl);
+	free(r->rows);
+	free(r->where);
+	free(r->delta);
+	free(r->pkey);
+	r->rk = r->envl = r->where = NULL;
+	r->s = r->seq2 = r->prev = r->seqp2 = r->delta = r->pkey = NULL;
+	r->flg = r->ok = NULL;
+	r->rows = NULL;
+	r->cap_rows = 0;
+}
+
+static void replay_free(struct sr_mpi_replay *r)
+{
+	if (r->att)
+		for (uint32_t k = 0; k < r->mp->info.size; k++)
+			sr_ring_destroy(r->att[k]);
+	free_rows(r);
+	free(r->tl.at);
+	free(r->tl.len);
+	free(r->ol.at);
+	free(r->ol.len);
+	free(r->sp);
+	free(r->sp_first);
+	free(r->stage);
+	free(r->hcb);
+	free(r->att);
+	free(r->dbase);
+	free(r->use);
+	free(r->first);
+	free(r->geo);
+	free(r->hc);
+	free(r);
 }
 
 int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 {
 	const char *what = "sr_mpi_replay_create";
+	const uint32_t known = SR_MPI_REPLAY_F_FORCE_MPI | SR_MPI_REPLAY_F_NO_SHM;
 	struct sr_mpi_replay *r;
 	struct ring_geo g;
+	struct stat st;
 	sr_ring *ring;
+	uint32_t R;
 	size_t len = 0;
 	int err = 0, rc;
 
 	if (!mp || !out)
 		return sr__errorf(-EINVAL, "%s: NULL argument", what);
 	*out = NULL;
+	R = mp->info.size;
+	if (flags & ~known)
+		err = sr__errorf(-EINVAL, "%s: unknown flags 0x%x", what, flags & ~known);
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return sr__errorf(-ENOMEM, "out of memory");
 	r->mp = mp;
 	r->flags = flags;
 	r->win = MPI_WIN_NULL;
-	r->geo = calloc(mp->info.size, sizeof(*r->geo));
-	r->hc = calloc(mp->info.size, sizeof(*r->hc));
-	if (!r->geo || !r->hc)
+	r->geo = calloc(R, sizeof(*r->geo));
+	r->hc = calloc(R, sizeof(*r->hc));
+	r->hcb = calloc(R, sizeof(*r->hcb));
+	r->dbase = calloc(R, sizeof(*r->dbase));
+	r->att = calloc(R, sizeof(*r->att));
+	r->use = malloc(R);
+	r->first = calloc(R + 1, sizeof(*r->first));
+	r->sp_first = calloc(R + 1, sizeof(*r->sp_first));
+	if (!r->geo || !r->hc || !r->hcb || !r->dbase || !r->att || !r->use || !r->first ||
+	    !r->sp_first)
 		err = sr__errorf(-ENOMEM, "out of memory");
+	else
+		memset(r->use, 1, R);
 	ring = sr_pool_ring(mp->pool);
 	memset(&g, 0, sizeof(g));
 	if (!err) {
@@ -1063,12 +1273,22 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 		g.off_seq = h->off_seq;
 		g.off_head = offsetof(struct sr__ring_hdr, head);
 		g.off_cursor = offsetof(struct sr__ring_hdr, cursor);
+		g.node = mp->info.node;
+		g.pid = (int32_t)getpid();
+		g.fd = ring->fd;
+		if (ring->fd >= 0 && fstat(ring->fd, &st) == 0) {
+			g.dev = (uint64_t)st.st_dev;
+			g.ino = (uint64_t)st.st_ino;
+		} else {
+			g.fd = -1;
+		}
 	}
+	_Static_assert(offsetof(struct sr__ring_hdr, cursor) + 8 - offsetof(struct sr__ring_hdr, head) <=
+			       HC_MAX,
+		       "head and cursor within HC_MAX bytes");
 	rc = iallgather(mp->comm, &g, r->geo, (int)sizeof(g), mp->timeout_s, what);
 	if (rc) {
-		free(r->geo);
-		free(r->hc);
-		free(r);
+		replay_free(r);
 		return rc;
 	}
 	err = agree(mp, err, what);
@@ -1081,7 +1301,9 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 					 sr_last_error());
 		} else {
 			MPI_Win_set_errhandler(r->win, MPI_ERRORS_RETURN);
-			rc = MPI_Win_lock_all(0, r->win);
+			/* One passive-target epoch for the sampler's life; no
+			 * rank ever locks exclusively. */
+			rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, r->win);
 			if (rc != MPI_SUCCESS)
 				err = mpi_fail(rc, "MPI_Win_lock_all");
 		}
@@ -1090,31 +1312,25 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 	if (err) {
 		if (r->win != MPI_WIN_NULL)
 			MPI_Win_free(&r->win);
-		free(r->geo);
-		free(r->hc);
-		free(r);
+		replay_free(r);
 		return err;
+	}
+	/* Rings read directly: this rank's, and (unless NO_SHM) the other
+	 * rings of this node that open as the file their rank named. */
+	if (!(flags & SR_MPI_REPLAY_F_FORCE_MPI)) {
+		r->dbase[mp->info.rank] = r->base;
+		for (uint32_t k = 0; k < R && !(flags & SR_MPI_REPLAY_F_NO_SHM); k++) {
+			if (k == mp->info.rank || r->geo[k].node != mp->info.node ||
+			    r->geo[k].fd < 0)
+				continue;
+			r->att[k] = attach_peer(&r->geo[k]);
+			if (r->att[k])
+				r->dbase[k] = r->att[k]->base;
+		}
 	}
 	sr_rng_seed(&r->rng, 0x5a3b1e5eedull, mp->info.rank);
 	*out = r;
 	return 0;
-}
-
-static void free_rows(struct sr_mpi_replay *r)
-{
-	free(r->rk);
-	free(r->s);
-	free(r->seq2);
-	free(r->prev);
-	free(r->seqp2);
-	free(r->flg);
-	free(r->ok);
-	free(r->envl);
-	r->rk = NULL;
-	r->s = r->seq2 = r->prev = r->seqp2 = NULL;
-	r->flg = r->ok = NULL;
-	r->envl = NULL;
-	r->cap_rows = 0;
 }
 
 void sr_mpi_replay_destroy(sr_mpi_replay *r)
@@ -1123,10 +1339,7 @@ void sr_mpi_replay_destroy(sr_mpi_replay *r)
 		return;
 	MPI_Win_unlock_all(r->win);
 	MPI_Win_free(&r->win);
-	free_rows(r);
-	free(r->geo);
-	free(r->hc);
-	free(r);
+	replay_free(r);
 }
 
 void sr_mpi_replay_counters(const sr_mpi_replay *r, uint64_t *bytes, uint64_t *retries)
@@ -1135,6 +1348,32 @@ void sr_mpi_replay_counters(const sr_mpi_replay *r, uint64_t *bytes, uint64_t *r
 		*bytes = r ? r->bytes : 0;
 	if (retries)
 		*retries = r ? r->retries : 0;
+}
+
+int sr_mpi_replay_direct(const sr_mpi_replay *r, uint32_t rank)
+{
+	if (!r || rank >= r->mp->info.size)
+		return sr__errorf(-EINVAL, "sr_mpi_replay_direct: %s",
+				  r ? "rank out of range" : "NULL sampler");
+	return r->dbase[rank] != NULL;
+}
+
+int sr_mpi_replay_set_sources(sr_mpi_replay *r, const uint8_t *use)
+{
+	uint32_t any = 0;
+
+	if (!r)
+		return sr__errorf(-EINVAL, "sr_mpi_replay_set_sources: NULL sampler");
+	if (use) {
+		for (uint32_t k = 0; k < r->mp->info.size; k++)
+			any |= use[k] != 0;
+		if (!any)
+			return sr__errorf(-EINVAL, "sr_mpi_replay_set_sources: no rank chosen");
+	}
+	for (uint32_t k = 0; k < r->mp->info.size; k++)
+		r->use[k] = use ? use[k] != 0 : 1;
+	r->have_hc = 0; /* read the rings newly chosen before drawing */
+	return 0;
 }
 
 static int rows_room(struct sr_mpi_replay *r, uint32_t n)
@@ -1147,15 +1386,22 @@ static int rows_room(struct sr_mpi_replay *r, uint32_t n)
 	r->seq2 = malloc(n * sizeof(uint64_t));
 	r->prev = malloc(n * sizeof(uint64_t));
 	r->seqp2 = malloc(n * sizeof(uint64_t));
+	r->pkey = malloc(n * sizeof(uint64_t));
 	r->flg = malloc(n);
 	r->ok = malloc(n);
 	r->envl = malloc(n * sizeof(uint32_t));
-	if (!r->rk || !r->s || !r->seq2 || !r->prev || !r->seqp2 || !r->flg ||
-	    !r->ok || !r->envl) {
+	r->rows = malloc(n * sizeof(*r->rows));
+	r->where = malloc((size_t)n * NCOL * sizeof(*r->where));
+	r->delta = malloc((size_t)n * NCOL * sizeof(*r->delta));
+	if (!r->rk || !r->s || !r->seq2 || !r->prev || !r->seqp2 || !r->pkey || !r->flg ||
+	    !r->ok || !r->envl || !r->rows || !r->where || !r->delta) {
 		free_rows(r);
 		return sr__errorf(-ENOMEM, "out of memory");
 	}
 	r->cap_rows = n;
+	/* a get: a piece per row and column at most */
+	if (blist_room(&r->tl, NCOL * n + 2) || blist_room(&r->ol, NCOL * n + 2))
+		return sr__errorf(-ENOMEM, "out of memory");
 	return 0;
 }
 
@@ -1166,18 +1412,218 @@ static int rows_room(struct sr_mpi_replay *r, uint32_t n)
 			return mpi_fail(rc_, "sr_mpi_replay_sample");                      \
 	} while (0)
 
+/* Complete the gets issued since the last flush (an epoch). */
+static int epoch_end(struct sr_mpi_replay *r, bool remote)
+{
+	int rc = remote ? MPI_Win_flush_all(r->win) : MPI_SUCCESS;
+
+	/* R3 for the rings read directly: the column copies above are
+	 * ordered before the loads of head, cursor and seq that follow. */
+	atomic_thread_fence(memory_order_acquire);
+	return rc;
+}
+
+static int cmp_rowkey(const void *a, const void *b)
+{
+	const struct rowkey *x = a, *y = b;
+
+	if (x->rk != y->rk)
+		return x->rk < y->rk ? -1 : 1;
+	return (x->s > y->s) - (x->s < y->s);
+}
+
 /*
- * A sample, in two or three epochs of reads (each completed by one flush):
+ * Read @nc columns @c of the pending rows of the rings read through MPI,
+ * at the slots key[i] (rows with key[i] == SR_RING_NO_PREV skipped): one
+ * get per rank, one flush. The rows of a rank are in slot order in
+ * r->rows (r->first), so pieces of a narrow column that lie within
+ * GAP_MERGE bytes of each other are read as one span.
+ */
+static int read_cols(struct sr_mpi_replay *r, const uint64_t *key, const struct col *c, int nc)
+{
+	const uint32_t R = r->mp->info.size;
+	size_t need = 0;
+	bool remote = false;
+
+	/* 1. Plan the spans of the narrow columns, every rank's at once (the
+	 * staging buffer is sized before any address is taken). */
+	r->nsp = 0;
+	for (uint32_t k = 0; k < R; k++) {
+		const struct ring_geo *g = &r->geo[k];
+
+		r->sp_first[k] = r->nsp;
+		if (r->dbase[k])
+			continue;
+		for (int ci = 0; ci < nc; ci++) {
+			struct span *cur = NULL;
+
+			if (!c[ci].dst || c[ci].w >= GAP_MERGE)
+				continue;
+			for (uint32_t j = r->first[k]; j < r->first[k + 1]; j++) {
+				uint32_t i = r->rows[j].i;
+				uint64_t t;
+
+				if (key[i] == SR_RING_NO_PREV)
+					continue;
+				t = col_off(g, &c[ci]) + (key[i] & (g->cap - 1)) * c[ci].w;
+				/* slot order: t grows within a column but at the
+				 * ring's wrap (and, for prev slots, now and then) */
+				if (!cur || t < cur->t || t > cur->t + cur->len + GAP_MERGE) {
+					if (r->nsp == r->cap_sp) {
+						uint32_t nc2 = r->cap_sp ? 2 * r->cap_sp : 64;
+						struct span *sp = realloc(r->sp, nc2 * sizeof(*sp));
+
+						if (!sp)
+							return sr__errorf(-ENOMEM, "out of memory");
+						r->sp = sp;
+						r->cap_sp = nc2;
+					}
+					cur = &r->sp[r->nsp++];
+					cur->t = t;
+					cur->len = 0;
+				}
+				if (t + c[ci].w - cur->t > cur->len)
+					cur->len = t + c[ci].w - cur->t;
+				r->where[(size_t)i * NCOL + ci] = (uint32_t)(cur - r->sp);
+				r->delta[(size_t)i * NCOL + ci] = t - cur->t;
+			}
+		}
+	}
+	r->sp_first[R] = r->nsp;
+	for (uint32_t q = 0; q < r->nsp; q++) {
+		r->sp[q].stage = need;
+		need += (r->sp[q].len + 7) & ~(uint64_t)7;
+	}
+	if (need > r->stage_cap) {
+		unsigned char *st = realloc(r->stage, need);
+
+		if (!st)
+			return sr__errorf(-ENOMEM, "out of memory");
+		r->stage = st;
+		r->stage_cap = need;
+	}
+	if (blist_room(&r->tl, r->nsp + (uint32_t)nc * r->cap_rows + 2) ||
+	    blist_room(&r->ol, r->nsp + (uint32_t)nc * r->cap_rows + 2))
+		return sr__errorf(-ENOMEM, "out of memory");
+	/* 2. One get per rank: the wide columns' rows, then the spans. */
+	for (uint32_t k = 0; k < R; k++) {
+		const struct ring_geo *g = &r->geo[k];
+
+		if (r->dbase[k])
+			continue;
+		for (int ci = 0; ci < nc; ci++) {
+			if (!c[ci].dst || c[ci].w < GAP_MERGE)
+				continue;
+			for (uint32_t j = r->first[k]; j < r->first[k + 1]; j++) {
+				uint32_t i = r->rows[j].i;
+
+				if (key[i] != SR_RING_NO_PREV)
+					blk_add(r, col_off(g, &c[ci]) + (key[i] & (g->cap - 1)) * c[ci].w,
+						c[ci].w, c[ci].dst + (size_t)i * c[ci].w);
+			}
+		}
+		for (uint32_t q = r->sp_first[k]; q < r->sp_first[k + 1]; q++)
+			blk_add(r, r->sp[q].t, r->sp[q].len, r->stage + r->sp[q].stage);
+		if (r->tl.n) {
+			RQ(blk_get(r, k));
+			remote = true;
+		}
+	}
+	RQ(epoch_end(r, remote));
+	/* 3. The narrow columns out of the staging buffer. */
+	for (uint32_t k = 0; k < R; k++) {
+		if (r->dbase[k])
+			continue;
+		for (uint32_t j = r->first[k]; j < r->first[k + 1]; j++) {
+			uint32_t i = r->rows[j].i;
+
+			if (key[i] == SR_RING_NO_PREV)
+				continue;
+			for (int ci = 0; ci < nc; ci++) {
+				size_t x = (size_t)i * NCOL + ci;
+
+				if (c[ci].dst && c[ci].w < GAP_MERGE)
+					memcpy(c[ci].dst + (size_t)i * c[ci].w,
+					       r->stage + r->sp[r->where[x]].stage + r->delta[x],
+					       c[ci].w);
+			}
+		}
+	}
+	return 0;
+}
+
+/* Read every chosen ring's head and cursor, and for the pending rows of
+ * the rings mapped here their slot's seq (and their prev slot's): the
+ * loads of a mapped ring directly, one contiguous get per other rank. */
+static int read_check(struct sr_mpi_replay *r, bool rows, bool with_prev)
+{
+	const uint32_t R = r->mp->info.size;
+	bool remote = false;
+
+	for (uint32_t k = 0; k < R; k++) {
+		const struct ring_geo *g = &r->geo[k];
+
+		if (!r->use[k])
+			continue;
+		if (r->dbase[k]) {
+			const struct sr__ring_hdr *h = (const void *)r->dbase[k];
+			_Atomic uint64_t *seq = (_Atomic uint64_t *)(r->dbase[k] + g->off_seq);
+
+			r->hc[k][0] = atomic_load_explicit(&h->head, memory_order_acquire);
+			r->hc[k][1] = atomic_load_explicit(&h->cursor, memory_order_acquire);
+			for (uint32_t j = r->first[k]; rows && j < r->first[k + 1]; j++) {
+				uint32_t i = r->rows[j].i;
+
+				r->seq2[i] = atomic_load_explicit(&seq[r->s[i] & (g->cap - 1)],
+								  memory_order_relaxed);
+				if (with_prev && r->prev[i] < r->s[i])
+					r->seqp2[i] = atomic_load_explicit(
+						&seq[r->prev[i] & (g->cap - 1)], memory_order_relaxed);
+			}
+			continue;
+		}
+		r->bytes += g->off_cursor + 8 - g->off_head;
+		RQ(MPI_Get(r->hcb[k], (int)(g->off_cursor + 8 - g->off_head), MPI_BYTE, (int)k,
+			   (MPI_Aint)g->off_head, (int)(g->off_cursor + 8 - g->off_head), MPI_BYTE,
+			   r->win));
+		remote = true;
+	}
+	RQ(epoch_end(r, remote));
+	for (uint32_t k = 0; k < R; k++) {
+		const struct ring_geo *g = &r->geo[k];
+
+		if (!r->use[k] || r->dbase[k])
+			continue;
+		memcpy(&r->hc[k][0], r->hcb[k], 8);
+		memcpy(&r->hc[k][1], r->hcb[k] + (g->off_cursor - g->off_head), 8);
+	}
+	return 0;
+}
+
+/*
+ * A sample, in two or three epochs of reads:
  *  1. the rows' columns (obs, action, reward, flags, env, prev) from slots
- *     drawn in [head - capacity, cursor) of each ring, with head and cursor
- *     read in an earlier epoch: a slot below the cursor was published
- *     before that read (the consumer passes only published slots), so it
- *     was complete before this copy began unless it was lapped since;
+ *     drawn in [head - capacity + 1, cursor) of each ring, with head and
+ *     cursor read in an earlier epoch: a slot below the cursor was
+ *     published before that read (the consumer passes only published
+ *     slots), and one above head - capacity was not yet claimed for its
+ *     next lap, so its bytes are the slot's unless it was claimed since;
  *  2. with prev_obs, the previous slot's obs (published before the slot);
- *  3. each row's seq again, and every ring's head and cursor: the copy is
- *     kept when seq == s + 1 and s >= min(head - capacity, cursor) (R3 of
- *     docs/ring.md, on the copied bytes), else the row is drawn again.
+ *  3. every ring's head and cursor again: the copy is kept when
+ *     s >= min(head - capacity, cursor), i.e. no producer claimed the
+ *     slot's next lap before the copy was complete (R3 of docs/ring.md,
+ *     on the copied bytes), else the row is drawn again. A ring mapped
+ *     here also has its seq words read again (seq == s + 1), which the
+ *     head check already implies for a slot drawn below the cursor; the
+ *     rings read through MPI skip that read (a small read costs there).
  * The head and cursor of step 3 serve the next draw (and the next call).
+ * A ring mapped here is copied from directly (its epochs end with an
+ * acquire fence); another rank's with one MPI_Get per rank and epoch,
+ * completed by one MPI_Win_flush_all.
+ *
+ * The first draw of a call puts the rows in (rank, slot) order: rows are
+ * independent uniform draws, so their order carries nothing, and a rank's
+ * rows then land next to each other and its reads go in slot order.
  */
 int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
 {
@@ -1195,107 +1641,150 @@ int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
 	memset(r->ok, 0, n);
 	pending = n;
 	if (!r->have_hc) {
-		for (uint32_t k = 0; k < R; k++) {
-			RQ(rget(r, k, r->geo[k].off_head, 8, &r->hc[k][0]));
-			RQ(rget(r, k, r->geo[k].off_cursor, 8, &r->hc[k][1]));
-		}
-		RQ(rflush(r));
+		err = read_check(r, false, false);
+		if (err)
+			return err;
 		r->have_hc = 1;
 	}
 	for (int round = 0; pending; round++) {
 		uint64_t total = 0;
+		uint32_t np = 0;
 
 		if (round > 1000)
 			return sr__errorf(-EAGAIN, "sr_mpi_replay_sample: no valid slot after 1000 "
 					  "draws (the rings are lapped faster than they are read)");
 		for (uint32_t k = 0; k < R; k++)
-			total += ring_window(r, k, NULL);
+			total += r->use[k] ? ring_window(r, k, NULL) : 0;
 		if (total == 0) {
 			r->have_hc = 0;
 			return sr__errorf(-EAGAIN, "sr_mpi_replay_sample: no ring has a consumed "
 					  "slot yet");
 		}
-		/* Draw each pending row (a rank weighted by its slots, a slot)
-		 * and read its columns. */
+		/* Draw each pending row (a rank weighted by its slots, a slot). */
 		for (uint32_t i = 0; i < n; i++) {
-			const struct ring_geo *g;
-			uint64_t u, sl, lo;
+			uint64_t u, lo;
 			uint32_t k = 0;
 
 			if (r->ok[i])
 				continue;
 			u = sr_rng_next(&r->rng) % total;
 			for (;; k++) {
-				uint64_t c = ring_window(r, k, &lo);
-				if (u < c) {
-					r->rk[i] = k;
-					r->s[i] = lo + u;
+				uint64_t c = r->use[k] ? ring_window(r, k, &lo) : 0;
+				if (u < c)
 					break;
-				}
 				u -= c;
 			}
-			g = &r->geo[k];
-			sl = r->s[i] & (g->cap - 1);
-			if (o->obs)
-				RQ(rget(r, k, g->off_obs + sl * 4 * g->obs_dim, 4u * g->obs_dim,
-					o->obs + (size_t)i * g->obs_dim));
-			if (o->action)
-				RQ(rget(r, k, g->off_action + sl * g->act_size, g->act_size,
-					o->action + (size_t)i * g->act_size));
-			if (o->reward)
-				RQ(rget(r, k, g->off_reward + sl * 4, 4, &o->reward[i]));
-			if (o->terminated)
-				RQ(rget(r, k, g->off_term + sl, 1, &o->terminated[i]));
-			if (o->truncated)
-				RQ(rget(r, k, g->off_trunc + sl, 1, &o->truncated[i]));
-			RQ(rget(r, k, g->off_flags + sl, 1, &r->flg[i]));
-			RQ(rget(r, k, g->off_env + sl * 4, 4, &r->envl[i]));
-			RQ(rget(r, k, g->off_prev + sl * 8, 8, &r->prev[i]));
+			r->rows[np].rk = k;
+			r->rows[np].s = lo + u;
+			r->rows[np].i = i;
+			np++;
 		}
-		RQ(rflush(r));
-		if (o->prev_obs) {
-			for (uint32_t i = 0; i < n; i++) {
-				const struct ring_geo *g;
-
-				if (r->ok[i] || r->prev[i] == SR_RING_NO_PREV || r->prev[i] >= r->s[i])
-					continue;
-				g = &r->geo[r->rk[i]];
-				RQ(rget(r, r->rk[i],
-					g->off_obs + (r->prev[i] & (g->cap - 1)) * 4 * g->obs_dim,
-					4u * g->obs_dim, o->prev_obs + (size_t)i * g->obs_dim));
-			}
-			RQ(rflush(r));
+		qsort(r->rows, np, sizeof(*r->rows), cmp_rowkey);
+		memset(r->first, 0, (R + 1) * sizeof(*r->first));
+		for (uint32_t j = 0; j < np; j++) {
+			if (round == 0)
+				r->rows[j].i = j; /* every row pending: take them in order */
+			r->rk[r->rows[j].i] = r->rows[j].rk;
+			r->s[r->rows[j].i] = r->rows[j].s;
+			r->first[r->rows[j].rk + 1]++;
 		}
-		/* After the copies: seq again, and head / cursor (R3). */
+		for (uint32_t k = 0; k < R; k++)
+			r->first[k + 1] += r->first[k];
+		/* 1. The columns: the rings mapped here now, the others through
+		 * MPI. */
 		for (uint32_t k = 0; k < R; k++) {
-			RQ(rget(r, k, r->geo[k].off_head, 8, &r->hc[k][0]));
-			RQ(rget(r, k, r->geo[k].off_cursor, 8, &r->hc[k][1]));
-		}
-		for (uint32_t i = 0; i < n; i++) {
-			const struct ring_geo *g;
+			const struct ring_geo *g = &r->geo[k];
+			const unsigned char *d = r->dbase[k];
 
-			if (r->ok[i])
-				continue;
-			g = &r->geo[r->rk[i]];
-			RQ(rget(r, r->rk[i], g->off_seq + (r->s[i] & (g->cap - 1)) * 8, 8, &r->seq2[i]));
-			if (o->prev_obs && r->prev[i] != SR_RING_NO_PREV && r->prev[i] < r->s[i])
-				RQ(rget(r, r->rk[i], g->off_seq + (r->prev[i] & (g->cap - 1)) * 8, 8,
-					&r->seqp2[i]));
+			for (uint32_t j = r->first[k]; d && j < r->first[k + 1]; j++) {
+				uint32_t i = r->rows[j].i;
+				uint64_t sl = r->s[i] & (g->cap - 1);
+#define COL(cond, off, w, dst)                                                              \
+	do {                                                                               \
+		if (cond)                                                                  \
+			sr__racy_copy((dst), d + (off) + sl * (w), (w));                   \
+	} while (0)
+				COL(o->obs, g->off_obs, 4u * g->obs_dim, o->obs + (size_t)i * g->obs_dim);
+				COL(o->action, g->off_action, g->act_size,
+				    o->action + (size_t)i * g->act_size);
+				COL(o->reward, g->off_reward, 4u, &o->reward[i]);
+				COL(o->terminated, g->off_term, 1u, &o->terminated[i]);
+				COL(o->truncated, g->off_trunc, 1u, &o->truncated[i]);
+				COL(1, g->off_flags, 1u, &r->flg[i]);
+				COL(1, g->off_env, 4u, &r->envl[i]);
+				COL(1, g->off_prev, 8u, &r->prev[i]);
+#undef COL
+			}
 		}
-		RQ(rflush(r));
+		{
+			const struct ring_geo *gz = r->geo; /* widths: the same on every rank */
+			const struct col c[NCOL] = {
+				{offsetof(struct ring_geo, off_obs), 4u * gz->obs_dim,
+				 (unsigned char *)o->obs},
+				{offsetof(struct ring_geo, off_action), gz->act_size, o->action},
+				{offsetof(struct ring_geo, off_reward), 4, (unsigned char *)o->reward},
+				{offsetof(struct ring_geo, off_term), 1, o->terminated},
+				{offsetof(struct ring_geo, off_trunc), 1, o->truncated},
+				{offsetof(struct ring_geo, off_flags), 1, r->flg},
+				{offsetof(struct ring_geo, off_env), 4, (unsigned char *)r->envl},
+				{offsetof(struct ring_geo, off_prev), 8, (unsigned char *)r->prev},
+			};
+
+			err = read_cols(r, r->s, c, NCOL);
+			if (err)
+				return err;
+		}
+		/* 2. The previous slots' obs. */
+		if (o->prev_obs) {
+			const struct col c = {offsetof(struct ring_geo, off_obs),
+					      4u * r->geo[0].obs_dim, (unsigned char *)o->prev_obs};
+
+			for (uint32_t k = 0; k < R; k++) {
+				const struct ring_geo *g = &r->geo[k];
+				const unsigned char *d = r->dbase[k];
+
+				for (uint32_t j = r->first[k]; j < r->first[k + 1]; j++) {
+					uint32_t i = r->rows[j].i;
+
+					r->pkey[i] = SR_RING_NO_PREV;
+					if (r->prev[i] == SR_RING_NO_PREV || r->prev[i] >= r->s[i])
+						continue;
+					if (!d) {
+						r->pkey[i] = r->prev[i]; /* read through MPI */
+						continue;
+					}
+					sr__racy_copy(o->prev_obs + (size_t)i * g->obs_dim,
+						      d + g->off_obs +
+							      (r->prev[i] & (g->cap - 1)) * 4 *
+								      g->obs_dim,
+						      4u * g->obs_dim);
+				}
+			}
+			/* the rows of a rank stay in slot order; their prev
+			 * slots are nearly so (spans only merge when sorted:
+			 * the planner starts a new span otherwise) */
+			err = read_cols(r, r->pkey, &c, 1);
+			if (err)
+				return err;
+		}
+		/* 3. After the copies: head / cursor (and seq where mapped), R3. */
+		err = read_check(r, true, o->prev_obs != NULL);
+		if (err)
+			return err;
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t k;
 			uint64_t h, c, floor;
-			bool good;
+			bool good, mapped;
 
 			if (r->ok[i])
 				continue;
 			k = r->rk[i];
+			mapped = r->dbase[k] != NULL;
 			h = r->hc[k][0];
 			c = r->hc[k][1];
 			floor = h > r->geo[k].cap ? h - r->geo[k].cap : 0;
 			floor = floor < c ? floor : c;
-			good = r->seq2[i] == r->s[i] + 1 && r->s[i] >= floor &&
+			good = (!mapped || r->seq2[i] == r->s[i] + 1) && r->s[i] >= floor &&
 			       !(r->flg[i] & SR_SLOT_PAD);
 			if (!good) {
 				r->retries++;
@@ -1303,8 +1792,8 @@ int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
 			}
 			if (o->prev_valid)
 				o->prev_valid[i] = o->prev_obs && r->prev[i] != SR_RING_NO_PREV &&
-						   r->prev[i] < r->s[i] &&
-						   r->seqp2[i] == r->prev[i] + 1 && r->prev[i] >= floor;
+						   r->prev[i] < r->s[i] && r->prev[i] >= floor &&
+						   (!mapped || r->seqp2[i] == r->prev[i] + 1);
 			if (o->env)
 				o->env[i] = r->geo[k].first_env + r->envl[i];
 			o->rank[i] = k;

@@ -126,7 +126,7 @@ int sr_proc_worker_open(sr_proc_worker **out, sr_proc_info *info)
 		goto err_unmap;
 	}
 	w->rec = sr__proc_wrec(w->h, idx);
-	err = sr__ring_attach_fd(SR__PROC_FD_RING, &w->ring);
+	err = sr__ring_attach_fd(SR__PROC_FD_RING, false, &w->ring);
 	if (err)
 		goto err_unmap;
 	/* PC0: commands up to start_gen were settled before this process

@@ -1,13 +1,17 @@
 #define _POSIX_C_SOURCE 200809L
 /*
  * Replay across ranks (run by tests/mpi_replay.sh under mpirun):
- *   mpi_replay check [force]  every rank steps its CartPole envs and, in
- *       between, samples from every rank's ring (force: its own ring too
- *       through MPI); each sampled (prev obs, action, obs) must follow
- *       CartPole's dynamics, its env must be one the ring's rank hosts
- *   mpi_replay bench          rank 0 samples batches of 256 (obs 3072)
- *       through the MPI path, against a plain MPI_Get loop over the same
- *       slots' bytes, interleaved rounds; prints GB/s and the ratio
+ *   mpi_replay check [force|direct|noshm]  every rank steps its CartPole
+ *       envs and, in between, samples from every rank's ring (direct: the
+ *       node's rings mapped through shared memory; noshm: the other ranks'
+ *       through MPI; force: every ring through MPI, its own too); each
+ *       sampled (prev obs, action, obs) must follow CartPole's dynamics,
+ *       its env must be one the ring's rank hosts, and the rings must be
+ *       read the way the mode says
+ *   mpi_replay bench          rank 0 samples batches of 256 (obs 3072):
+ *       from rank 1's ring attached through shared memory against its own
+ *       ring, and through the MPI path against a plain MPI_Get loop over
+ *       the same slots' bytes, interleaved rounds; prints GB/s and ratios
  */
 #include <math.h>
 #include <stdio.h>
@@ -61,6 +65,7 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "check";
 	bool force = argc > 2 && !strcmp(argv[2], "force"), bench = !strcmp(mode, "bench");
+	bool noshm = argc > 2 && !strcmp(argv[2], "noshm");
 	enum { B = 256 };
 	const uint32_t od = bench ? 3072 : 4;
 	sr_pool_opts o;
@@ -97,7 +102,8 @@ int main(int argc, char **argv)
 	}
 	if (err)
 		die("step", err);
-	err = sr_mpi_replay_create(mp, force || bench ? SR_MPI_REPLAY_F_FORCE_MPI : 0, &rp);
+	err = sr_mpi_replay_create(mp, force || bench ? SR_MPI_REPLAY_F_FORCE_MPI
+						      : noshm ? SR_MPI_REPLAY_F_NO_SHM : 0, &rp);
 	if (err)
 		die("replay create", err);
 	memset(&smp, 0, sizeof(smp));
@@ -113,7 +119,18 @@ int main(int argc, char **argv)
 	smp.seq = malloc(B * sizeof(uint64_t));
 
 	if (!bench) {
-		long rows = 0, checked = 0, other = 0, bad = 0, tot[3];
+		long rows = 0, checked = 0, other = 0, bad = 0, tot[4];
+		int direct = 0;
+
+		/* One machine: every ring is on this node. Direct (the default)
+		 * maps them all; noshm only this rank's own; force none. */
+		for (int k = 0; k < size; k++)
+			direct += sr_mpi_replay_direct(rp, (uint32_t)k) == 1;
+		if (direct != (force ? 0 : noshm ? 1 : size)) {
+			fprintf(stderr, "rank %d: %d of %d rings read directly (mode %s)\n", g_rank,
+				direct, size, argc > 2 ? argv[2] : "direct");
+			bad++;
+		}
 		for (int round = 0; round < 60; round++) {
 			/* the rings keep moving: step, then read everyone's */
 			for (uint32_t i = 0; i < in.local_envs; i++)
@@ -158,29 +175,43 @@ int main(int argc, char **argv)
 		tot[0] = bad;
 		tot[1] = checked;
 		tot[2] = other;
-		MPI_Allreduce(MPI_IN_PLACE, tot, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+		tot[3] = direct;
+		MPI_Allreduce(MPI_IN_PLACE, tot, 4, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
 		if (g_rank == 0) {
 			uint64_t by, re;
 			sr_mpi_replay_counters(rp, &by, &re);
-			printf("rows %ld per rank, checked %ld, from other ranks %ld, bad %ld, rank 0 "
-			       "read %llu bytes through MPI, %llu redrawn\n", rows, tot[1], tot[2], tot[0],
+			printf("rows %ld per rank, checked %ld, from other ranks %ld, bad %ld, rings "
+			       "read directly %ld (all ranks), rank 0 read %llu bytes through MPI, %llu "
+			       "redrawn\n", rows, tot[1], tot[2], tot[0], tot[3],
 			       (unsigned long long)by, (unsigned long long)re);
 			printf("%s\n", tot[0] == 0 && tot[1] > rows / 2 &&
 					       (size == 1 || tot[2] > 0) ? "ok" : "FAIL");
 		}
 	} else {
-		/* Rank 0 reads every rank's ring through MPI (its own too),
-		 * batches of B rows of obs 3072, against a plain MPI_Get loop of
-		 * the same slots' obs bytes over a window of the same segments;
-		 * interleaved rounds of 0.5 s each, medians. The other ranks
-		 * wait at a barrier meanwhile (their CPU does not serve). */
+		/* Rank 0, interleaved rounds of 0.5 s each, medians:
+		 *  - local: a sampler that reads its own ring directly;
+		 *  - same node: the same sampler drawing from rank 1's ring,
+		 *    attached through shared memory (zero copy);
+		 *  - remote: every rank's ring through MPI (its own too), against
+		 *    a plain MPI_Get loop of the same slots' obs bytes over a
+		 *    window of the same segments (one flush per batch).
+		 * Batches of B rows of obs 3072. The other ranks wait at a
+		 * barrier meanwhile (their CPU does not serve the direct reads;
+		 * with osc/pt2pt their progress engine answers the gets). */
 		enum { ROUNDS = 7 };
-		double gs[ROUNDS], gp[ROUNDS], ratio[ROUNDS];
+		double gl[ROUNDS], gd[ROUNDS], gs[ROUNDS], gp[ROUNDS], rdl[ROUNDS], ratio[ROUNDS];
 		sr_ring *ring = sr_pool_ring(sr_mpi_pool_local(mp));
 		sr_ring_info ri = {.size = sizeof(ri)};
 		size_t len;
 		unsigned char *base;
+		sr_mpi_replay *dr;
+		uint8_t *use = calloc((size_t)size, 1);
+		int peer = size > 1 ? 1 : 0, attached;
 
+		err = sr_mpi_replay_create(mp, 0, &dr);
+		if (err)
+			die("replay create (direct)", err);
+		attached = sr_mpi_replay_direct(dr, (uint32_t)peer);
 		sr_ring_info_get(ring, &ri);
 		base = ri.base;
 		len = ri.bytes;
@@ -194,12 +225,32 @@ int main(int argc, char **argv)
 		smp.prev_obs = NULL;
 		smp.prev_valid = NULL;
 		if (g_rank == 0) {
+			double t0, t;
+			long nb;
+
 			for (int r = 0; r < ROUNDS; r++) {
-				double t0 = now(), t;
-				long nb = 0;
 				uint64_t by0, by1;
 
+				for (int which = 0; which < 2; which++) {
+					memset(use, 0, (size_t)size);
+					use[which ? peer : 0] = 1;
+					err = sr_mpi_replay_set_sources(dr, use);
+					if (err)
+						die("sources", err);
+					t0 = now();
+					nb = 0;
+					do {
+						err = sr_mpi_replay_sample(dr, B, &smp);
+						if (err != B)
+							die("sample", err);
+						nb++;
+					} while ((t = now()) - t0 < 0.5);
+					(which ? gd : gl)[r] = (double)nb * B * od * 4 / (t - t0) / 1e9;
+				}
+				rdl[r] = gd[r] / gl[r];
 				sr_mpi_replay_counters(rp, &by0, NULL);
+				t0 = now();
+				nb = 0;
 				do {
 					err = sr_mpi_replay_sample(rp, B, &smp);
 					if (err != B)
@@ -225,9 +276,18 @@ int main(int argc, char **argv)
 					printf("replay bytes per batch through MPI: %.0f (obs %u)\n",
 					       (double)(by1 - by0) / nb, B * od * 4);
 			}
+			qsort(gl, ROUNDS, sizeof(double), cmp_d);
+			qsort(gd, ROUNDS, sizeof(double), cmp_d);
+			qsort(rdl, ROUNDS, sizeof(double), cmp_d);
 			qsort(gs, ROUNDS, sizeof(double), cmp_d);
 			qsort(gp, ROUNDS, sizeof(double), cmp_d);
 			qsort(ratio, ROUNDS, sizeof(double), cmp_d);
+			printf("same-node direct replay, %d ranks, batch %d, obs %u: rank %d's ring %s: "
+			       "%.3f GB/s of obs, local (own ring) %.3f GB/s, ratio %.3f (rounds %.3f .. "
+			       "%.3f; medians of %d)\n", size, B, od, peer,
+			       attached ? "attached (shared memory)" : "NOT attached (read through MPI)",
+			       gd[ROUNDS / 2], gl[ROUNDS / 2], rdl[ROUNDS / 2], rdl[0], rdl[ROUNDS - 1],
+			       ROUNDS);
 			printf("remote replay (forced MPI path), %d ranks, batch %d, obs %u: sampler "
 			       "%.3f GB/s of obs, plain MPI_Get loop %.3f GB/s, ratio %.3f (rounds "
 			       "%.3f .. %.3f; medians of %d)\n", size, B, od, gs[ROUNDS / 2],
@@ -236,6 +296,8 @@ int main(int argc, char **argv)
 		MPI_Barrier(MPI_COMM_WORLD);
 		MPI_Win_unlock_all(win);
 		MPI_Win_free(&win);
+		sr_mpi_replay_destroy(dr);
+		free(use);
 	}
 	sr_mpi_replay_destroy(rp);
 	sr_mpi_pool_destroy(mp);

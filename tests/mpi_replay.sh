@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Replay across ranks: sampled transitions follow CartPole's dynamics and
 # come from the ranks that host their envs, for 1, 2 and 3 ranks, through
-# the MPI path (forced) and with the own ring read directly.
+# the MPI path (force), with the node's rings mapped through shared memory
+# (direct), and with only the own ring mapped (noshm).
 set -u
 BIN=$1
 . "$(dirname "$0")/mpi_env.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 for np in 1 2 3; do
-	for how in force direct; do
+	for how in force direct noshm; do
 		out=$($MPIRUN -np $np "$BIN" check $how 2>&1) || fail "-np $np $how: $out"
 		grep -qx ok <<<"$out" || fail "-np $np $how: $out"
 		echo "-np $np $how: $(head -1 <<<"$out")"

@@ -144,18 +144,23 @@ SR_EXPORT int sr_mpi_pool_restore(sr_mpi_pool *mp, const char *dir);
 
 /*
  * Replay across ranks: a sampler on any rank draws uniformly from the
- * published slots of every rank's ring. Each ring is exposed as an MPI
- * window; a sample reads the target's ring with passive-target one-sided
- * reads (MPI_Win_lock_all once, MPI_Get, MPI_Win_flush), so the target's
- * CPU does not serve it (where the MPI transport does one-sided reads
- * itself). The ring's seqlock check is done on the copied bytes: the
- * slot's seq is read before and after the columns, and with it head and
- * cursor (docs/ring.md, R3); a slot that was not published, or was lapped
- * while being read, is drawn again. No torn transition is returned.
+ * published slots of every rank's ring. The rings of this node (this
+ * rank's own, and the other ranks' of the node, attached read-only through
+ * their creator's descriptor) are read directly, zero copy. Every other
+ * ring is exposed as an MPI window and read with passive-target one-sided
+ * reads (MPI_Win_lock_all once per sampler, one MPI_Get per target rank
+ * and epoch, MPI_Win_flush_all), so the target's CPU does not serve it
+ * (where the MPI transport does one-sided reads itself). The ring's
+ * seqlock check is done on the copied bytes: after the columns, the
+ * slot's seq is read again, and with it head and cursor (docs/ring.md,
+ * R3); a slot that was not published, or was lapped while being read, is
+ * drawn again. No torn transition is returned.
  */
 enum {
-	SR_MPI_REPLAY_F_FORCE_MPI = 1u << 0, /* this rank's own ring too through MPI (tests,
-					      * benchmarks of the network path) */
+	SR_MPI_REPLAY_F_FORCE_MPI = 1u << 0, /* every ring through MPI, this rank's own too
+					      * (tests, benchmarks of the network path) */
+	SR_MPI_REPLAY_F_NO_SHM = 1u << 1,    /* other ranks' rings through MPI even on this
+					      * node (this rank's own stays direct) */
 };
 
 typedef struct sr_mpi_replay sr_mpi_replay;
@@ -180,12 +185,25 @@ SR_EXPORT int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_repla
 SR_EXPORT void sr_mpi_replay_destroy(sr_mpi_replay *r);
 /**
  * Not collective: draw @n transitions uniformly over the published slots
- * of every rank's ring (seeded by @seed and a per-sampler counter).
- * Returns n, -EAGAIN when no ring has a slot yet, -EIO on an MPI error.
+ * of the chosen ranks' rings (every rank's unless
+ * sr_mpi_replay_set_sources chose). Rows are independent draws; their
+ * order carries nothing (they come grouped by rank, in slot order, which
+ * keeps the reads of one rank together). Returns n, -EAGAIN when no ring
+ * has a slot yet, -EIO on an MPI error.
  */
 SR_EXPORT int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *out);
 /** Bytes read through MPI so far, and slots drawn again after a failed check. */
 SR_EXPORT void sr_mpi_replay_counters(const sr_mpi_replay *r, uint64_t *bytes, uint64_t *retries);
+/** 1 when @rank's ring is read directly (mapped here: this rank's own, or
+ * another rank's of this node), 0 when through MPI; -EINVAL for a bad rank.
+ * A ring of this node that cannot be attached (another PID namespace, a
+ * policy that forbids opening /proc/PID/fd) is read through MPI. */
+SR_EXPORT int sr_mpi_replay_direct(const sr_mpi_replay *r, uint32_t rank);
+/** Not collective: draw only from the rings of the ranks with @use[rank]
+ * != 0 (size entries; NULL: every rank, the default), uniformly over their
+ * slots: a learner that reads its node's rings only, a benchmark of one
+ * path. -EINVAL when no rank is chosen. */
+SR_EXPORT int sr_mpi_replay_set_sources(sr_mpi_replay *r, const uint8_t *use);
 
 /* Statistics of every rank (sr_mpi_pool_stats_get). */
 typedef struct sr_mpi_pool_stats {
