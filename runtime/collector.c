@@ -404,7 +404,7 @@ static bool slot_ready(sr_pool *p, uint64_t pos)
 static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 {
 	const uint64_t k = p->flight.grp_recvd;
-	const struct sr__grp_cmd *c = &p->grp_cmd[k % p->grp_n];
+	const struct sr__grp_cmd *c = &p->cmds.rec[k % p->cmds.ngroups];
 	const uint32_t need = p->batch_size, g = c->g;
 	const uint64_t end = c->seq + need;
 	uint64_t t2;
@@ -580,6 +580,6 @@ void sr__collect_drain(sr_pool *p)
 	p->flight.grp_last = -1;
 	/* Every command is done (its rows came back), worker 0's share too
 	 * (sr__async_inline runs them). */
-	p->flight.grp_recvd = p->grp_issued;
+	p->flight.grp_recvd = p->cmds.issued;
 	p->flight.grp_on = false;
 }

@@ -309,15 +309,15 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	 * below: multiples of the group count, differing by at most that). */
 	p->workers = aligned_alloc(SR_CACHELINE, sizeof(*p->workers) * T);
 	p->place.env_worker = calloc(p->num_envs, sizeof(*p->place.env_worker));
-	p->shift = calloc(T, sizeof(*p->shift));
-	p->rb_mark = calloc(2 * (size_t)T, sizeof(*p->rb_mark));
-	p->rb_inv = calloc(T, sizeof(*p->rb_inv));
+	p->rb.shift = calloc(T, sizeof(*p->rb.shift));
+	p->rb.mark = calloc(2 * (size_t)T, sizeof(*p->rb.mark));
+	p->rb.inv = calloc(T, sizeof(*p->rb.inv));
 	p->flight.inflight = calloc(p->num_envs, 1);
 	p->flight.last_ids = calloc(p->num_envs, sizeof(*p->flight.last_ids));
 	p->async_act = calloc(p->num_envs, p->act_size);
 	if (p->keep_final)
 		p->final_env = calloc((size_t)p->num_envs * p->obs_dim, sizeof(float));
-	if (!p->workers || !p->place.env_worker || !p->shift || !p->rb_mark || !p->rb_inv ||
+	if (!p->workers || !p->place.env_worker || !p->rb.shift || !p->rb.mark || !p->rb.inv ||
 	    !p->flight.inflight || !p->flight.last_ids || !p->async_act || (p->keep_final && !p->final_env)) {
 		err = sr__errorf(-ENOMEM, "out of memory for %u envs", p->num_envs);
 		goto fail;
@@ -329,20 +329,20 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	 * every group, so its slice is a multiple of the group count. */
 	if (!p->async || (p->num_envs % p->batch_size == 0 && p->batch_size >= T &&
 			  !(o->flags & SR_POOL_F_NO_BATCH_GROUPS))) {
-		p->grp_n = p->num_envs / p->batch_size;
-		p->grp_cmd = calloc(p->grp_n, sizeof(*p->grp_cmd));
-		if (!p->grp_cmd) {
-			err = sr__errorf(-ENOMEM, "out of memory for %u batch groups", p->grp_n);
+		p->cmds.ngroups = p->num_envs / p->batch_size;
+		p->cmds.rec = calloc(p->cmds.ngroups, sizeof(*p->cmds.rec));
+		if (!p->cmds.rec) {
+			err = sr__errorf(-ENOMEM, "out of memory for %u batch groups", p->cmds.ngroups);
 			goto fail;
 		}
-		for (uint32_t g = 0; g < p->grp_n; g++) {
+		for (uint32_t g = 0; g < p->cmds.ngroups; g++) {
 			/* Sync steps use the caller's actions in place. */
 			if (p->async)
-				p->grp_cmd[g].acts_buf = malloc((size_t)p->batch_size * p->act_size);
-			p->grp_cmd[g].shift = calloc(T, sizeof(int32_t));
-			if ((p->async && !p->grp_cmd[g].acts_buf) || !p->grp_cmd[g].shift) {
+				p->cmds.rec[g].acts_buf = malloc((size_t)p->batch_size * p->act_size);
+			p->cmds.rec[g].shift = calloc(T, sizeof(int32_t));
+			if ((p->async && !p->cmds.rec[g].acts_buf) || !p->cmds.rec[g].shift) {
 				err = sr__errorf(-ENOMEM, "out of memory for %u batch groups",
-						 p->grp_n);
+						 p->cmds.ngroups);
 				goto fail;
 			}
 		}
@@ -357,11 +357,11 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		w->index = i;
 		w->first_env = env;
 		w->n_envs = base + (i < extra);
-		if (p->grp_n) {
+		if (p->cmds.ngroups) {
 			/* batch_size / T rows of each group, the first ones one more. */
 			w->grp_m = p->batch_size / T + (i < p->batch_size % T);
 			w->grp_off = i * (p->batch_size / T) + (i < p->batch_size % T ? i : p->batch_size % T);
-			w->n_envs = w->grp_m * p->grp_n;
+			w->n_envs = w->grp_m * p->cmds.ngroups;
 		}
 		w->cpu = p->place.plan->w[i].cpu;
 		for (uint32_t k = 0; k < w->n_envs; k++)
@@ -372,7 +372,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	for (uint32_t i = 0; i < T; i++)
 		if (p->workers[i].n_envs > p->max_slice)
 			p->max_slice = p->workers[i].n_envs;
-	p->rebalance = (!p->async || p->grp_n) && T > 1 &&
+	p->rb.on = (!p->async || p->cmds.ngroups) && T > 1 &&
 		       !(o->flags & (SR_POOL_F_NO_REBALANCE | SR_POOL_F_PROCS));
 
 	err = sr__collector_open(p);
@@ -409,20 +409,20 @@ void sr_pool_destroy(sr_pool *p)
 	sr__plan_free(p->place.plan);
 	free(p->workers);
 	free(p->place.env_worker);
-	free(p->shift);
-	free(p->rb_mark);
-	free(p->rb_inv);
+	free(p->rb.shift);
+	free(p->rb.mark);
+	free(p->rb.inv);
 	free(p->flight.inflight);
 	free(p->flight.last_ids);
 	free(p->async_act);
 	free(p->final_env);
-	if (p->grp_cmd) {
-		for (uint32_t g = 0; g < p->grp_n; g++) {
-			free(p->grp_cmd[g].acts_buf);
-			free(p->grp_cmd[g].shift);
+	if (p->cmds.rec) {
+		for (uint32_t g = 0; g < p->cmds.ngroups; g++) {
+			free(p->cmds.rec[g].acts_buf);
+			free(p->cmds.rec[g].shift);
 		}
 	}
-	free(p->grp_cmd);
+	free(p->cmds.rec);
 	free(p);
 }
 
@@ -480,7 +480,7 @@ static void lat_record(sr_pool *p, uint64_t t0, uint64_t t1)
 }
 
 /*
- * Send command p->grp_issued to the workers: group @g's envs into
+ * Send command p->cmds.issued to the workers: group @g's envs into
  * batch_size contiguous slots (from *@seq), stepped with @actions (in
  * batch row order), or with @actions NULL reset (every env, or where
  * @mask, one byte per env, is not 0). Sync pools pass the caller's actions
@@ -489,7 +489,7 @@ static void lat_record(sr_pool *p, uint64_t t0, uint64_t t1)
 static int cmd_send(sr_pool *p, uint32_t g, const void *actions, const uint8_t *mask,
 		    const struct sr__reset_opt *ro, const double *b, uint64_t *seq)
 {
-	struct sr__grp_cmd *c = &p->grp_cmd[p->grp_issued % p->grp_n];
+	struct sr__grp_cmd *c = &p->cmds.rec[p->cmds.issued % p->cmds.ngroups];
 	int err;
 
 	/* Room: at most num_envs result slots (the groups in flight), as
@@ -548,7 +548,7 @@ static int procs_cmd(sr_pool *p, const void *actions, const uint8_t *mask, const
 static int sync_cmd(sr_pool *p, const void *actions, const uint8_t *mask,
 		    const struct sr__reset_opt *ro, const double *b, const sr_batch **out)
 {
-	uint64_t seq, t, k = p->grp_issued, t0 = sr__now_ns();
+	uint64_t seq, t, k = p->cmds.issued, t0 = sr__now_ns();
 	int err;
 
 	if (p->procs)
@@ -579,10 +579,10 @@ static int32_t grp_match(const sr_pool *p, const uint32_t *ids, uint32_t n)
 	uint32_t g;
 
 	/* Worker 0's envs start at 0: a group's first row is env g * m_0. */
-	if (!p->grp_n || n != p->batch_size)
+	if (!p->cmds.ngroups || n != p->batch_size)
 		return -1;
 	g = ids[0] / w0->grp_m;
-	if (g >= p->grp_n)
+	if (g >= p->cmds.ngroups)
 		return -1;
 	for (uint32_t i = 0; i < p->num_threads; i++) {
 		const struct sr__worker *w = &p->workers[i];
@@ -622,13 +622,13 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 		/* Drop whatever is in flight, then queue a reset of every env;
 		 * recv returns them. */
 		sr__collect_drain(p);
-		if (p->grp_n) {
+		if (p->cmds.ngroups) {
 			int err = 0;
 
 			/* By group, in order: recv returns group 0 first (the
 			 * drain left no command in flight). */
 			p->flight.grp_on = true;
-			for (uint32_t g = 0; g < p->grp_n && !err; g++)
+			for (uint32_t g = 0; g < p->cmds.ngroups && !err; g++)
 				err = grp_send(p, g, NULL);
 			if (out)
 				*out = NULL;
@@ -758,7 +758,7 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 	t0 = sr__now_ns();
 	/* Batch groups: the envs of a whole group, and nothing in flight
 	 * that is not a group (group mode, or nothing in flight at all). */
-	if (p->grp_n && (p->flight.grp_on || !p->flight.n_inflight)) {
+	if (p->cmds.ngroups && (p->flight.grp_on || !p->flight.n_inflight)) {
 		int32_t g = fast && p->flight.grp_last >= 0 ? p->flight.grp_last : grp_match(p, env_ids, n);
 
 		if (g >= 0 && !p->flight.inflight[env_ids[0]]) {
@@ -767,7 +767,7 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 				return err;
 			if (!p->flight.grp_on) {
 				p->flight.grp_on = true;
-				p->flight.grp_recvd = p->grp_issued;
+				p->flight.grp_recvd = p->cmds.issued;
 			}
 			err = grp_send(p, (uint32_t)g, actions);
 			if (err)
@@ -908,7 +908,7 @@ int sr_pool_worker_cpu(const sr_pool *p, uint32_t worker)
 
 uint32_t sr_pool_batch_groups(const sr_pool *p)
 {
-	return p && p->async ? p->grp_n : 0; /* a sync pool's one group is not a batch group */
+	return p && p->async ? p->cmds.ngroups : 0; /* a sync pool's one group is not a batch group */
 }
 
 uint32_t sr_pool_batch_size(const sr_pool *p)

@@ -106,9 +106,9 @@ typedef void (*sr__reset_fn)(const sr_env_spec *spec, void *states, size_t n, co
 
 /*
  * Worker command k of the pool thread (worker.c; collector.c, "Batch
- * groups"), in p->grp_cmd[k % p->grp_n]: a sync step, reset or reset mask
+ * groups"), in p->cmds.rec[k % p->cmds.ngroups]: a sync step, reset or reset mask
  * (a sync pool has one group), or an async batch group's step or reset.
- * Written before the release store of p->grp_sent = k + 1; the slot is
+ * Written before the release store of p->cmds.sent = k + 1; the slot is
  * rewritten for command k + G only after every worker has finished
  * command k (its batch was received).
  */
@@ -127,7 +127,7 @@ struct sr__grp_cmd {
 	double reset_b[2];
 	unsigned char *acts_buf; /* async: the command's copy of the actions */
 	int32_t *shift;      /* num_threads: rebalancing's boundaries for this
-			      * command (see sr_pool.shift), fixed at its send */
+			      * command (see sr__rebalance.shift), fixed at its send */
 };
 
 struct sr__worker {
@@ -204,6 +204,40 @@ struct sr__worker {
 	uint64_t mark_ns, mark_busy; /* inline worker 0: wall clock and busy time at the last account */
 	sr_stats_worker *shm;      /* this worker's slot in the stats block, or NULL */
 	char pad_end[SR_CACHELINE];
+};
+
+/*
+ * Commands to the workers (worker.c; pool.c writes them): command k is
+ * rec[k % ngroups], written by the pool thread before the release store
+ * of sent = k + 1. rec and ngroups are read-mostly (set at create); sent
+ * is on a line of its own, with issued, which the pool thread writes with
+ * it, so that the workers' read-mostly lines stay clean.
+ */
+struct sr__cmds {
+	struct sr__grp_cmd *rec; /* ngroups records, or NULL */
+	uint32_t ngroups;        /* num_envs / batch_size (sync: 1), or 0 (async batches
+				  * that do not tile the envs: no commands) */
+	/* Published (release, by the pool thread; acquire, by the workers). */
+	_Alignas(SR_CACHELINE) _Atomic uint64_t sent;
+	uint64_t issued;         /* commands written (sent's value; pool thread) */
+};
+
+/*
+ * Rebalancing (worker.c rebalance, at each step command; pool thread):
+ * shift[w] moves the boundary between the rows stepped by workers w and
+ * w+1 (> 0: worker w steps the first shift[w] envs of w+1's share; < 0:
+ * w+1 steps the last -shift[w] of w's); shift[T-1] is 0. A command's
+ * shares are the workers' envs of its group (sync: the slices); each
+ * command takes a copy at its send (sr__grp_cmd.shift), which is what the
+ * workers read, so this part is the pool thread's alone (sr__worker_rows
+ * reads shift relaxed from any thread, for statistics).
+ */
+struct sr__rebalance {
+	bool on;               /* set at create: sync steps and batch groups move them */
+	_Atomic int32_t *shift; /* num_threads */
+	uint32_t n;            /* step commands since the last look */
+	uint64_t *mark;        /* 2 per worker at the last look: steps, ns_env + ns_ring */
+	double *inv;           /* per worker: steps per busy ns since the last look */
 };
 
 /*
@@ -301,8 +335,6 @@ struct sr_pool {
 	size_t act_size;
 	uint32_t obs_dim;
 	uint32_t spin_iters; /* spin before futex_wait */
-	bool rebalance;       /* sync steps, batch groups: move the shares' boundaries
-			       * (see shift) */
 	uint32_t max_slice;   /* the most envs any worker owns */
 
 	struct sr__placement place; /* where the workers run */
@@ -317,18 +349,6 @@ struct sr_pool {
 
 	struct sr__worker *workers; /* num_threads; workers[0] is inline unless NO_INLINE */
 	uint32_t first_thread;      /* 1: worker 0 runs on the calling thread; 0: all are threads */
-	/* Rebalancing: shift[w] moves the boundary between the rows stepped by
-	 * workers w and w+1 (> 0: worker w steps the first shift[w] envs of
-	 * w+1's share; < 0: w+1 steps the last -shift[w] of w's); shift[T-1]
-	 * is 0. A command's shares are the workers' envs of its group (sync:
-	 * the slices); each command takes a copy at its send
-	 * (sr__grp_cmd.shift), which is what the workers read. */
-	_Atomic int32_t *shift;
-	/* Rebalancing (pool thread, worker.c rebalance): steps since the last
-	 * look (rb_n, with grp_sent below), and each worker's steps and busy ns
-	 * then. */
-	uint64_t *rb_mark; /* 2 per worker: steps, ns_env + ns_ring */
-	double *rb_inv;    /* per worker: steps per busy ns since the last look */
 
 	/* Set (relaxed, before the kick) by sr__workers_stop. */
 	_Atomic uint32_t stop;
@@ -345,24 +365,16 @@ struct sr_pool {
 	 * (written by every call), which used to share it --- */
 	_Alignas(SR_CACHELINE) unsigned char *async_act; /* num_envs * act_size mailbox; see worker.c */
 	uint32_t drain_max;       /* async: most envs a worker thread steps per reservation */
-	struct sr__grp_cmd *grp_cmd; /* grp_n commands, or NULL */
-	uint32_t grp_n;           /* groups: num_envs / batch_size (sync: 1), or 0 (async
-				   * batches that do not tile the envs: no commands) */
 	/* final obs side buffer: row = env (written by the owning worker) */
 	float *final_env;
 
-	/* Commands published to the workers (release, by the pool thread;
-	 * acquire, by the workers). */
-	_Alignas(SR_CACHELINE) _Atomic uint64_t grp_sent;
-	/* Pool thread, written with grp_sent at each command: on its line, so
-	 * that the workers' lines above stay clean (read without a miss). */
-	uint64_t grp_issued;      /* commands written (grp_sent's value) */
-	uint32_t rb_n;
+	struct sr__cmds cmds; /* commands to the workers */
 
 	/* --- async sends in flight (pool.c send, collector.c recv; pool
 	 * thread only) --- */
 	_Alignas(SR_CACHELINE) struct sr__flight flight;
 
+	struct sr__rebalance rb;  /* the shares' boundaries */
 	struct sr__collector col; /* the batch, its device, the pool thread's timing */
 
 	struct sr__ep_stats stats; /* episodes and batches (collector.c) */
@@ -388,9 +400,9 @@ void *sr__env_state(sr_pool *p, uint32_t env);
  * ends; relaxed loads, any thread. */
 static inline uint32_t sr__worker_rows(const sr_pool *p, uint32_t w)
 {
-	int32_t lo = w ? atomic_load_explicit(&p->shift[w - 1], memory_order_relaxed) : 0;
-	int32_t hi = atomic_load_explicit(&p->shift[w], memory_order_relaxed);
-	int32_t per = p->grp_n ? (int32_t)p->grp_n : 1; /* once per group */
+	int32_t lo = w ? atomic_load_explicit(&p->rb.shift[w - 1], memory_order_relaxed) : 0;
+	int32_t hi = atomic_load_explicit(&p->rb.shift[w], memory_order_relaxed);
+	int32_t per = p->cmds.ngroups ? (int32_t)p->cmds.ngroups : 1; /* once per group */
 
 	return (uint32_t)((int32_t)p->workers[w].n_envs + per * (hi - lo));
 }
@@ -409,7 +421,7 @@ void sr__async_kick(sr_pool *p);
 /* Async: step up to @max of the envs queued for worker 0, on the calling
  * thread; returns how many. */
 uint32_t sr__async_inline(sr_pool *p, uint32_t max);
-/* Commands: publish command p->grp_issued (written by the caller) and
+/* Commands: publish command p->cmds.issued (written by the caller) and
  * kick the worker threads; run worker 0's share of commands up to @k
  * (inline); whether every worker thread has finished command @k (a
  * predicate for sr__wait_recv). Pool thread only. */

@@ -9,8 +9,8 @@
  * Commands (one path for sync steps, resets, reset masks and async batch
  * groups; see "Batch groups" in collector.c): the pool thread reserves
  * batch_size contiguous ring slots, writes command k into
- * p->grp_cmd[k % grp_n] (group, step or reset, first sequence, actions,
- * reset mask, rebalancing's shifts), publishes grp_sent = k + 1 and bumps
+ * p->cmds.rec[k % ngroups] (group, step or reset, first sequence, actions,
+ * reset mask, rebalancing's shifts), publishes cmds.sent = k + 1 and bumps
  * each worker thread's `go` word. A sync pool is a pool with one group
  * (every worker's whole slice), whose command the pool thread waits for
  * before it returns. Each worker runs the commands in order: its envs of
@@ -90,7 +90,7 @@ static int worker_alloc(struct sr__worker *w)
 	size_t n = w->n_envs ? w->n_envs : 1, qcap = 1, ecap = 1;
 	/* Scratch and the episode queue also serve the envs it steps for its
 	 * neighbours (rebalancing: up to a quarter of each one's share). */
-	size_t ns = n + (p->rebalance ? p->max_slice / 2 : 0);
+	size_t ns = n + (p->rb.on ? p->max_slice / 2 : 0);
 	/* 8-byte columns first, then 4-byte, then bytes; each 64-aligned. */
 	size_t o_states = 0;
 	size_t o_prev = align64(o_states + n * p->spec.state_size);
@@ -634,7 +634,7 @@ static void notify_recv(sr_pool *p)
 static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 {
 	sr_pool *p = w->pool;
-	const struct sr__grp_cmd *c = &p->grp_cmd[k % p->grp_n];
+	const struct sr__grp_cmd *c = &p->cmds.rec[k % p->cmds.ngroups];
 	uint64_t t1, ns_env = 0, seq;
 	uint32_t n;
 
@@ -642,7 +642,7 @@ static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 		t0 = sr__now_ns();
 
 	/* R3: the pool thread claimed the group's slots on the ring's head
-	 * before publishing the command, and the acquire that read grp_sent
+	 * before publishing the command, and the acquire that read cmds.sent
 	 * (or program order, inline) ordered it before us; this fence orders
 	 * it before every column write of the slice, so a sampler that copies
 	 * a byte we write sees the claim (the ring's seq words are written
@@ -691,17 +691,17 @@ static uint32_t drain_groups(struct sr__worker *w, uint64_t *t)
 	uint32_t n = 0;
 
 	/* The record of the next command, if there is one, and its
-	 * boundaries: fetched while grp_sent's line comes, instead of after
+	 * boundaries: fetched while cmds.sent's line comes, instead of after
 	 * it (a hint only: they are read after the acquire below). */
-	if (p->grp_n) {
-		const struct sr__grp_cmd *c = &p->grp_cmd[w->grp_next % p->grp_n];
+	if (p->cmds.ngroups) {
+		const struct sr__grp_cmd *c = &p->cmds.rec[w->grp_next % p->cmds.ngroups];
 
 		__builtin_prefetch(c);
 		__builtin_prefetch(c->shift);
 	}
 	/* GS1: acquire pairs with the release in sr__grp_publish (GS0): the
 	 * commands' records, their actions and the slots' claim. */
-	sent = atomic_load_explicit(&p->grp_sent, memory_order_acquire);
+	sent = atomic_load_explicit(&p->cmds.sent, memory_order_acquire);
 	for (; w->grp_next < sent; n++)
 		*t = run_group(w, w->grp_next, *t);
 	return n;
@@ -969,7 +969,7 @@ void sr__workers_stop(sr_pool *p)
  * busy time (env calls and bookkeeping) per env step since the last look.
  * A worker whose CPU is slower (another process on it, a slower core, a
  * hypervisor's choice) then no longer makes every batch wait: the
- * boundaries between neighbours' rows move (p->shift), within a NUMA
+ * boundaries between neighbours' rows move (p->rb.shift), within a NUMA
  * node. The envs stay where they are (states and bookkeeping in their
  * owner's memory, seeded and checkpointed by it); the neighbour steps them
  * in place, and since the boundary moves slowly they stay in its cache.
@@ -983,13 +983,13 @@ void sr__workers_stop(sr_pool *p)
 static void rebalance(sr_pool *p)
 {
 	uint32_t T = p->num_threads;
-	double *inv = p->rb_inv, sum = 0, acc = 0;
+	double *inv = p->rb.inv, sum = 0, acc = 0;
 	uint32_t end = 0;
 	bool ok = true;
 
-	if (++p->rb_n < SR__RB_EVERY)
+	if (++p->rb.n < SR__RB_EVERY)
 		return;
-	p->rb_n = 0;
+	p->rb.n = 0;
 	for (uint32_t i = 0; i < T; i++) {
 		const struct sr__worker *w = &p->workers[i];
 		uint64_t st = atomic_load_explicit(&w->steps, memory_order_relaxed);
@@ -999,11 +999,11 @@ static void rebalance(sr_pool *p)
 
 		if (p->async && i == 0 && p->first_thread)
 			ns += p->col.ns_send + p->col.ns_collect;
-		dst = st - p->rb_mark[2 * i];
-		dns = ns - p->rb_mark[2 * i + 1];
+		dst = st - p->rb.mark[2 * i];
+		dns = ns - p->rb.mark[2 * i + 1];
 
-		p->rb_mark[2 * i] = st;
-		p->rb_mark[2 * i + 1] = ns;
+		p->rb.mark[2 * i] = st;
+		p->rb.mark[2 * i + 1] = ns;
 		/* A worker without steps (or counters set back by a restore):
 		 * nothing to compare this time. */
 		if (!dst || !dns || dst > st || dns > ns)
@@ -1032,7 +1032,7 @@ static void rebalance(sr_pool *p)
 
 		end += sa;
 		acc += inv[i];
-		sh = atomic_load_explicit(&p->shift[i], memory_order_relaxed);
+		sh = atomic_load_explicit(&p->rb.shift[i], memory_order_relaxed);
 		if (p->place.plan->w[i].numa != p->place.plan->w[i + 1].numa)
 			continue;
 		/* The boundary where rows would go by speed, as a shift from
@@ -1045,7 +1045,7 @@ static void rebalance(sr_pool *p)
 		/* Half the way, rounded to a grain: a target that wanders
 		 * within a grain of the boundary does not move it. */
 		to = (sh + (target - sh) / 2) / g;
-		atomic_store_explicit(&p->shift[i], (int32_t)(to < 0 ? to - 0.5 : to + 0.5) * (int32_t)g,
+		atomic_store_explicit(&p->rb.shift[i], (int32_t)(to < 0 ? to - 0.5 : to + 0.5) * (int32_t)g,
 				      memory_order_relaxed);
 	}
 }
@@ -1074,7 +1074,7 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 		return 0;
 	/* Group commands still in flight after the pool left group mode:
 	 * worker 0's shares first (the per-env recv waits on their slots). */
-	for (; w0->grp_next < p->grp_issued; n += w0->grp_m)
+	for (; w0->grp_next < p->cmds.issued; n += w0->grp_m)
 		t = run_group(w0, w0->grp_next, t);
 	if (!n)
 		n = drain_async(w0, max); /* t stays 0: it reads the clock itself */
@@ -1085,12 +1085,12 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 
 void sr__grp_shifts(sr_pool *p, int32_t *shift)
 {
-	if (p->rebalance)
+	if (p->rb.on)
 		rebalance(p);
 	/* Stored only when they change: the workers read this line after
 	 * every command, and a line left clean is not a cache miss for them. */
 	for (uint32_t i = 0; i < p->num_threads; i++) {
-		int32_t v = atomic_load_explicit(&p->shift[i], memory_order_relaxed);
+		int32_t v = atomic_load_explicit(&p->rb.shift[i], memory_order_relaxed);
 
 		if (shift[i] != v)
 			shift[i] = v;
@@ -1099,10 +1099,10 @@ void sr__grp_shifts(sr_pool *p, int32_t *shift)
 
 void sr__grp_publish(sr_pool *p)
 {
-	p->grp_issued++;
+	p->cmds.issued++;
 	/* GS0: release pairs with GS1 in drain_groups: the command record,
 	 * its actions and the slots' claim before the count. */
-	atomic_store_explicit(&p->grp_sent, p->grp_issued, memory_order_release);
+	atomic_store_explicit(&p->cmds.sent, p->cmds.issued, memory_order_release);
 	for (uint32_t i = p->first_thread; i < p->num_threads; i++)
 		kick(&p->workers[i]);
 }
