@@ -33,6 +33,7 @@
 #include <box2d/box2d.h>
 
 #include "envs.h"
+#include "np_random.h"
 
 extern "C" int sr__errorf(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -63,127 +64,38 @@ static inline void world_step(b2World *w)
 	world_steps++;
 }
 
-/* ---- NumPy's PCG64 and SeedSequence (for rng=numpy) ---------------------- */
-
-typedef unsigned __int128 u128;
-
-static inline uint32_t ss_hashmix(uint32_t value, uint32_t *hash_const)
-{
-	value ^= *hash_const;
-	*hash_const *= 0x931e8875u;
-	value *= *hash_const;
-	value ^= value >> 16;
-	return value;
-}
-
-static inline uint32_t ss_mix(uint32_t x, uint32_t y)
-{
-	uint32_t r = 0xca01f9ddu * x - 0x4973f715u * y;
-	return r ^ (r >> 16);
-}
-
-struct Pcg64 {
-	u128 state, inc;
-	uint32_t has32, u32;
-
-	void step() { state = state * (((u128)2549297995355413924ull << 64) | 4865540595714422341ull) + inc; }
-	uint64_t next64()
-	{
-		step();
-		uint64_t x = (uint64_t)(state >> 64) ^ (uint64_t)state;
-		unsigned rot = (unsigned)(state >> 122);
-		return (x >> rot) | (x << ((64 - rot) & 63));
-	}
-	uint32_t next32()
-	{
-		if (has32) {
-			has32 = 0;
-			return u32;
-		}
-		uint64_t v = next64();
-		has32 = 1;
-		u32 = (uint32_t)(v >> 32);
-		return (uint32_t)v;
-	}
-	/* SeedSequence(entropy).generate_state(4, uint64), then PCG64's seeding. */
-	void seed(uint64_t entropy)
-	{
-		uint32_t pool[4], words[2], hc = 0x43b0d7e5u, st[8];
-		size_t nw = 0;
-
-		do { /* the int as little-endian 32-bit words; 0 is one word */
-			words[nw++] = (uint32_t)entropy;
-			entropy >>= 32;
-		} while (entropy);
-		for (int i = 0; i < 4; i++)
-			pool[i] = ss_hashmix(i < (int)nw ? words[i] : 0, &hc);
-		for (int s = 0; s < 4; s++)
-			for (int d = 0; d < 4; d++)
-				if (s != d)
-					pool[d] = ss_mix(pool[d], ss_hashmix(pool[s], &hc));
-		hc = 0x8b51f9ddu;
-		for (int i = 0; i < 8; i++) {
-			uint32_t v = pool[i % 4] ^ hc;
-			hc *= 0x58f38dedu;
-			v *= hc;
-			st[i] = v ^ (v >> 16);
-		}
-		uint64_t v64[4];
-		for (int i = 0; i < 4; i++)
-			v64[i] = (uint64_t)st[2 * i] | ((uint64_t)st[2 * i + 1] << 32);
-		u128 initstate = ((u128)v64[0] << 64) | v64[1];
-		u128 initseq = ((u128)v64[2] << 64) | v64[3];
-		state = 0;
-		inc = (initseq << 1) | 1;
-		step();
-		state += initstate;
-		step();
-		has32 = 0;
-		u32 = 0;
-	}
-};
-
 /* ---- the instance RNG ---------------------------------------------------- */
 
 struct Rng {
 	uint32_t numpy; /* 0: sr_rng; 1: NumPy PCG64 */
 	uint32_t pad;
 	sr_rng x;
-	Pcg64 pcg;
+	sr_np_pcg64 pcg;
 
 	void seed(bool np, uint64_t seed, uint64_t index)
 	{
 		memset(this, 0, sizeof(*this));
 		numpy = np;
 		if (np)
-			pcg.seed(seed + index);
+			sr_np_seed(&pcg, seed + index);
 		else
 			sr_rng_seed(&x, seed, index);
 	}
 	/* NumPy's uniform(lo, hi): lo + (hi - lo) * (53 bits / 2^53). */
 	double uniform(double lo, double hi)
 	{
-		uint64_t r = numpy ? pcg.next64() : sr_rng_next(&x);
+		uint64_t r = numpy ? sr_np_next64(&pcg) : sr_rng_next(&x);
 		return lo + (hi - lo) * ((double)(r >> 11) * 0x1.0p-53);
 	}
 	/* Integer in [lo, hi), hi - lo < 2^32: NumPy's Lemire method on 32-bit
 	 * draws (rejecting the few biased ones). */
 	int64_t integers(int64_t lo, int64_t hi)
 	{
-		uint32_t n = (uint32_t)(hi - lo);
-		uint64_t m = (uint64_t)draw32() * n;
-		uint32_t left = (uint32_t)m;
-
-		if (left < n) {
-			uint32_t threshold = (uint32_t)(0u - n) % n;
-			while (left < threshold) {
-				m = (uint64_t)draw32() * n;
-				left = (uint32_t)m;
-			}
-		}
-		return lo + (int64_t)(m >> 32);
+		uint32_t r;
+		SR_NP_LEMIRE32((uint32_t)(hi - lo), draw32(), r);
+		return lo + (int64_t)r;
 	}
-	uint32_t draw32() { return numpy ? pcg.next32() : (uint32_t)(sr_rng_next(&x) >> 32); }
+	uint32_t draw32() { return numpy ? sr_np_next32(&pcg) : (uint32_t)(sr_rng_next(&x) >> 32); }
 	bool same(const Rng &o) const { return !memcmp(this, &o, sizeof(*this)); }
 };
 

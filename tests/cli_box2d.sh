@@ -61,6 +61,33 @@ rc=$?
 grep -q OUTSIDE <<<"$out" || fail "no OUTSIDE: $out"
 grep -Eq 'length: .*p=[0-9.e-]+' <<<"$out" || fail "no length p: $out"
 
+# --paired: episode k is Gymnasium's seed k for the env and the actions, so
+# the episodes do not depend on the batch (nor on which episodes end first);
+# against its own output in reverse row order the pairing by seed finds
+# every episode identical.
+"$SR" envstats --env LunarLanderContinuous-v3 --paired --episodes 40 --batch 7 \
+	--csv-out "$TMP/p7.csv" >/dev/null || fail "paired batch 7"
+"$SR" envstats --env LunarLanderContinuous-v3 --paired --episodes 40 --batch 40 \
+	--csv-out "$TMP/p40.csv" >/dev/null || fail "paired batch 40"
+cmp -s "$TMP/p7.csv" "$TMP/p40.csv" || fail "paired episodes depend on the batch"
+{ head -1 "$TMP/p7.csv"; tail -n +2 "$TMP/p7.csv" | tac; } >"$TMP/rev.csv"
+out=$("$SR" envstats --env LunarLanderContinuous-v3 --paired --episodes 40 --ref "$TMP/rev.csv") ||
+	fail "paired against itself: $out"
+grep -q 'same length 100.0%, return within 0.01 100.0%' <<<"$out" || fail "paired report: $out"
+# Seeds 3..42 meet rows 3..39; rows renumbered by one meet other episodes.
+out=$("$SR" envstats --env LunarLanderContinuous-v3 --paired --seed 3 --episodes 40 --ref "$TMP/rev.csv")
+grep -q 'paired (37 episodes.*same length 100.0%, return within 0.01 100.0%' <<<"$out" ||
+	fail "paired seeds 3..42 against 0..39: $out"
+awk -F, -v OFS=, 'NR > 1 { $2 = $2 + 1 } 1' "$TMP/p7.csv" >"$TMP/shift.csv"
+out=$("$SR" envstats --env LunarLanderContinuous-v3 --paired --episodes 40 --ref "$TMP/shift.csv")
+grep -q 'paired (39 episodes' <<<"$out" || fail "paired against shifted seeds: $out"
+grep -q 'return within 0.01 100.0%' <<<"$out" && fail "other episodes paired as the same: $out"
+# Without --paired the rows are still episodes 0..N-1, whatever ends first.
+"$SR" envstats --env LunarLander-v3 --episodes 30 --batch 8 --csv-out "$TMP/b8.csv" >/dev/null ||
+	fail "batch 8"
+[ "$(cut -d, -f2 "$TMP/b8.csv" | tail -n +2 | tr '\n' ' ')" = "$(seq -s ' ' 0 29) " ] ||
+	fail "csv rows are not episodes 0..29"
+
 # Rollout hashes (pools: each worker creates its instances) equal across
 # 1 and 3 threads and sync/async.
 for e in LunarLander-v3 LunarLanderContinuous-v3 BipedalWalker-v3; do
@@ -87,4 +114,5 @@ bad "cannot open" --env LunarLander-v3 --ref "$TMP/none.csv"
 bad "heuristic exists" --env CartPole-v1 --policy heuristic --episodes 2
 bad "rows for env" --env LunarLander-v3 --ref "$TMP/ref.csv" --ref-env Nope-v0
 bad "unknown parameter" --env LunarLander-v3:frob=1
+bad "replays Gymnasium's random policy" --env LunarLander-v3 --paired --policy heuristic
 echo "OK"

@@ -19,6 +19,7 @@
 #include "stepring/config.h"
 #include "refcsv.h"
 #include "envs.h"
+#include "np_random.h"
 
 /* Cache-line aligned memory (C11 aligned_alloc wants a multiple of 64). */
 static void *alloc64(size_t n)
@@ -678,6 +679,41 @@ static void test_threads_disjoint(void **st)
 	}
 }
 
+/*
+ * np_random.h reproduces NumPy's Generator(PCG64(SeedSequence(s))): the
+ * actions of Gymnasium 1.3.0's random-policy episodes with seeds 0 and 1
+ * (refdata/box2d/trajectories: action_space.seed(s), then sample() each
+ * step) come out of sr_np_integers(0, 4) (Discrete(4)) and
+ * (float)sr_np_uniform(-1, 1) (Box(-1, 1, (4,)) and (2,)), in order.
+ * Integer draws use the buffered half word: two integers(4) per raw draw.
+ */
+static void test_np_random(void **st)
+{
+	static const int disc[2][6] = {{3, 2, 2, 1, 1, 0}, {1, 2, 3, 3, 0, 0}};
+	/* BipedalWalker's first two actions (the lander's continuous actions
+	 * are the same stream two at a time) */
+	static const float box[2][8] = {
+		{0.273923367f, -0.460426569f, -0.918052971f, -0.966944754f, 0.626540482f,
+		 0.825511158f, 0.213271558f, 0.458993107f},
+		{0.0236432496f, 0.900927365f, -0.71168077f, 0.897298872f, -0.376337081f,
+		 -0.153347105f, 0.655405164f, -0.181601733f},
+	};
+	sr_np_pcg64 g;
+
+	for (int s = 0; s < 2; s++) {
+		sr_np_seed(&g, (uint64_t)s);
+		for (int k = 0; k < 6; k++)
+			assert_int_equal(sr_np_integers(&g, 0, 4), disc[s][k]);
+		sr_np_seed(&g, (uint64_t)s);
+		for (int k = 0; k < 8; k++)
+			assert_true((float)sr_np_uniform(&g, -1, 1) == box[s][k]);
+	}
+	/* A seed of two 32-bit words: numpy.random.default_rng(2**32 + 5)
+	 * .bit_generator.random_raw() */
+	sr_np_seed(&g, 5 + (1ull << 32));
+	assert_true(sr_np_next64(&g) == 14281546376153053393ull);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -693,6 +729,7 @@ int main(void)
 		cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_validate_v1),
 		cmocka_unit_test(test_threads_disjoint),
+		cmocka_unit_test(test_np_random),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "np_random.h"
 #include "stepring.h"
 
 /* Called by the dispatcher (declared weak there). */
@@ -33,7 +34,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: stepring envstats --env ID [--episodes N] [--policy random|zero|heuristic]\n"
 		"                         [--ref FILE [--ref-env NAME]] [--seed S] [--batch B]\n"
-		"                         [--csv-out FILE]\n"
+		"                         [--csv-out FILE] [--paired]\n"
 		"       stepring envstats --env ID --trajectories FILE\n"
 		"Run N episodes (default 1000) of env ID with a policy, B instances stepped\n"
 		"together in this thread (default 64), and print the mean, std and standard\n"
@@ -43,6 +44,11 @@ static void usage(FILE *f)
 		"                  rows whose env is NAME, default the env id): compare with\n"
 		"                  two-sample Kolmogorov-Smirnov tests and the limits below\n"
 		"  --csv-out FILE  write the port's episodes in the reference format\n"
+		"  --paired        episode k uses Gymnasium's seed S+k (--seed S, default 0)\n"
+		"                  for the env (adds rng=numpy) and for the random actions\n"
+		"                  (NumPy's Generator(PCG64(S+k)), as action_space.seed);\n"
+		"                  with --ref, also compare episode by episode (mean and SE\n"
+		"                  of the differences, shares of identical episodes)\n"
 		"  --trajectories FILE  replay a reference trajectory CSV (seed,t,action_*,\n"
 		"                  reward,terminated,truncated,obs_*) seeding each episode with\n"
 		"                  its seed (use ID:rng=numpy for Gymnasium's streams) and print\n"
@@ -255,12 +261,14 @@ static int col_of(char **names, int n, const char *want)
 	return -1;
 }
 
-/* Rows of @path whose env column is @env: lengths and returns. */
-static void load_ref(const char *path, const char *env, struct sample *len, struct sample *ret)
+/* Rows of @path whose env column is @env: lengths, returns and (-1 without
+ * a seed column) seeds. */
+static void load_ref(const char *path, const char *env, struct sample *len, struct sample *ret,
+		     struct sample *seeds)
 {
 	FILE *f = fopen(path, "r");
 	char line[4096], *names[64];
-	int nn = 0, c_env, c_len, c_ret;
+	int nn = 0, c_env, c_len, c_ret, c_seed;
 	size_t cap = 0, lineno = 1;
 
 	if (!f)
@@ -273,10 +281,11 @@ static void load_ref(const char *path, const char *env, struct sample *len, stru
 	c_env = col_of(names, nn, "env");
 	c_len = col_of(names, nn, "length");
 	c_ret = col_of(names, nn, "return");
+	c_seed = col_of(names, nn, "seed");
 	if (c_env < 0 || c_len < 0 || c_ret < 0)
 		cli_die("envstats: '%s' needs columns env, length and return", path);
-	len->n = ret->n = 0;
-	len->v = ret->v = NULL;
+	len->n = ret->n = seeds->n = 0;
+	len->v = ret->v = seeds->v = NULL;
 	while (fgets(line, sizeof(line), f)) {
 		char *fld[64], *save = NULL;
 		int k = 0;
@@ -295,7 +304,8 @@ static void load_ref(const char *path, const char *env, struct sample *len, stru
 			cap = cap ? 2 * cap : 1024;
 			len->v = realloc(len->v, cap * sizeof(double));
 			ret->v = realloc(ret->v, cap * sizeof(double));
-			if (!len->v || !ret->v)
+			seeds->v = realloc(seeds->v, cap * sizeof(double));
+			if (!len->v || !ret->v || !seeds->v)
 				cli_die("envstats: out of memory");
 		}
 		char *e1, *e2;
@@ -303,8 +313,15 @@ static void load_ref(const char *path, const char *env, struct sample *len, stru
 		ret->v[ret->n] = strtod(fld[c_ret], &e2);
 		if (*e1 || *e2 || !isfinite(len->v[len->n]) || !isfinite(ret->v[ret->n]))
 			cli_die("envstats: %s:%zu: bad length or return", path, lineno);
+		seeds->v[seeds->n] = -1;
+		if (c_seed >= 0) {
+			seeds->v[seeds->n] = strtod(fld[c_seed], &e1);
+			if (*e1 || !(seeds->v[seeds->n] >= 0))
+				cli_die("envstats: %s:%zu: bad seed", path, lineno);
+		}
 		len->n++;
 		ret->n++;
+		seeds->n++;
 	}
 	fclose(f);
 	for (int i = 0; i < nn; i++)
@@ -323,22 +340,42 @@ struct episodes {
 	size_t n;
 };
 
+/*
+ * Run episodes 0..want-1 of @spec under @pol, @batch instances stepped
+ * together: an instance that finishes an episode starts the next episode
+ * number not yet started, and the run ends when every started episode has
+ * ended. Results are stored by episode number. (Keeping the first @want
+ * episodes to *end* would drop the ones still running at the cut, which
+ * are the long ones: with 64 instances and 500 BipedalWalker episodes that
+ * takes ~100 steps off the mean length.)
+ *
+ * @paired: episode k reseeds its instance with seed + k (with rng=numpy,
+ * Gymnasium's env.reset(seed=seed + k)) and draws the random policy's
+ * actions from NumPy's Generator(PCG64(seed + k)) as Gymnasium's
+ * action_space.seed(seed + k) and sample() do, so that episode k meets the
+ * reference episode of that seed: same terrain, forces, dispersion and
+ * actions.
+ */
 static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, size_t batch,
-			 uint64_t seed, struct episodes *out)
+			 uint64_t seed, int paired, struct episodes *out)
 {
 	size_t asz = sr_env_action_size(spec), od = spec->obs_dim;
+	if (batch > want)
+		batch = want;
 	char *states = aligned_alloc(64, (batch * spec->state_size + 63) / 64 * 64);
 	float *obs = malloc(batch * od * sizeof(float));
 	double *rew = malloc(batch * sizeof(double)), *ret = calloc(batch, sizeof(double));
 	uint8_t *term = malloc(batch);
 	uint32_t *elapsed = calloc(batch, sizeof(uint32_t));
+	size_t *ep_of = malloc(batch * sizeof(size_t)), started = 0, done = 0;
 	char *act = calloc(batch, asz);
 	struct walker_h *wh = calloc(batch, sizeof(*wh));
+	sr_np_pcg64 *np = calloc(batch, sizeof(*np));
 	int lander = !strncmp(spec->id, "LunarLander", 11);
 	int walker = !strncmp(spec->id, "BipedalWalker", 13);
 	sr_rng arng;
 
-	if (!states || !obs || !rew || !ret || !term || !elapsed || !act || !wh)
+	if (!states || !obs || !rew || !ret || !term || !elapsed || !ep_of || !act || !wh || !np)
 		cli_die("envstats: out of memory");
 	if (pol == POL_HEURISTIC && !lander && !walker)
 		cli_die("envstats: --policy heuristic exists for LunarLander and BipedalWalker only");
@@ -348,28 +385,38 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 	out->term = malloc(want);
 	if (!out->len.v || !out->ret.v || !out->final_rew || !out->term)
 		cli_die("envstats: out of memory");
-	out->n = 0;
 	if (sr_env_create_instances(spec, states, batch))
 		cli_die("envstats: %s", sr_last_error());
-	spec->seed(spec, states, batch, seed, 0);
-	spec->reset(spec, states, batch, obs);
+	if (!paired)
+		spec->seed(spec, states, batch, seed, 0);
 	sr_rng_seed(&arng, seed, UINT64_MAX);
-	for (size_t i = 0; i < batch; i++)
+	/* Slot i starts episode started++; the one after @want stays idle. */
+	for (size_t i = 0; i < batch; i++) {
+		char *st = states + i * spec->state_size;
+		ep_of[i] = started++;
+		if (paired) {
+			spec->seed(spec, st, 1, seed + ep_of[i], 0);
+			sr_np_seed(&np[i], seed + ep_of[i]);
+		}
+		spec->reset(spec, st, 1, obs + i * od);
 		walker_h_init(&wh[i]);
+	}
 
-	while (out->n < want) {
+	while (done < want) {
 		for (size_t i = 0; i < batch; i++) {
 			char *a = act + i * asz;
-			if (pol == POL_ZERO) {
+			if (ep_of[i] == SIZE_MAX || pol == POL_ZERO) {
 				memset(a, 0, asz);
 			} else if (pol == POL_RANDOM) {
 				if (spec->act_kind == SR_SPACE_DISCRETE) {
-					int32_t v = (int32_t)(sr_rng_next(&arng) % spec->act_n);
+					int32_t v = paired ? (int32_t)sr_np_integers(&np[i], 0, spec->act_n)
+							   : (int32_t)(sr_rng_next(&arng) % spec->act_n);
 					memcpy(a, &v, 4);
 				} else {
 					for (uint32_t d = 0; d < spec->act_dim; d++) {
-						float v = (float)sr_rng_range(&arng, spec->act_low[d],
-									      spec->act_high[d]);
+						double lo = spec->act_low[d], hi = spec->act_high[d];
+						float v = (float)(paired ? sr_np_uniform(&np[i], lo, hi)
+									 : sr_rng_range(&arng, lo, hi));
 						memcpy(a + 4 * d, &v, 4);
 					}
 				}
@@ -384,24 +431,34 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 		}
 		spec->step(spec, states, batch, act, obs, rew, term);
 		for (size_t i = 0; i < batch; i++) {
+			char *st = states + i * spec->state_size;
 			ret[i] += rew[i];
 			elapsed[i]++;
 			int trunc = spec->max_episode_steps && elapsed[i] >= spec->max_episode_steps;
 			if (!term[i] && !trunc)
 				continue;
-			if (out->n < want) {
-				out->len.v[out->n] = elapsed[i];
-				out->ret.v[out->n] = ret[i];
-				out->final_rew[out->n] = rew[i];
-				out->term[out->n] = term[i];
-				out->n++;
+			if (ep_of[i] != SIZE_MAX) {
+				size_t k = ep_of[i];
+				out->len.v[k] = elapsed[i];
+				out->ret.v[k] = ret[i];
+				out->final_rew[k] = rew[i];
+				out->term[k] = term[i];
+				done++;
 			}
 			ret[i] = 0;
 			elapsed[i] = 0;
 			walker_h_init(&wh[i]);
-			spec->reset(spec, states + i * spec->state_size, 1, obs + i * od);
+			/* An idle slot keeps being reset (and stepped): cheaper than
+			 * stepping the others one by one for the last episodes. */
+			ep_of[i] = started < want ? started++ : SIZE_MAX;
+			if (paired && ep_of[i] != SIZE_MAX) {
+				spec->seed(spec, st, 1, seed + ep_of[i], 0);
+				sr_np_seed(&np[i], seed + ep_of[i]);
+			}
+			spec->reset(spec, st, 1, obs + i * od);
 		}
 	}
+	out->n = want;
 	out->len.n = out->ret.n = out->n;
 	sr_env_destroy_instances(spec, states, batch);
 	free(states);
@@ -410,8 +467,10 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 	free(ret);
 	free(term);
 	free(elapsed);
+	free(ep_of);
 	free(act);
 	free(wh);
+	free(np);
 }
 
 /* ---- trajectories: the first steps against the reference ----------------- */
@@ -557,11 +616,53 @@ static void trajectories(const sr_env_spec *spec, const char *path)
 	fclose(f);
 }
 
+/*
+ * Episode k of a paired run against the reference row of seed seed + k:
+ * the mean and standard error of the per-episode differences (a bias shows
+ * at a fraction of the unpaired standard error, since both runs share the
+ * terrain, forces and actions), and how many episodes end identically.
+ */
+static void paired_report(const struct episodes *ep, uint64_t seed, const struct sample *rlen,
+			  const struct sample *rret, const struct sample *rseed)
+{
+	struct sample dret = {malloc(ep->n * sizeof(double)), 0};
+	struct sample dlen = {malloc(ep->n * sizeof(double)), 0};
+	size_t same_len = 0, same_ret = 0;
+
+	if (!dret.v || !dlen.v)
+		cli_die("envstats: out of memory");
+	for (size_t j = 0; j < rseed->n; j++) {
+		double k = rseed->v[j] - (double)seed;
+		if (!(k >= 0 && k < (double)ep->n))
+			continue;
+		size_t i = (size_t)k;
+		dret.v[dret.n++] = ep->ret.v[i] - rret->v[j];
+		dlen.v[dlen.n++] = ep->len.v[i] - rlen->v[j];
+		same_len += ep->len.v[i] == rlen->v[j];
+		same_ret += fabs(ep->ret.v[i] - rret->v[j]) < 0.01;
+	}
+	if (dret.n < 2) {
+		printf("paired: no reference rows with seeds %llu..%llu (a seed column)\n",
+		       (unsigned long long)seed, (unsigned long long)(seed + ep->n - 1));
+	} else {
+		double sd = std_of(&dret), sl = std_of(&dlen), nn = (double)dret.n;
+		double z = sd > 0 ? mean_of(&dret) / (sd / sqrt(nn)) : 0;
+		printf("paired (%zu episodes of the same seeds): return diff %+.2f (sem %.2f) = "
+		       "%.1f SE, length diff %+.2f (sem %.2f); same length %.1f%%, return within "
+		       "0.01 %.1f%%\n",
+		       dret.n, mean_of(&dret), sd / sqrt(nn), z,
+		       mean_of(&dlen), sl / sqrt(nn), 100.0 * same_len / nn, 100.0 * same_ret / nn);
+	}
+	free(dret.v);
+	free(dlen.v);
+}
+
 int cmd_envstats(int argc, char **argv)
 {
 	const char *env = NULL, *ref = NULL, *ref_env = NULL, *pol_s = "random", *csv_out = NULL;
 	const char *traj = NULL;
-	long long n = 1000, batch = 64, seed = 1;
+	long long n = 1000, batch = 64, seed = -1;
+	int paired = 0;
 	enum policy pol;
 	sr_env_spec spec;
 	struct episodes ep;
@@ -578,6 +679,8 @@ int cmd_envstats(int argc, char **argv)
 		} else if (cli_opt(argc, argv, &i, "--policy", &pol_s)) {
 		} else if (cli_opt(argc, argv, &i, "--csv-out", &csv_out)) {
 		} else if (cli_opt(argc, argv, &i, "--trajectories", &traj)) {
+		} else if (!strcmp(argv[i], "--paired")) {
+			paired = 1;
 		} else if (cli_opt(argc, argv, &i, "--episodes", &v)) {
 			n = cli_int("--episodes", v, 2, 100000000);
 		} else if (cli_opt(argc, argv, &i, "--batch", &v)) {
@@ -598,16 +701,25 @@ int cmd_envstats(int argc, char **argv)
 		pol = POL_HEURISTIC;
 	else
 		cli_die("envstats: --policy: '%s' is not one of random, zero, heuristic", pol_s);
+	if (seed < 0)
+		seed = paired ? 0 : 1;
+	if (paired && pol != POL_RANDOM)
+		cli_die("envstats: --paired replays Gymnasium's random policy (--policy random)");
+	char env_np[256];
+	if (paired && !strstr(env, "rng=")) { /* the env's draws as Gymnasium's */
+		snprintf(env_np, sizeof(env_np), "%s%srng=numpy", env, strchr(env, ':') ? "," : ":");
+		env = env_np;
+	}
 	cli_env(env, &spec);
 	if (traj) {
 		trajectories(&spec, traj);
 		return 0;
 	}
 
-	struct sample rlen = {0}, rret = {0};
+	struct sample rlen = {0}, rret = {0}, rseed = {0};
 	if (ref)
-		load_ref(ref, ref_env ? ref_env : spec.id, &rlen, &rret);
-	run_episodes(&spec, pol, (size_t)n, (size_t)batch, (uint64_t)seed, &ep);
+		load_ref(ref, ref_env ? ref_env : spec.id, &rlen, &rret, &rseed);
+	run_episodes(&spec, pol, (size_t)n, (size_t)batch, (uint64_t)seed, paired, &ep);
 
 	size_t nterm = 0, plus = 0, minus = 0;
 	for (size_t i = 0; i < ep.n; i++) {
@@ -618,7 +730,8 @@ int cmd_envstats(int argc, char **argv)
 	double m_ret = mean_of(&ep.ret), s_ret = std_of(&ep.ret);
 	double m_len = mean_of(&ep.len), s_len = std_of(&ep.len);
 	double se_ret = s_ret / sqrt((double)ep.n);
-	printf("env=%s policy=%s episodes=%zu seed=%lld\n", spec.id, pol_s, ep.n, seed);
+	printf("env=%s policy=%s%s episodes=%zu seed=%lld\n", spec.id, pol_s,
+	       paired ? " (paired: Gymnasium's seeds and action streams)" : "", ep.n, seed);
 	printf("port: return %.2f +- %.2f (sem %.2f)  length %.2f +- %.2f  terminated %.4f "
 	       "truncated %.4f  final+100 %.4f  final-100 %.4f\n",
 	       m_ret, s_ret, se_ret, m_len, s_len, (double)nterm / ep.n,
@@ -642,8 +755,11 @@ int cmd_envstats(int argc, char **argv)
 		printf("length: diff %+.2f%% (limit 10%%) %s  KS D=%.4f p=%.4g\n", 100 * dlen,
 		       ok_len ? "ok" : "OUTSIDE", d2, p2);
 		ok = ok_ret && ok_len;
+		if (paired)
+			paired_report(&ep, (uint64_t)seed, &rlen, &rret, &rseed);
 		free(rlen.v);
 		free(rret.v);
+		free(rseed.v);
 	}
 	if (csv_out) {
 		FILE *f = fopen(csv_out, "w");
@@ -651,7 +767,8 @@ int cmd_envstats(int argc, char **argv)
 			cli_die("envstats: cannot write '%s': %s", csv_out, strerror(errno));
 		fprintf(f, "env,seed,length,return,terminated,truncated,final_reward\n");
 		for (size_t i = 0; i < ep.n; i++)
-			fprintf(f, "%s,%zu,%.0f,%.17g,%d,%d,%.17g\n", spec.id, i, ep.len.v[i],
+			fprintf(f, "%s,%llu,%.0f,%.17g,%d,%d,%.17g\n", spec.id,
+				(unsigned long long)(paired ? (uint64_t)seed + i : i), ep.len.v[i],
 				ep.ret.v[i], ep.term[i], !ep.term[i], ep.final_rew[i]);
 		if (fclose(f))
 			cli_die("envstats: cannot write '%s': %s", csv_out, strerror(errno));

@@ -1,0 +1,141 @@
+/*
+ * NumPy's default generator, Generator(PCG64(SeedSequence(seed))), for
+ * replaying Gymnasium's random streams (internal; C and C++).
+ *
+ * What is reproduced, from NumPy's documented algorithms:
+ *  - SeedSequence(entropy) for a non-negative integer entropy below 2^64,
+ *    generate_state(4, uint64), and PCG64's seeding from those words;
+ *  - PCG64 (128-bit LCG, XSL-RR output) and its next_uint32, which returns
+ *    the low half of a fresh 64-bit draw and keeps the high half for the
+ *    next 32-bit draw (uniform() draws do not disturb that buffered half);
+ *  - uniform(lo, hi) = lo + (hi - lo) * (53 random bits / 2^53);
+ *  - integers(lo, hi) for hi - lo < 2^32: Lemire's multiply-shift on 32-bit
+ *    draws, rejecting the few biased ones (NumPy's unmasked default).
+ *
+ * Used by the Box2D envs' rng=numpy parameter (so instance i draws the
+ * terrain, forces and dispersion Gymnasium's env.reset(seed=i) draws) and
+ * by `stepring envstats --paired` (Gymnasium's action_space.seed(i) and
+ * sample() for Discrete and bounded Box spaces).
+ */
+#ifndef SR_NP_RANDOM_H
+#define SR_NP_RANDOM_H
+
+#include <stdint.h>
+
+typedef unsigned __int128 sr_np_u128;
+
+typedef struct sr_np_pcg64 {
+	sr_np_u128 state, inc;
+	uint32_t has32, u32; /* the buffered high half for next_uint32 */
+} sr_np_pcg64;
+
+static inline uint32_t sr_np__hashmix(uint32_t value, uint32_t *hash_const)
+{
+	value ^= *hash_const;
+	*hash_const *= 0x931e8875u;
+	value *= *hash_const;
+	value ^= value >> 16;
+	return value;
+}
+
+static inline uint32_t sr_np__mix(uint32_t x, uint32_t y)
+{
+	uint32_t r = 0xca01f9ddu * x - 0x4973f715u * y;
+	return r ^ (r >> 16);
+}
+
+static inline void sr_np__step(sr_np_pcg64 *g)
+{
+	const sr_np_u128 mult = ((sr_np_u128)2549297995355413924ull << 64) | 4865540595714422341ull;
+	g->state = g->state * mult + g->inc;
+}
+
+static inline uint64_t sr_np_next64(sr_np_pcg64 *g)
+{
+	sr_np__step(g);
+	uint64_t x = (uint64_t)(g->state >> 64) ^ (uint64_t)g->state;
+	unsigned rot = (unsigned)(g->state >> 122);
+	return (x >> rot) | (x << ((64 - rot) & 63));
+}
+
+static inline uint32_t sr_np_next32(sr_np_pcg64 *g)
+{
+	if (g->has32) {
+		g->has32 = 0;
+		return g->u32;
+	}
+	uint64_t v = sr_np_next64(g);
+	g->has32 = 1;
+	g->u32 = (uint32_t)(v >> 32);
+	return (uint32_t)v;
+}
+
+/* Generator(PCG64(SeedSequence(entropy))). */
+static inline void sr_np_seed(sr_np_pcg64 *g, uint64_t entropy)
+{
+	uint32_t pool[4], words[2], hc = 0x43b0d7e5u, st[8];
+	int nw = 0;
+
+	do { /* the int as little-endian 32-bit words; 0 is one word */
+		words[nw++] = (uint32_t)entropy;
+		entropy >>= 32;
+	} while (entropy);
+	for (int i = 0; i < 4; i++)
+		pool[i] = sr_np__hashmix(i < nw ? words[i] : 0, &hc);
+	for (int s = 0; s < 4; s++)
+		for (int d = 0; d < 4; d++)
+			if (s != d)
+				pool[d] = sr_np__mix(pool[d], sr_np__hashmix(pool[s], &hc));
+	hc = 0x8b51f9ddu;
+	for (int i = 0; i < 8; i++) {
+		uint32_t v = pool[i % 4] ^ hc;
+		hc *= 0x58f38dedu;
+		v *= hc;
+		st[i] = v ^ (v >> 16);
+	}
+	uint64_t v64[4];
+	for (int i = 0; i < 4; i++)
+		v64[i] = (uint64_t)st[2 * i] | ((uint64_t)st[2 * i + 1] << 32);
+	sr_np_u128 initstate = ((sr_np_u128)v64[0] << 64) | v64[1];
+	sr_np_u128 initseq = ((sr_np_u128)v64[2] << 64) | v64[3];
+	g->state = 0;
+	g->inc = (initseq << 1) | 1;
+	sr_np__step(g);
+	g->state += initstate;
+	sr_np__step(g);
+	g->has32 = 0;
+	g->u32 = 0;
+}
+
+/* Generator.uniform(lo, hi). */
+static inline double sr_np_uniform(sr_np_pcg64 *g, double lo, double hi)
+{
+	return lo + (hi - lo) * ((double)(sr_np_next64(g) >> 11) * 0x1.0p-53);
+}
+
+/* Lemire's bounded draw in [0, n), 0 < n < 2^32, on 32-bit draws from
+ * @draw32 (NumPy's, or another generator's). */
+#define SR_NP_LEMIRE32(n, draw32_expr, out)                                                \
+	do {                                                                               \
+		uint32_t n_ = (n);                                                         \
+		uint64_t m_ = (uint64_t)(draw32_expr) * n_;                                \
+		uint32_t left_ = (uint32_t)m_;                                             \
+		if (left_ < n_) {                                                          \
+			uint32_t thr_ = (uint32_t)(0u - n_) % n_;                          \
+			while (left_ < thr_) {                                             \
+				m_ = (uint64_t)(draw32_expr) * n_;                         \
+				left_ = (uint32_t)m_;                                      \
+			}                                                                  \
+		}                                                                          \
+		(out) = (uint32_t)(m_ >> 32);                                              \
+	} while (0)
+
+/* Generator.integers(lo, hi), 0 < hi - lo < 2^32. */
+static inline int64_t sr_np_integers(sr_np_pcg64 *g, int64_t lo, int64_t hi)
+{
+	uint32_t r;
+	SR_NP_LEMIRE32((uint32_t)(hi - lo), sr_np_next32(g), r);
+	return lo + (int64_t)r;
+}
+
+#endif
