@@ -33,7 +33,7 @@
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
 		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER | \
 		       SR_POOL_F_NO_INLINE | SR_POOL_F_NO_BATCH_GROUPS | SR_POOL_F_NO_REBALANCE | \
-		       SR_POOL_F_FIRST_ENV | SR_POOL_F_PROCS)
+		       SR_POOL_F_FIRST_ENV | SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE)
 
 void sr_pool_opts_init(sr_pool_opts *o)
 {
@@ -177,6 +177,16 @@ static int check_opts(const sr_pool_opts *o)
 		return sr__errorf(-EINVAL, "process workers (SR_POOL_F_PROCS) step sync pools only "
 				  "(batch_size = num_envs or 0), not batch_size %u < num_envs %u",
 				  o->batch_size, o->num_envs);
+	if ((o->flags & SR_POOL_F_PROC_INLINE) && !(o->flags & SR_POOL_F_PROCS))
+		return sr__errorf(-EINVAL, "SR_POOL_F_PROC_INLINE is for process workers: set "
+					   "SR_POOL_F_PROCS too");
+	if (o->proc_inline && !(o->flags & SR_POOL_F_PROC_INLINE))
+		return sr__errorf(-EINVAL, "proc_inline is set but SR_POOL_F_PROC_INLINE is not");
+	if ((o->flags & SR_POOL_F_PROC_INLINE) && o->worker_argv && o->worker_argv[0] &&
+	    !o->proc_inline)
+		return sr__errorf(-EINVAL, "SR_POOL_F_PROC_INLINE with a worker program "
+					   "(worker_argv) needs proc_inline: the program's envs "
+					   "cannot be stepped in this process");
 	if (o->ring_capacity && (o->ring_capacity & (o->ring_capacity - 1)))
 		return sr__errorf(-EINVAL, "ring_capacity %llu is not a power of two",
 				  (unsigned long long)o->ring_capacity);

@@ -37,11 +37,23 @@ int sr__pool_procs_start(sr_pool *p, const sr_pool_opts *o)
 	po.env_base = p->env_base;
 	po.autoreset = p->autoreset;
 	po.keep_final = p->keep_final;
-	/* A waiting worker (and the trainer) spins a little before it
-	 * sleeps: the next command usually comes within microseconds. Less
-	 * than threads do: the trainer is one more process on the CPUs, and
-	 * a spinning worker would take its CPU (STEPRING_PROC_SPIN sets it). */
-	po.spin_iters = 256;
+	po.inline0 = (o->flags & SR_POOL_F_PROC_INLINE) != 0;
+	po.inline_fn = o->proc_inline;
+	po.inline_arg = o->proc_inline_arg;
+	/* A waiting worker (and the trainer) spins before it sleeps, as the
+	 * thread workers do, when every party has a CPU of its own: the
+	 * next command usually comes within microseconds, and a futex
+	 * wake-up costs more than the step of a slice of cheap envs. When
+	 * the worker processes and the trainer are more than the allowed
+	 * CPUs, a spinning party takes the CPU another one needs to make
+	 * progress (the trainer stepping its slice, a worker stepping its
+	 * own): then nobody spins, a waiter sleeps at once on the futex.
+	 * STEPRING_PROC_SPIN sets the rounds. */
+	{
+		uint32_t parties = p->num_threads - (po.inline0 ? 1u : 0u) + 1u;
+
+		po.spin_iters = parties <= p->place.plan->npus ? p->spin_iters : 0;
+	}
 	{
 		const char *s = getenv("STEPRING_PROC_SPIN");
 

@@ -80,6 +80,15 @@ struct sr__procs {
 	char *exe;         /* argv[0] resolved */
 	int broken;        /* the budget is spent: every command returns it */
 	char last_fault[1024];
+	/* Worker 0 inline (sr__procs_opts.inline0): its handle on record 0,
+	 * its slice, the function that steps it, and the C env worker when
+	 * that function is ours. first: the first worker that is a process. */
+	uint32_t first;
+	sr_proc_worker *lw;
+	sr_proc_info linfo;
+	sr_proc_inline_fn ifn;
+	void *iarg;
+	struct sr__cworker *cw;
 };
 
 static uint64_t now_ns(void)
@@ -334,6 +343,48 @@ static int recover(struct sr__procs *P, uint32_t w, int st, bool hung, uint64_t 
 	return spawn_worker(P, w);
 }
 
+/* Worker 0's slice, on this thread (the command is posted to the
+ * processes already). A failure of the inline function is a fault of
+ * worker 0: its unpublished rows become fault rows and it counts as a
+ * restart (the function rebuilds its envs when info->restarts grows). */
+static int run_inline(struct sr__procs *P, uint32_t kind, uint32_t gen, uint64_t seq,
+		      const void *actions)
+{
+	struct sr__proc_hdr *h = P->h;
+	struct sr__proc_wrec *r = sr__proc_wrec(h, 0);
+	sr_proc_cmd c;
+	char why[SR__PROC_ERR_MAX + 128];
+	uint32_t n;
+
+	c.kind = kind;
+	c.gen = gen;
+	c.seq = seq;
+	c.actions = (char *)h + h->off_actions;
+	c.mask = h->has_mask ? (const uint8_t *)((char *)h + h->off_mask) : NULL;
+	atomic_store_explicit(&r->err_len, 0, memory_order_relaxed);
+	if (!sr__proc_worker_local_run(P->lw, P->ifn, P->iarg, &P->linfo, &c))
+		return 0;
+	n = atomic_load_explicit(&r->err_len, memory_order_relaxed);
+	snprintf(why, sizeof(why), "failed in the trainer's process (inline): %s",
+		 n && n < SR__PROC_ERR_MAX ? r->err + (n > 600 ? n - 600 : 0)
+					   : "no reason given");
+	P->faults++;
+	fault_rows(P, 0, seq, kind == SR_PROC_CMD_STEP ? actions : NULL);
+	snprintf(P->last_fault, sizeof(P->last_fault), "envs %u-%u, worker 0 (inline): %.900s",
+		 r->first_env, r->first_env + r->n_envs - 1, why);
+	if (P->restarts >= P->max_restarts) {
+		P->broken = sr__errorf(-EOWNERDEAD,
+				       "process workers: restart budget of %u spent; last fault: "
+				       "%s",
+				       P->max_restarts, P->last_fault);
+		return P->broken;
+	}
+	P->restarts++;
+	r->restarts++;
+	P->linfo.restarts = r->restarts;
+	return 0;
+}
+
 /* Reap worker @w if it has ended: 1 (and *st), 0 alive. */
 static int ended(struct sr__procs *P, uint32_t w, int *st)
 {
@@ -379,7 +430,7 @@ int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *a
 	uint64_t t0 = now_ns();
 	uint32_t gen;
 	bool any_sleeping = false, faulted = false;
-	int err = 0;
+	int err = 0, inline_err = 0;
 
 	if (P->broken)
 		return sr__errorf(P->broken, "process workers: restart budget of %u spent; "
@@ -393,13 +444,16 @@ int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *a
 	if (mask)
 		memcpy((char *)h + h->off_mask, mask, P->num_envs);
 	gen = ++P->gen;
+	atomic_store_explicit(&h->done_left, P->nworkers - P->first, memory_order_relaxed);
 	/* PC0 (release, and seq_cst for PC2): the command before go. */
 	atomic_store_explicit(&h->go, gen, memory_order_seq_cst);
-	for (uint32_t w = 0; w < P->nworkers; w++)
+	for (uint32_t w = P->first; w < P->nworkers; w++)
 		any_sleeping |= atomic_load_explicit(&sr__proc_wrec(h, w)->sleeping,
 						     memory_order_seq_cst) != 0;
 	if (any_sleeping)
 		sr__sfutex_wake(&h->go, INT_MAX);
+	if (P->first)
+		inline_err = run_inline(P, cmd, gen, seq, actions);
 
 	for (uint32_t i = 0; !all_done(P, gen); i++) {
 		uint32_t ev;
@@ -461,9 +515,9 @@ int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *a
 		}
 		i = P->spin; /* sleep again at once */
 	}
-	if (faulted)
+	if (faulted || inline_err)
 		fill_gaps(P);
-	return 0;
+	return inline_err;
 }
 
 void sr__procs_episodes(struct sr__procs *P, void (*fn)(void *, double, double), void *arg)
@@ -480,6 +534,11 @@ void sr__procs_episodes(struct sr__procs *P, void (*fn)(void *, double, double),
 			fn(arg, e[2 * (t & (r->eps_cap - 1))], e[2 * (t & (r->eps_cap - 1)) + 1]);
 		atomic_store_explicit(&r->eps_tail, hd, memory_order_release); /* PC3 */
 	}
+}
+
+bool sr__procs_inline(const struct sr__procs *P)
+{
+	return P->first != 0;
 }
 
 float *sr__procs_final(struct sr__procs *P)
@@ -504,7 +563,7 @@ int sr__procs_worker(const struct sr__procs *P, uint32_t w, struct sr__procs_wst
 	if (w >= P->nworkers)
 		return -EINVAL;
 	r = sr__proc_wrec(P->h, w);
-	out->pid = P->pid[w];
+	out->pid = w < P->first ? (int64_t)getpid() : P->pid[w];
 	out->restarts = r->restarts;
 	out->steps = atomic_load_explicit(&r->steps, memory_order_relaxed);
 	out->ns_env = atomic_load_explicit(&r->ns_env, memory_order_relaxed);
@@ -555,6 +614,8 @@ void sr__procs_destroy(struct sr__procs *P)
 		return;
 	if (P->h && P->pid)
 		stop_all(P);
+	sr__cworker_close(P->cw);
+	sr_proc_worker_close(P->lw);
 	if (P->h)
 		munmap(P->h, P->len);
 	if (P->fd >= 0)
@@ -688,14 +749,35 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	}
 	if (o->payload_len)
 		memcpy((char *)h + h->off_payload, o->payload, o->payload_len);
-	for (uint32_t w = 0; w < o->nworkers; w++) {
+	if (o->inline0) {
+		/* Worker 0 is this process: a handle on its record, and the C
+		 * env worker unless the caller steps the slice. */
+		P->first = 1;
+		err = sr__proc_worker_local(h, P->ring, 0, &P->lw, &P->linfo);
+		if (err)
+			goto fail;
+		sr__proc_wrec(h, 0)->pid = getpid();
+		atomic_store_explicit(&sr__proc_wrec(h, 0)->state, SR__PW_READY,
+				      memory_order_relaxed);
+		if (o->inline_fn) {
+			P->ifn = o->inline_fn;
+			P->iarg = o->inline_arg;
+		} else {
+			err = sr__cworker_open(P->lw, &P->linfo, o->spec, &P->cw);
+			if (err)
+				goto fail;
+			P->ifn = sr__cworker_run;
+			P->iarg = P->cw;
+		}
+	}
+	for (uint32_t w = P->first; w < o->nworkers; w++) {
 		err = spawn_worker(P, w);
 		if (err)
 			goto fail;
 	}
 	/* Wait until every worker has built its envs, or one failed. */
 	t0 = now_ns();
-	for (uint32_t w = 0; w < o->nworkers;) {
+	for (uint32_t w = P->first; w < o->nworkers;) {
 		struct sr__proc_wrec *r = sr__proc_wrec(h, w);
 		int st = 0;
 

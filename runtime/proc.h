@@ -106,6 +106,8 @@ struct sr__proc_hdr {
 	/* completion (PC1, PC2) */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t done_evt; /* futex word of the trainer */
 	_Atomic uint32_t trainer_sleeping;
+	_Atomic uint32_t done_left; /* PC2: worker processes not done with the command;
+				     * the one that takes it to 0 bumps done_evt */
 };
 
 /* Bytes and offsets of a block. Returns the total size, 0 on overflow. */
@@ -138,6 +140,12 @@ struct sr__procs_opts {
 	const char *const *argv;     /* NULL: the stepring-worker program */
 	const void *payload;
 	size_t payload_len;
+	/* Worker 0 inline: its envs are stepped on the calling thread, in this
+	 * process, between posting a command and waiting for the processes.
+	 * inline_fn NULL: the C env of spec (the same code as stepring-worker). */
+	bool inline0;
+	sr_proc_inline_fn inline_fn;
+	void *inline_arg;
 };
 
 int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out);
@@ -169,7 +177,28 @@ struct sr__procs_wstats {
 };
 void sr__procs_info(const struct sr__procs *P, struct sr__procs_stats *out);
 int sr__procs_worker(const struct sr__procs *P, uint32_t w, struct sr__procs_wstats *out);
+/* Worker 0 runs inline (in this process). */
+bool sr__procs_inline(const struct sr__procs *P);
 /* Final observations (keep_final): num_envs * obs_dim floats, row = env. */
 float *sr__procs_final(struct sr__procs *P);
+
+/* --- proc_worker.c: a worker handle in this process (the inline slice) --- */
+/* A handle on record @idx of the block @h (mapped by the caller) and @ring,
+ * with @info filled; close it with sr_proc_worker_close (unmaps nothing). */
+int sr__proc_worker_local(struct sr__proc_hdr *h, sr_ring *ring, uint32_t idx,
+			  sr_proc_worker **out, sr_proc_info *info);
+/* Run @fn on @cmd as the inline worker: its counters (all of the call is
+ * ns_env), then done_gen = cmd->gen. Returns what @fn returned. */
+int sr__proc_worker_local_run(sr_proc_worker *w, sr_proc_inline_fn fn, void *arg,
+			      const sr_proc_info *info, const sr_proc_cmd *cmd);
+/* The C env worker on a handle: @spec is this process's (a local handle) or
+ * NULL (load it as the block names it). */
+struct sr__cworker;
+int sr__cworker_open(sr_proc_worker *w, const sr_proc_info *info, const sr_env_spec *spec,
+		     struct sr__cworker **out);
+/* An sr_pool_inline_fn: @arg is the struct sr__cworker. */
+int sr__cworker_run(void *arg, sr_proc_worker *w, const sr_proc_info *info,
+		    const sr_proc_cmd *cmd);
+void sr__cworker_close(struct sr__cworker *c);
 
 #endif

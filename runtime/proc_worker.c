@@ -48,6 +48,7 @@ struct sr_proc_worker {
 	pid_t trainer;
 	uint64_t idle_t0; /* when it last started waiting */
 	uint64_t busy_t0; /* when the command in hand arrived */
+	bool local;       /* the inline slice: block and ring are the trainer's */
 };
 
 int sr__sfutex_wait(_Atomic uint32_t *addr, uint32_t val, uint32_t timeout_ms)
@@ -73,6 +74,13 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static void add_relaxed(_Atomic uint64_t *c, uint64_t v)
+{
+	/* Single writer: a relaxed load and store; readers may be stale. */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
 uint64_t sr_proc_seed(uint64_t seed, uint32_t index, uint32_t restarts)
 {
 	uint64_t x;
@@ -82,6 +90,64 @@ uint64_t sr_proc_seed(uint64_t seed, uint32_t index, uint32_t restarts)
 	x = seed ^ (0x9e3779b97f4a7c15ull * ((uint64_t)index + 1)) ^
 	    ((uint64_t)restarts << 40);
 	return sr_splitmix64(&x) >> 1; /* 63 bits: Python seeds it as an int >= 0 */
+}
+
+static void fill_info(const struct sr_proc_worker *w, sr_proc_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->index = w->index;
+	info->first_env = w->rec->first_env;
+	info->n_envs = w->rec->n_envs;
+	info->num_envs = w->h->num_envs;
+	info->restarts = w->rec->restarts;
+	info->autoreset = w->h->autoreset;
+	info->obs_dim = w->h->obs_dim;
+	info->act_size = w->h->act_size;
+	info->seed = w->h->seed;
+	info->env_base = w->h->env_base;
+	info->payload = w->h->payload_len ? (char *)w->h + w->h->off_payload : NULL;
+	info->payload_len = (size_t)w->h->payload_len;
+	info->ring = w->ring;
+	info->final_obs = w->h->keep_final ? (float *)((char *)w->h + w->h->off_final) : NULL;
+}
+
+int sr__proc_worker_local(struct sr__proc_hdr *h, sr_ring *ring, uint32_t idx,
+			  sr_proc_worker **out, sr_proc_info *info)
+{
+	struct sr_proc_worker *w = calloc(1, sizeof(*w));
+
+	*out = NULL;
+	if (!w)
+		return sr__errorf(-ENOMEM, "out of memory");
+	w->h = h;
+	w->rec = sr__proc_wrec(h, idx);
+	w->ring = ring;
+	w->index = idx;
+	w->trainer = getpid();
+	w->local = true;
+	w->idle_t0 = now_ns();
+	if (info)
+		fill_info(w, info);
+	*out = w;
+	return 0;
+}
+
+int sr__proc_worker_local_run(sr_proc_worker *w, sr_proc_inline_fn fn, void *arg,
+			      const sr_proc_info *info, const sr_proc_cmd *cmd)
+{
+	uint64_t t0 = now_ns(), t1;
+	int rc;
+
+	add_relaxed(&w->rec->ns_idle, t0 - w->idle_t0);
+	rc = fn(arg, w, info, cmd);
+	t1 = now_ns();
+	if (!rc)
+		add_relaxed(&w->rec->steps, w->rec->n_envs);
+	add_relaxed(&w->rec->ns_env, t1 - t0);
+	w->idle_t0 = t1;
+	/* Only the trainer's thread reads this record's done_gen. */
+	atomic_store_explicit(&w->rec->done_gen, cmd->gen, memory_order_relaxed);
+	return rc;
 }
 
 int sr_proc_worker_open(sr_proc_worker **out, sr_proc_info *info)
@@ -132,23 +198,8 @@ int sr_proc_worker_open(sr_proc_worker **out, sr_proc_info *info)
 	/* PC0: commands up to start_gen were settled before this process
 	 * was spawned (the pool may have issued the next one already). */
 	w->last_go = w->rec->start_gen;
-	if (info) {
-		memset(info, 0, sizeof(*info));
-		info->index = idx;
-		info->first_env = w->rec->first_env;
-		info->n_envs = w->rec->n_envs;
-		info->num_envs = w->h->num_envs;
-		info->restarts = w->rec->restarts;
-		info->autoreset = w->h->autoreset;
-		info->obs_dim = w->h->obs_dim;
-		info->act_size = w->h->act_size;
-		info->seed = w->h->seed;
-		info->env_base = w->h->env_base;
-		info->payload = w->h->payload_len ? (char *)w->h + w->h->off_payload : NULL;
-		info->payload_len = (size_t)w->h->payload_len;
-		info->ring = w->ring;
-		info->final_obs = w->h->keep_final ? (float *)((char *)w->h + w->h->off_final) : NULL;
-	}
+	if (info)
+		fill_info(w, info);
 	*out = w;
 	return 0;
 
@@ -163,13 +214,6 @@ void sr_proc_worker_ready(sr_proc_worker *w)
 {
 	w->idle_t0 = now_ns();
 	atomic_store_explicit(&w->rec->state, SR__PW_READY, memory_order_release);
-}
-
-static void add_relaxed(_Atomic uint64_t *c, uint64_t v)
-{
-	/* Single writer: a relaxed load and store; readers may be stale. */
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-			      memory_order_relaxed);
 }
 
 int sr_proc_worker_wait(sr_proc_worker *w, sr_proc_cmd *cmd)
@@ -221,7 +265,11 @@ void sr_proc_worker_done(sr_proc_worker *w, uint64_t steps, uint64_t ns_env)
 	w->idle_t0 = t;
 	/* PC1: the rows were published before this release. */
 	atomic_store_explicit(&w->rec->done_gen, w->last_go, memory_order_release);
-	/* PC2: bump the trainer's word, then look whether it sleeps. */
+	/* PC2: the last worker process done bumps the trainer's word, then
+	 * looks whether it sleeps (one wake-up per command, not one per
+	 * worker: the trainer would only check and sleep again). */
+	if (atomic_fetch_sub_explicit(&h->done_left, 1, memory_order_acq_rel) != 1)
+		return;
 	atomic_fetch_add_explicit(&h->done_evt, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&h->trainer_sleeping, memory_order_seq_cst))
 		sr__sfutex_wake(&h->done_evt, 1);
@@ -257,8 +305,10 @@ void sr_proc_worker_close(sr_proc_worker *w)
 {
 	if (!w)
 		return;
-	sr_ring_destroy(w->ring);
-	munmap(w->h, w->len);
+	if (!w->local) {
+		sr_ring_destroy(w->ring);
+		munmap(w->h, w->len);
+	}
 	free(w);
 }
 
@@ -266,7 +316,7 @@ void sr_proc_worker_close(sr_proc_worker *w)
 /* The C env worker                                                        */
 /* ---------------------------------------------------------------------- */
 
-struct cworker {
+struct sr__cworker {
 	sr_proc_worker *w;
 	sr_proc_info in;
 	sr_env_spec spec;
@@ -282,16 +332,18 @@ struct cworker {
 	uint32_t *elapsed, *done_loc;
 	uint8_t *done, *done_term, *done_trunc;
 	double *ep_ret, *rew;
+	uint64_t ns_env; /* of the last command */
+	uint32_t made;   /* opaque instances created */
 };
 
-static unsigned char *state_of(struct cworker *c, uint32_t i)
+static unsigned char *state_of(struct sr__cworker *c, uint32_t i)
 {
 	return c->states + (size_t)i * c->spec.state_size;
 }
 
 /* The env this pool steps: by name or plugin path, then the trainer's
  * scalar fields (the spin env keeps its parameters there). */
-static int load_env(struct cworker *c)
+static int load_env(struct sr__cworker *c)
 {
 	struct sr__proc_hdr *h = c->w->h;
 	int err = h->plugin[0] ? sr_env_load_plugin(h->plugin, &c->spec)
@@ -311,7 +363,7 @@ static int load_env(struct cworker *c)
 	return 0;
 }
 
-static int cw_alloc(struct cworker *c)
+static int cw_alloc(struct sr__cworker *c)
 {
 	size_t n = c->n ? c->n : 1;
 
@@ -339,14 +391,15 @@ static int cw_alloc(struct cworker *c)
 				return sr__errorf(err < 0 ? err : -ENOMEM,
 						  "worker: env '%s' instance %u: create failed",
 						  c->spec.id, c->in.first_env + i);
+			c->made++;
 		}
 	return 0;
 }
 
-static void cw_free(struct cworker *c)
+static void cw_free(struct sr__cworker *c)
 {
 	if (c->states && sr_env_is_opaque(&c->spec))
-		for (uint32_t i = 0; i < c->n; i++)
+		for (uint32_t i = 0; i < c->made; i++)
 			c->spec.destroy(&c->spec, c->states + (size_t)i * c->spec.state_size);
 	free(c->states);
 	free(c->prev_seq);
@@ -361,7 +414,7 @@ static void cw_free(struct cworker *c)
 	free(c->rew);
 }
 
-static void cw_seed(struct cworker *c)
+static void cw_seed(struct sr__cworker *c)
 {
 	const uint64_t e0 = c->in.env_base + c->in.first_env;
 
@@ -387,7 +440,7 @@ static void cw_seed(struct cworker *c)
 
 /* Reset (all, or where mask[env]) into rows from slot s; the others are
  * observed into pad rows. */
-static void cw_reset(struct cworker *c, uint64_t seq, const uint8_t *mask)
+static void cw_reset(struct sr__cworker *c, uint64_t seq, const uint8_t *mask)
 {
 	const sr_env_spec *sp = &c->spec;
 	const uint32_t e0 = c->in.first_env;
@@ -422,7 +475,7 @@ static void cw_reset(struct cworker *c, uint64_t seq, const uint8_t *mask)
 
 /* Step the slice into rows from @seq (contiguous, no wrap: the pool
  * reserves a sync batch with SR_RESERVE_CONTIG). */
-static void cw_step(struct cworker *c, uint64_t seq, const unsigned char *acts, uint64_t *ns_env)
+static void cw_step(struct sr__cworker *c, uint64_t seq, const unsigned char *acts, uint64_t *ns_env)
 {
 	const sr_env_spec *sp = &c->spec;
 	const uint32_t e0 = c->in.first_env;
@@ -539,66 +592,108 @@ static void cw_step(struct cworker *c, uint64_t seq, const unsigned char *acts, 
 	}
 }
 
+int sr__cworker_open(sr_proc_worker *w, const sr_proc_info *info, const sr_env_spec *spec,
+		     struct sr__cworker **out)
+{
+	struct sr__cworker *c = calloc(1, sizeof(*c));
+	int err;
+
+	*out = NULL;
+	if (!c)
+		return sr__errorf(-ENOMEM, "out of memory");
+	c->w = w;
+	c->in = *info;
+	c->n = info->n_envs;
+	if (spec)
+		c->spec = *spec; /* this process's own spec (the inline slice) */
+	err = spec ? 0 : load_env(c);
+	if (!err)
+		err = cw_alloc(c);
+	if (err) {
+		sr__cworker_close(c);
+		return err;
+	}
+	c->od = info->obs_dim;
+	c->asz = info->act_size;
+	c->maxs = c->spec.max_episode_steps;
+	c->mask = sr_ring_capacity(info->ring) - 1;
+	c->c_obs = sr_ring_obs_col(info->ring);
+	c->c_rew = sr_ring_reward_col(info->ring);
+	c->c_act = sr_ring_action_col(info->ring);
+	c->c_term = sr_ring_terminated_col(info->ring);
+	c->c_trunc = sr_ring_truncated_col(info->ring);
+	c->c_flags = sr_ring_flags_col(info->ring);
+	c->c_env = sr_ring_env_id_col(info->ring);
+	c->c_prev = sr_ring_prev_col(info->ring);
+	cw_seed(c);
+	*out = c;
+	return 0;
+}
+
+void sr__cworker_close(struct sr__cworker *c)
+{
+	if (!c)
+		return;
+	cw_free(c);
+	free(c);
+}
+
+/* One command: the slice's rows, published. Also the inline slice's
+ * sr_proc_inline_fn (@arg is the worker). */
+int sr__cworker_run(void *arg, sr_proc_worker *w, const sr_proc_info *info,
+		    const sr_proc_cmd *cmd)
+{
+	struct sr__cworker *c = arg;
+	const uint64_t seq = cmd->seq + c->in.first_env;
+	uint64_t ns_env = 0, t0 = now_ns();
+
+	(void)w;
+	(void)info;
+	c->ns_env = 0;
+	if (!c->n)
+		return 0;
+	/* R3: the trainer claimed the batch on the ring's head before the
+	 * command (PC0's acquire ordered it before us; the same thread for
+	 * the inline slice); the fence orders the claim before our writes. */
+	atomic_thread_fence(memory_order_release);
+	if (cmd->kind == SR_PROC_CMD_STEP) {
+		cw_step(c, seq, (const unsigned char *)cmd->actions + (size_t)c->in.first_env * c->asz,
+			&ns_env);
+	} else {
+		cw_reset(c, seq, cmd->mask);
+		ns_env = now_ns() - t0;
+	}
+	c->ns_env = ns_env;
+	/* R1: the rows' columns before the consumer sees them. */
+	sr_ring_publish(c->in.ring, seq, c->n);
+	return 0;
+}
+
 int sr__proc_c_main(void);
 int sr__proc_c_main(void)
 {
-	struct cworker c;
+	struct sr__cworker *c;
+	sr_proc_worker *w;
+	sr_proc_info in;
 	sr_proc_cmd cmd;
 	int err;
 
-	memset(&c, 0, sizeof(c));
-	err = sr_proc_worker_open(&c.w, &c.in);
+	err = sr_proc_worker_open(&w, &in);
 	if (err) {
 		fprintf(stderr, "stepring-worker: %s\n", sr_last_error());
 		return 2;
 	}
-	c.n = c.in.n_envs;
-	err = load_env(&c);
-	if (!err)
-		err = cw_alloc(&c);
+	err = sr__cworker_open(w, &in, NULL, &c);
 	if (err) {
-		sr_proc_worker_fail(c.w, sr_last_error());
+		sr_proc_worker_fail(w, sr_last_error());
 		return 3;
 	}
-	c.od = c.in.obs_dim;
-	c.asz = c.in.act_size;
-	c.maxs = c.spec.max_episode_steps;
-	c.mask = sr_ring_capacity(c.in.ring) - 1;
-	c.c_obs = sr_ring_obs_col(c.in.ring);
-	c.c_rew = sr_ring_reward_col(c.in.ring);
-	c.c_act = sr_ring_action_col(c.in.ring);
-	c.c_term = sr_ring_terminated_col(c.in.ring);
-	c.c_trunc = sr_ring_truncated_col(c.in.ring);
-	c.c_flags = sr_ring_flags_col(c.in.ring);
-	c.c_env = sr_ring_env_id_col(c.in.ring);
-	c.c_prev = sr_ring_prev_col(c.in.ring);
-	cw_seed(&c);
-	sr_proc_worker_ready(c.w);
-	while (!(err = sr_proc_worker_wait(c.w, &cmd))) {
-		const uint64_t seq = cmd.seq + c.in.first_env;
-		uint64_t ns_env = 0, t0 = now_ns();
-
-		if (!c.n) {
-			sr_proc_worker_done(c.w, 0, 0);
-			continue;
-		}
-		/* R3: the trainer claimed the batch on the ring's head before
-		 * the command (PC0's acquire ordered it before us); the fence
-		 * orders the claim before our column writes. */
-		atomic_thread_fence(memory_order_release);
-		if (cmd.kind == SR_PROC_CMD_STEP) {
-			cw_step(&c, seq, (const unsigned char *)cmd.actions +
-						 (size_t)c.in.first_env * c.asz,
-				&ns_env);
-		} else {
-			cw_reset(&c, seq, cmd.mask);
-			ns_env = now_ns() - t0;
-		}
-		/* R1: the rows' columns before the consumer sees them. */
-		sr_ring_publish(c.in.ring, seq, c.n);
-		sr_proc_worker_done(c.w, c.n, ns_env);
+	sr_proc_worker_ready(w);
+	while (!(err = sr_proc_worker_wait(w, &cmd))) {
+		sr__cworker_run(c, w, &in, &cmd);
+		sr_proc_worker_done(w, c->n, c->ns_env);
 	}
-	cw_free(&c);
-	sr_proc_worker_close(c.w);
+	sr__cworker_close(c);
+	sr_proc_worker_close(w);
 	return 0;
 }

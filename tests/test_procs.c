@@ -29,7 +29,11 @@
 
 enum { M_SEGV = 1, M_EXIT = 2, M_HANG = 3, M_ABORT = 4 };
 
-static sr_pool *mk(const sr_env_spec *spec, const char *env, uint32_t n, uint32_t t, bool procs,
+/* Worker kinds of mk(): thread workers, processes, processes with worker
+ * 0 inline (SR_POOL_F_PROC_INLINE). */
+enum { K_THREADS = 0, K_PROCS = 1, K_INLINE = 2 };
+
+static sr_pool *mk(const sr_env_spec *spec, const char *env, uint32_t n, uint32_t t, int kind,
 		   uint32_t autoreset, uint32_t timeout_ms, uint32_t budget)
 {
 	sr_pool_opts o;
@@ -37,7 +41,8 @@ static sr_pool *mk(const sr_env_spec *spec, const char *env, uint32_t n, uint32_
 	int err;
 
 	sr_pool_opts_init(&o);
-	o.flags = SR_POOL_F_SEED | (procs ? SR_POOL_F_PROCS : 0);
+	o.flags = SR_POOL_F_SEED | (kind ? SR_POOL_F_PROCS : 0) |
+		  (kind == K_INLINE ? SR_POOL_F_PROC_INLINE : 0);
 	o.seed = 12345;
 	o.num_envs = n;
 	o.num_threads = t;
@@ -108,12 +113,13 @@ static void cmp_batches(const sr_batch *a, const sr_batch *b, bool final)
 	}
 }
 
-/* Thread workers and process workers: the same batches, every mode. */
-static void run_same(const sr_env_spec *spec, const char *env, uint32_t mode)
+/* Thread workers and process workers (@kind: every worker a process, or
+ * worker 0 inline): the same batches, every mode. */
+static void run_same(const sr_env_spec *spec, const char *env, uint32_t mode, int kind)
 {
 	const uint32_t N = 13, K = 300;
-	sr_pool *a = mk(spec, env, N, 2, false, mode, 0, 0);
-	sr_pool *b = mk(spec, env, N, 2, true, mode, 0, 0);
+	sr_pool *a = mk(spec, env, N, 2, K_THREADS, mode, 0, 0);
+	sr_pool *b = mk(spec, env, N, 2, kind, mode, 0, 0);
 	const sr_batch *ba, *bb;
 	int32_t act[13];
 	uint8_t mask[13];
@@ -158,12 +164,13 @@ static void test_same_as_threads(void **state)
 				  SR_AUTORESET_DISABLED};
 
 	assert_int_equal(sr_env_load_plugin(SR_PLUGIN_GOOD, &c), 0);
-	for (size_t m = 0; m < 3; m++) {
-		run_same(NULL, "CartPole-v1", modes[m]);
-		run_same(NULL, "spin:obs_dim=5,ep_len=17", modes[m]);
-		run_same(&c, NULL, modes[m]);
-		run_same(&f, NULL, modes[m]);
-	}
+	for (size_t m = 0; m < 3; m++)
+		for (int k = K_PROCS; k <= K_INLINE; k++) {
+			run_same(NULL, "CartPole-v1", modes[m], k);
+			run_same(NULL, "spin:obs_dim=5,ep_len=17", modes[m], k);
+			run_same(&c, NULL, modes[m], k);
+			run_same(&f, NULL, modes[m], k);
+		}
 }
 
 /* Every transition in the ring's window links to the previous slot of the
@@ -209,10 +216,10 @@ static uint64_t check_replay(sr_pool *p)
 }
 
 /* One fault of @mode at step @at of env 6 (worker 1 holds envs 4..7). */
-static uint64_t fault_run(uint64_t mode, uint32_t timeout_ms)
+static uint64_t fault_run(uint64_t mode, uint32_t timeout_ms, int kind)
 {
 	sr_env_spec f = faulty(mode);
-	sr_pool *p = mk(&f, NULL, 8, 2, true, SR_AUTORESET_NEXT_STEP, timeout_ms, 10);
+	sr_pool *p = mk(&f, NULL, 8, 2, kind, SR_AUTORESET_NEXT_STEP, timeout_ms, 10);
 	sr_ring *r = sr_pool_ring(p);
 	const sr_batch *b;
 	sr_pool_faults fs;
@@ -224,7 +231,10 @@ static uint64_t fault_run(uint64_t mode, uint32_t timeout_ms)
 
 	assert_int_equal(sr_pool_worker_stats_get(p, 1, &ws), 0);
 	pid0 = ws.pid;
-	assert_true(pid0 > 0);
+	assert_true(pid0 > 0 && pid0 != getpid());
+	assert_int_equal(sr_pool_worker_stats_get(p, 0, &ws), 0);
+	/* Worker 0 inline: this process. */
+	assert_true(kind == K_INLINE ? ws.pid == getpid() : ws.pid != getpid());
 	assert_int_equal(sr_pool_reset(p, &b), 0);
 	for (uint32_t k = 0; k < 60; k++) {
 		acts(&st, act, 8);
@@ -304,17 +314,19 @@ static void test_faults(void **state)
 
 	for (size_t m = 0; m < 4; m++) {
 		uint32_t to = modes[m] == M_HANG ? 300 : 0;
-		uint64_t h1 = fault_run(modes[m], to), h2 = fault_run(modes[m], to);
+		uint64_t h1 = fault_run(modes[m], to, K_PROCS), h2 = fault_run(modes[m], to, K_PROCS);
 
-		/* The same faults at the same steps: the same rows. */
+		/* The same faults at the same steps: the same rows, whether
+		 * worker 0 (which does not fault) is a process or inline. */
 		assert_true(h1 == h2);
+		assert_true(fault_run(modes[m], to, K_INLINE) == h1);
 	}
 }
 
 static void test_budget(void **state)
 {
 	sr_env_spec f = faulty(M_SEGV);
-	sr_pool *p = mk(&f, NULL, 8, 2, true, SR_AUTORESET_NEXT_STEP, 0, 1);
+	sr_pool *p = mk(&f, NULL, 8, 2, K_PROCS, SR_AUTORESET_NEXT_STEP, 0, 1);
 	const sr_batch *b;
 	int32_t act[8] = {0};
 
@@ -339,7 +351,7 @@ static void test_long_run(void **state)
 {
 	sr_env_spec f = faulty(M_SEGV);
 	const uint32_t N = 16, K = 10000;
-	sr_pool *p = mk(&f, NULL, N, 2, true, SR_AUTORESET_NEXT_STEP, 0, 1000);
+	sr_pool *p = mk(&f, NULL, N, 2, K_PROCS, SR_AUTORESET_NEXT_STEP, 0, 1000);
 	sr_ring *r = sr_pool_ring(p);
 	const uint8_t *fl = sr_ring_flags_col(r);
 	const uint64_t m = sr_ring_capacity(r) - 1;
@@ -461,7 +473,7 @@ static void test_trainer_killed(void **state)
 	child = fork(); /* this test process runs no threads here */
 	assert_true(child >= 0);
 	if (child == 0) {
-		sr_pool *p = mk(NULL, "CartPole-v1", 6, 2, true, 0, 0, 0);
+		sr_pool *p = mk(NULL, "CartPole-v1", 6, 2, K_PROCS, 0, 0, 0);
 		const sr_batch *b;
 		int32_t a[6] = {0};
 
@@ -511,7 +523,7 @@ static void test_trainer_killed(void **state)
 static void test_close(void **state)
 {
 	sr_env_spec f = faulty(M_HANG);
-	sr_pool *p = mk(&f, NULL, 4, 2, true, 0, 0, 0);
+	sr_pool *p = mk(&f, NULL, 4, 2, K_PROCS, 0, 0, 0);
 	sr_pool_worker_stats ws[2];
 	const sr_batch *b;
 
@@ -522,6 +534,126 @@ static void test_close(void **state)
 	for (uint32_t w = 0; w < 2; w++) {
 		assert_int_equal(kill(ws[w].pid, 0), -1);
 		assert_int_equal(errno, ESRCH);
+	}
+}
+
+/* An inline slice of the caller's (proc_inline): rows whose obs[0] is
+ * 1000 * info->restarts + the command count; it fails at command fail_at. */
+struct cb {
+	uint32_t calls, fail_at, restarts_seen, first, n;
+};
+
+static int inline_cb(void *arg, sr_proc_worker *w, const sr_proc_info *in, const sr_proc_cmd *c)
+{
+	struct cb *x = arg;
+	sr_ring *r = in->ring;
+	const uint64_t m = sr_ring_capacity(r) - 1;
+
+	x->calls++;
+	x->restarts_seen = in->restarts;
+	x->first = in->first_env;
+	x->n = in->n_envs;
+	if (x->calls == x->fail_at) {
+		/* Half its rows published, then it fails. */
+		uint64_t q = c->seq + in->first_env;
+
+		sr_ring_obs_col(r)[(q & m) * in->obs_dim] = -1.0f;
+		sr_ring_flags_col(r)[q & m] = SR_SLOT_FIRST;
+		sr_ring_env_id_col(r)[q & m] = in->first_env;
+		sr_ring_prev_col(r)[q & m] = SR_RING_NO_PREV;
+		sr_ring_truncated_col(r)[q & m] = 0;
+		sr_ring_publish(r, q, 1);
+		sr_proc_worker_fail(w, "Traceback: ValueError: env 0 broke");
+		return 1;
+	}
+	for (uint32_t i = 0; i < in->n_envs; i++) {
+		uint64_t q = c->seq + in->first_env + i, s = q & m;
+
+		for (uint32_t d = 0; d < in->obs_dim; d++)
+			sr_ring_obs_col(r)[s * in->obs_dim + d] =
+				(float)(1000u * in->restarts + x->calls);
+		sr_ring_reward_col(r)[s] = 0.0f;
+		sr_ring_terminated_col(r)[s] = 0;
+		sr_ring_truncated_col(r)[s] = 0;
+		sr_ring_flags_col(r)[s] = c->kind == SR_PROC_CMD_RESET ? SR_SLOT_FIRST : 0;
+		sr_ring_env_id_col(r)[s] = in->first_env + i;
+		sr_ring_prev_col(r)[s] = SR_RING_NO_PREV;
+	}
+	sr_ring_publish(r, c->seq + in->first_env, in->n_envs);
+	return 0;
+}
+
+static void test_inline_fn(void **state)
+{
+	sr_pool_opts o;
+	sr_pool *p = NULL;
+	const sr_batch *b;
+	sr_pool_faults fs;
+	struct cb x = {.fail_at = 4};
+	int32_t act[8] = {0};
+	sr_ring *r;
+	uint64_t m;
+
+	sr_pool_opts_init(&o);
+	o.flags = SR_POOL_F_SEED | SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE;
+	o.env = "CartPole-v1";
+	o.num_envs = 8;
+	o.num_threads = 2;
+	o.bind = SR_BIND_NONE;
+	o.max_restarts = 1;
+	o.proc_inline = inline_cb;
+	o.proc_inline_arg = &x;
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	r = sr_pool_ring(p);
+	m = sr_ring_capacity(r) - 1;
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	assert_int_equal(x.first, 0);
+	assert_int_equal(x.n, 4);
+	assert_true(b->obs[0] == 1.0f);
+	assert_int_equal(sr_pool_step(p, act, &b), 0);
+	assert_int_equal(sr_pool_step(p, act, &b), 0);
+	assert_true(b->obs[3 * 4] == 3.0f);
+	/* Command 4: the slice fails after publishing env 0's row. */
+	assert_int_equal(sr_pool_step(p, act, &b), 0);
+	assert_true(b->obs[0] == -1.0f);
+	assert_false(sr_ring_flags_col(r)[b->first_seq & m] & SR_SLOT_FAULT);
+	for (uint32_t i = 1; i < 8; i++) {
+		bool f = i < 4;
+
+		assert_int_equal(!!(sr_ring_flags_col(r)[(b->first_seq + i) & m] & SR_SLOT_FAULT), f);
+		if (f)
+			assert_int_equal(b->truncated[i], 1);
+	}
+	assert_int_equal(sr_pool_faults_get(p, &fs), 0);
+	assert_int_equal(fs.faults, 1);
+	assert_int_equal(fs.restarts, 1);
+	assert_int_equal(fs.fault_rows, 3);
+	assert_non_null(strstr(fs.last, "envs 0-3, worker 0 (inline)"));
+	assert_non_null(strstr(fs.last, "ValueError: env 0 broke"));
+	/* The next command sees the restart. */
+	assert_int_equal(sr_pool_step(p, act, &b), 0);
+	assert_int_equal(x.restarts_seen, 1);
+	assert_true(b->obs[0] == 1005.0f);
+	/* Past the budget: -EOWNERDEAD, and it stays so. */
+	x.fail_at = 6;
+	assert_int_equal(sr_pool_step(p, act, &b), -EOWNERDEAD);
+	assert_non_null(strstr(sr_last_error(), "restart budget of 1"));
+	assert_non_null(strstr(sr_last_error(), "worker 0 (inline)"));
+	assert_int_equal(sr_pool_step(p, act, &b), -EOWNERDEAD);
+	sr_pool_destroy(p);
+
+	/* A worker program without proc_inline cannot be inline. */
+	{
+		const char *argv[] = {"/bin/true", NULL};
+
+		o.proc_inline = NULL;
+		o.worker_argv = argv;
+		assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
+		assert_non_null(strstr(sr_last_error(), "needs proc_inline"));
+		o.flags = SR_POOL_F_PROC_INLINE;
+		o.worker_argv = NULL;
+		assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
+		assert_non_null(strstr(sr_last_error(), "SR_POOL_F_PROCS too"));
 	}
 }
 
@@ -556,6 +688,7 @@ int main(void)
 		cmocka_unit_test(test_same_as_threads),
 		cmocka_unit_test(test_faults),
 		cmocka_unit_test(test_budget),
+		cmocka_unit_test(test_inline_fn),
 		cmocka_unit_test(test_long_run),
 		cmocka_unit_test(test_close),
 		cmocka_unit_test(test_trainer_killed),

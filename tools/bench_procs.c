@@ -1,9 +1,13 @@
 /*
  * bench-procs: thread workers against process workers (SR_POOL_F_PROCS) on
  * the same env, envs and worker count, in interleaved rounds (the machine
- * is shared: each round times both, the ratio is taken per round, and the
- * median is reported). Goal (docs/procs.md): process workers >= 0.8x
- * threads for CartPole at 1024 envs x 2 workers.
+ * is shared: each round times every contender, the ratios are taken per
+ * round, and their medians are reported). Contenders: threads (worker 0
+ * inline, the others threads), processes (every worker a process: each
+ * slice isolated) and processes with SR_POOL_F_PROC_INLINE (worker 0's
+ * slice on the calling thread, the others processes). Goal
+ * (docs/procs.md): process workers >= 0.8x threads for CartPole at 1024
+ * envs x 2 workers.
  *
  *   bench-procs [--env ID] [--envs N] [--workers W] [--steps K] [--rounds R]
  *
@@ -16,6 +20,9 @@
 
 #include "stepring.h"
 
+enum { THREADS, PROCS, PROCS_INLINE, NKIND };
+static const char *const kind_name[NKIND] = {"threads", "processes", "processes+inline"};
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -25,7 +32,7 @@ static double now_s(void)
 }
 
 /* Env steps per second of a pool stepping @k times (after a warm-up). */
-static double run(const char *env, uint32_t n, uint32_t w, uint32_t k, bool procs,
+static double run(const char *env, uint32_t n, uint32_t w, uint32_t k, int kind,
 		  const int32_t *acts)
 {
 	sr_pool_opts o;
@@ -34,7 +41,11 @@ static double run(const char *env, uint32_t n, uint32_t w, uint32_t k, bool proc
 	double t0, t1;
 
 	sr_pool_opts_init(&o);
-	o.flags = SR_POOL_F_SEED | (procs ? SR_POOL_F_PROCS : 0);
+	o.flags = SR_POOL_F_SEED;
+	if (kind != THREADS)
+		o.flags |= SR_POOL_F_PROCS;
+	if (kind == PROCS_INLINE)
+		o.flags |= SR_POOL_F_PROC_INLINE;
 	o.env = env;
 	o.num_envs = n;
 	o.num_threads = w;
@@ -63,15 +74,23 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static double median(double *v, uint32_t n)
+{
+	qsort(v, n, sizeof(double), cmp);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int main(int argc, char **argv)
 {
 	const char *env = "CartPole-v1";
 	uint32_t n = 1024, w = 2, k = 2000, rounds = 5;
-	double *thr, *prc, *ratio;
+	double *rate[NKIND], *ratio[NKIND], lo[NKIND], hi[NKIND];
 	int32_t *acts;
 	uint64_t x = 1;
 
-	for (int i = 1; i + 1 < argc; i += 2) {
+	for (int i = 1; i < argc; i += 2) {
+		if (i + 1 >= argc)
+			goto usage;
 		if (!strcmp(argv[i], "--env"))
 			env = argv[i + 1];
 		else if (!strcmp(argv[i], "--envs"))
@@ -82,40 +101,54 @@ int main(int argc, char **argv)
 			k = (uint32_t)strtoul(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--rounds"))
 			rounds = (uint32_t)strtoul(argv[i + 1], NULL, 10);
-		else {
-			fprintf(stderr, "usage: bench-procs [--env ID] [--envs N] [--workers W] "
-					"[--steps K] [--rounds R]\n");
-			return 2;
-		}
+		else
+			goto usage;
 	}
+	if (!n || !w || !k || !rounds)
+		goto usage;
 	acts = malloc(sizeof(*acts) * 64 * n);
-	thr = calloc(rounds, sizeof(double));
-	prc = calloc(rounds, sizeof(double));
-	ratio = calloc(rounds, sizeof(double));
-	if (!acts || !thr || !prc || !ratio)
+	if (!acts)
 		return 1;
+	for (int c = 0; c < NKIND; c++) {
+		rate[c] = calloc(rounds, sizeof(double));
+		ratio[c] = calloc(rounds, sizeof(double));
+		if (!rate[c] || !ratio[c])
+			return 1;
+		lo[c] = 1e300;
+		hi[c] = 0;
+	}
 	for (size_t i = 0; i < 64 * (size_t)n; i++)
 		acts[i] = (int32_t)(sr_splitmix64(&x) & 1);
 	for (uint32_t r = 0; r < rounds; r++) {
-		/* Alternate the order, so that neither always runs first. */
-		if (r & 1) {
-			prc[r] = run(env, n, w, k, true, acts);
-			thr[r] = run(env, n, w, k, false, acts);
-		} else {
-			thr[r] = run(env, n, w, k, false, acts);
-			prc[r] = run(env, n, w, k, true, acts);
+		/* Rotate the order, so that none always runs first. */
+		for (int j = 0; j < NKIND; j++) {
+			int c = (int)((r + (uint32_t)j) % NKIND);
+
+			rate[c][r] = run(env, n, w, k, c, acts);
 		}
-		ratio[r] = prc[r] / thr[r];
-		printf("round %u: threads %.0f  processes %.0f env steps/s  ratio %.3f\n", r, thr[r],
-		       prc[r], ratio[r]);
+		printf("round %u:", r);
+		for (int c = 0; c < NKIND; c++) {
+			ratio[c][r] = rate[c][r] / rate[THREADS][r];
+			lo[c] = ratio[c][r] < lo[c] ? ratio[c][r] : lo[c];
+			hi[c] = ratio[c][r] > hi[c] ? ratio[c][r] : hi[c];
+			printf("  %s %.0f", kind_name[c], rate[c][r]);
+		}
+		printf(" env steps/s  ratios %.3f (processes) %.3f (inline)\n", ratio[PROCS][r],
+		       ratio[PROCS_INLINE][r]);
+		fflush(stdout);
 	}
-	qsort(thr, rounds, sizeof(double), cmp);
-	qsort(prc, rounds, sizeof(double), cmp);
-	qsort(ratio, rounds, sizeof(double), cmp);
 	printf("{\"bench\":\"procs\",\"env\":\"%s\",\"envs\":%u,\"workers\":%u,\"steps\":%u,"
 	       "\"rounds\":%u,\"threads_steps_per_s\":%.0f,\"procs_steps_per_s\":%.0f,"
-	       "\"ratio_median\":%.3f,\"ratio_min\":%.3f,\"ratio_max\":%.3f,\"goal\":0.8}\n",
-	       env, n, w, k, rounds, thr[rounds / 2], prc[rounds / 2], ratio[rounds / 2], ratio[0],
-	       ratio[rounds - 1]);
+	       "\"procs_inline_steps_per_s\":%.0f,\"ratio_median\":%.3f,\"ratio_min\":%.3f,"
+	       "\"ratio_max\":%.3f,\"ratio_inline_median\":%.3f,\"ratio_inline_min\":%.3f,"
+	       "\"ratio_inline_max\":%.3f,\"goal\":0.8}\n",
+	       env, n, w, k, rounds, median(rate[THREADS], rounds), median(rate[PROCS], rounds),
+	       median(rate[PROCS_INLINE], rounds), median(ratio[PROCS], rounds), lo[PROCS],
+	       hi[PROCS], median(ratio[PROCS_INLINE], rounds), lo[PROCS_INLINE],
+	       hi[PROCS_INLINE]);
 	return 0;
+usage:
+	fprintf(stderr, "usage: bench-procs [--env ID] [--envs N] [--workers W] [--steps K] "
+			"[--rounds R]\n");
+	return 2;
 }

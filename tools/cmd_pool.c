@@ -57,7 +57,8 @@ static void rollout_usage(FILE *f)
 		"usage: stepring rollout --env ID [--envs N] [--threads T] [--seed S] [--steps K]\n"
 		"                        [--mode sync|async] [--batch B]\n"
 		"                        [--autoreset next|same|disabled] [--bind core|numa|none]\n"
-		"                        [--cpuset LIST] [--synthetic DESC] [--hash] [--procs]\n"
+		"                        [--cpuset LIST] [--synthetic DESC] [--hash]\n"
+		"                        [--procs [--proc-inline]]\n"
 		"Step N envs K times with actions from a seeded RNG per env. With --hash,\n"
 		"print one 64-bit hash of every obs, reward, terminated and truncated (per\n"
 		"env, in env order): the same for any --threads, --bind and --mode.\n"
@@ -66,6 +67,8 @@ static void rollout_usage(FILE *f)
 		"  --seed S        pool seed (default 0); actions use (S, env)\n"
 		"  --steps K       steps per env (default 100)\n"
 		"  --procs         worker processes instead of threads (sync; docs/procs.md)\n"
+		"  --proc-inline   with --procs: worker 0's envs on this thread, in this\n"
+		"                  process (T - 1 processes; no crash isolation for them)\n"
 		"  --synthetic D   plan on an hwloc synthetic topology (no binding; tests)\n");
 }
 
@@ -164,6 +167,8 @@ int cmd_rollout(int argc, char **argv)
 			hash = true;
 		} else if (cli_opt(argc, argv, &i, "--procs", NULL)) {
 			o.flags |= SR_POOL_F_PROCS; /* worker processes (docs/procs.md) */
+		} else if (cli_opt(argc, argv, &i, "--proc-inline", NULL)) {
+			o.flags |= SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE;
 		} else {
 			cli_unknown("rollout", argv[i]);
 		}

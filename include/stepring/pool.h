@@ -27,6 +27,7 @@
 #include "stepring/common.h"
 #include "stepring/env.h"
 #include "stepring/ring.h"
+#include "stepring/proc.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -80,6 +81,14 @@ enum {
 				    * one that crashes or hangs is restarted and its
 				    * rows come back as SR_SLOT_FAULT rows. Sync pools
 				    * (batch_size = num_envs) only, for now. */
+	SR_POOL_F_PROC_INLINE = 1u << 11, /* with SR_POOL_F_PROCS: worker 0's envs are
+					   * stepped on the calling thread, in this
+					   * process, while the num_threads - 1 worker
+					   * processes step theirs (num_threads CPUs, not
+					   * num_threads + 1). Faster on few CPUs; worker
+					   * 0's envs lose crash isolation (a segfault or
+					   * a hang there is the trainer's). C envs of
+					   * env/spec, or proc_inline's. docs/procs.md */
 };
 
 typedef struct sr_pool_opts {
@@ -114,6 +123,9 @@ typedef struct sr_pool_opts {
 				       * killed and restarted; 0: never */
 	uint32_t max_restarts;        /* restarts over the pool's life; 0: 100. Past it
 				       * step / reset return -EOWNERDEAD */
+	sr_proc_inline_fn proc_inline; /* with SR_POOL_F_PROC_INLINE: steps worker 0's
+					* envs (a Python slice); NULL: the C env */
+	void *proc_inline_arg;
 } sr_pool_opts;
 
 /** Defaults: sync, NEXT_STEP, bind core, host device, seed 0. */

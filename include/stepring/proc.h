@@ -96,6 +96,23 @@ SR_EXPORT void sr_proc_worker_fail(sr_proc_worker *w, const char *msg);
 SR_EXPORT void sr_proc_worker_close(sr_proc_worker *w);
 
 /**
+ * Worker 0's slice stepped inline, on the thread that calls sr_pool_step /
+ * sr_pool_reset, in the trainer's process (SR_POOL_F_PROC_INLINE with
+ * sr_pool_opts.proc_inline): the pool posts each command to the worker
+ * processes, calls this with it, then waits for them. @info is the slice's
+ * (info->restarts grows after each of its faults: rebuild the envs and
+ * seed them from sr_proc_seed). It writes the rows of envs
+ * [first_env, first_env + n_envs) at cmd->seq + env and publishes them
+ * (sr_ring_publish), as a worker process does, and may report episodes
+ * (sr_proc_worker_episode); it must not call sr_proc_worker_wait or _done.
+ * Returns 0, or nonzero after sr_proc_worker_fail(w, why): its rows not
+ * published become fault rows and the restart counts against the budget,
+ * as for a worker process that died.
+ */
+typedef int (*sr_proc_inline_fn)(void *arg, sr_proc_worker *w, const sr_proc_info *info,
+				 const sr_proc_cmd *cmd);
+
+/**
  * The seed of env @index after @restarts restarts: @seed itself before any
  * restart (so that the first run matches thread workers: an env is seeded
  * from (seed, index)), then a value mixed from (seed, index, restarts).

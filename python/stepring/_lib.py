@@ -170,6 +170,8 @@ class sr_pool_opts(ctypes.Structure):
         ("worker_payload_len", ctypes.c_size_t),
         ("step_timeout_ms", c_u32),
         ("max_restarts", c_u32),
+        ("proc_inline", c_vp),
+        ("proc_inline_arg", c_vp),
     ]
 
 
@@ -248,6 +250,7 @@ class sr_pool_worker_stats(ctypes.Structure):
 
 
 SR_POOL_F_PROCS = 1 << 10
+SR_POOL_F_PROC_INLINE = 1 << 11
 SR_SLOT_FAULT = 1 << 3
 
 
