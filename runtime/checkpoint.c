@@ -178,16 +178,8 @@ const char *sr_ckpt_backend_name(uint32_t b)
 	return b < 4 ? backend_names[b] : "?";
 }
 
-int sr_ckpt_backend_parse(const char *name)
-{
-	for (int i = 0; name && i < 4; i++)
-		if (!strcmp(name, backend_names[i]))
-			return i;
-	return sr__errorf(-EINVAL, "unknown checkpoint backend '%s' (auto, uring, pwrite, sync)",
-			  name ? name : "(null)");
-}
-
-const char *sr_ckpt_section_name(uint32_t type)
+/* For messages: tools keep their own names (see stepring checkpoint info). */
+const char *sr__ckpt_section_name(uint32_t type)
 {
 	switch (type) {
 	case SR_CKPT_SECT_POOL:
@@ -362,7 +354,7 @@ int sr__ckpt_produce(sr__ckpt_job *j, void *buf, struct sr__ckpt_piece *pc)
 		int err = s->fill(s->ctx, buf, j->pos, n);
 		if (err)
 			return sr__ckpt_fail(j, err, "checkpoint: producing section %s failed: %s",
-					     sr_ckpt_section_name(s->type), sr_strerror(err));
+					     sr__ckpt_section_name(s->type), sr_strerror(err));
 	}
 	if (padded > n)
 		memset((char *)buf + n, 0, padded - n);
@@ -757,7 +749,7 @@ int sr__ckpt_read(const struct sr__ckpt_file *f, int idx, uint64_t off, void *bu
 
 	if (off > e->length || len > e->length - off)
 		return sr__errorf(-EBADMSG, "checkpoint: read past the end of section %s",
-				  sr_ckpt_section_name(e->type));
+				  sr__ckpt_section_name(e->type));
 	int err = pread_all(f->fd, buf, len, e->offset + off);
 
 	if (!err && sr__ckpt_read_hook) {
@@ -776,7 +768,7 @@ int sr__ckpt_check_crc(const struct sr__ckpt_file *f, int idx, uint32_t crc)
 		return sr__errorf(-EBADMSG,
 				  "checkpoint: section %d (%s) changed since it was verified: "
 				  "CRC32C %08x, stored %08x (was the file rewritten in place?)",
-				  idx, sr_ckpt_section_name(e->type), crc, e->crc);
+				  idx, sr__ckpt_section_name(e->type), crc, e->crc);
 	return 0;
 }
 
@@ -871,7 +863,7 @@ static int check_pool_file(const struct sr__ckpt_file *f)
 			if (f->table[i].type < SR_CKPT_SECT_USER)
 				return sr__errorf(-EBADMSG,
 						  "checkpoint: section %s without a pool section",
-						  sr_ckpt_section_name(f->table[i].type));
+						  sr__ckpt_section_name(f->table[i].type));
 		return 0;
 	}
 	if (f->table[pi].length != sizeof(ps))
@@ -1007,12 +999,12 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
 		    e->length > f->foot.trailer_offset - e->offset ||
 		    align_up(e->length) > f->foot.trailer_offset - e->offset)
 			return sr__errorf(-EBADMSG, "checkpoint: section %u (%s) lies outside the file",
-					  i, sr_ckpt_section_name(e->type));
+					  i, sr__ckpt_section_name(e->type));
 		for (uint32_t k = 0; k < i; k++)
 			if (f->table[k].type == e->type)
 				return sr__errorf(-EBADMSG,
 						  "checkpoint: section %s appears twice (%u and %u)",
-						  sr_ckpt_section_name(e->type), k, i);
+						  sr__ckpt_section_name(e->type), k, i);
 		prev_end = e->offset + align_up(e->length);
 	}
 
@@ -1037,7 +1029,7 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
 			return sr__errorf(-EBADMSG,
 					  "checkpoint: section %u (%s) is corrupt: CRC32C %08x, "
 					  "stored %08x",
-					  i, sr_ckpt_section_name(e->type), crc, e->crc);
+					  i, sr__ckpt_section_name(e->type), crc, e->crc);
 		}
 	}
 	free(buf);

@@ -107,6 +107,8 @@ static inline uint64_t sr__ckpt_slot_bytes(uint32_t obs_dim, uint32_t act_size)
 
 /* 0 when a replay_meta section is consistent in itself and with a replay
  * section of @replay_len bytes (overflow-checked), else -EBADMSG. */
+/* Name of a section type ("pool", "env_states", ...), for messages. */
+const char *sr__ckpt_section_name(uint32_t type);
 int sr__ckpt_check_replay_meta(const struct sr__ckpt_replay_meta *m, uint64_t replay_len);
 
 uint32_t sr__crc32c(uint32_t crc, const void *buf, size_t len);

@@ -739,11 +739,11 @@ static int read_exact(const struct sr__ckpt_file *f, uint32_t type, void *buf, s
 
 	if (i < 0)
 		return required ? sr__errorf(-EBADMSG, "checkpoint: no %s section",
-					     sr_ckpt_section_name(type))
+					     sr__ckpt_section_name(type))
 				: 1;
 	if (f->table[i].length != len)
 		return sr__errorf(-EBADMSG, "checkpoint: section %s has %llu bytes, expected %zu",
-				  sr_ckpt_section_name(type),
+				  sr__ckpt_section_name(type),
 				  (unsigned long long)f->table[i].length, len);
 	int err = sr__ckpt_read(f, i, 0, buf, len);
 	/* Re-check over the bytes that will be applied: the verify pass read

@@ -349,7 +349,7 @@ static void test_refused_untouched(void **st)
 		assert_int_equal(pwrite(fd, &byte, 1, (off_t)off), 1);
 		close(fd);
 		assert_int_equal(sr_pool_restore(x, bad), -EBADMSG);
-		assert_non_null(strstr(sr_last_error(), sr_ckpt_section_name(info.sections[i].type)));
+		assert_non_null(strstr(sr_last_error(), sr__ckpt_section_name(info.sections[i].type)));
 	}
 	/* Truncated, missing. */
 	assert_int_equal(truncate(bad, (off_t)info.file_size / 2), 0);

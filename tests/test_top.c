@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "stepring/checkpoint.h" /* SR_CKPT_STATE_* */
 #include "stepring/stats.h"
 
 #define CLI SR_BINARY_DIR "/stepring"

@@ -70,6 +70,24 @@ static const char *autoreset_name(uint32_t a)
 					     : "?";
 }
 
+static const char *section_name(uint32_t type)
+{
+	static const char *const names[] = {
+		[SR_CKPT_SECT_POOL] = "pool",
+		[SR_CKPT_SECT_ENV_STATES] = "env_states",
+		[SR_CKPT_SECT_ENV_COUNTERS] = "env_counters",
+		[SR_CKPT_SECT_STATS] = "stats",
+		[SR_CKPT_SECT_RUNTIME] = "runtime",
+		[SR_CKPT_SECT_REPLAY] = "replay",
+		[SR_CKPT_SECT_REPLAY_META] = "replay_meta",
+		[SR_CKPT_SECT_PRIORITIES] = "priorities",
+	};
+
+	if (type >= SR_CKPT_SECT_USER)
+		return "user";
+	return type < sizeof(names) / sizeof(names[0]) && names[type] ? names[type] : "unknown";
+}
+
 static void print_text(const char *path, const sr_ckpt_info *in)
 {
 	time_t t = (time_t)(in->created_unix_ns / 1000000000ull);
@@ -101,7 +119,7 @@ static void print_text(const char *path, const sr_ckpt_info *in)
 	for (uint32_t i = 0; i < in->n_sections; i++) {
 		const sr_ckpt_section_info *s = &in->sections[i];
 		printf("            %-3u %-13s %12llu %14llu   %08x\n", i,
-		       sr_ckpt_section_name(s->type), (unsigned long long)s->offset,
+		       section_name(s->type), (unsigned long long)s->offset,
 		       (unsigned long long)s->length, s->crc);
 	}
 }
@@ -122,7 +140,7 @@ static void print_json(const char *path, const sr_ckpt_info *in, const struct st
 	       (unsigned long long)in->steps, (unsigned long long)in->replay_slots);
 	for (uint32_t i = 0; i < in->n_sections; i++)
 		printf("%s{\"type\":\"%s\",\"offset\":%llu,\"bytes\":%llu,\"crc32c\":\"%08x\"}",
-		       i ? "," : "", sr_ckpt_section_name(in->sections[i].type),
+		       i ? "," : "", section_name(in->sections[i].type),
 		       (unsigned long long)in->sections[i].offset,
 		       (unsigned long long)in->sections[i].length, in->sections[i].crc);
 	printf("],\"stale_temporaries\":%d}\n", st->n > 0 ? st->n : 0);

@@ -24,7 +24,6 @@
 
 #include "stepring/common.h"
 #include "stepring/pool.h"
-#include "stepring/stats.h" /* SR_CKPT_STATE_* */
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,11 +70,18 @@ SR_EXPORT void sr_ckpt_opts_init(sr_ckpt_opts *o);
 
 /** Name of a backend ("auto", "uring", "pwrite", "sync"), "?" if unknown. */
 SR_EXPORT const char *sr_ckpt_backend_name(uint32_t backend);
-/** Parse a backend name; returns the enum value or -EINVAL. */
-SR_EXPORT int sr_ckpt_backend_parse(const char *name);
+
+/* sr_ckpt_status.state; also the ckpt_state of the live statistics block
+ * (stepring/stats.h). */
+enum {
+	SR_CKPT_STATE_IDLE = 0,     /* none in flight */
+	SR_CKPT_STATE_SNAPSHOT = 1, /* the step loop is held while the pool is copied */
+	SR_CKPT_STATE_WRITING = 2,  /* the background writer is writing the file */
+	SR_CKPT_STATE_FAILED = 3,   /* the last one failed (sr_pool_checkpoint_poll says why) */
+};
 
 typedef struct sr_ckpt_status {
-	uint32_t state;       /* SR_CKPT_STATE_* (stepring/stats.h) */
+	uint32_t state;       /* SR_CKPT_STATE_* */
 	uint32_t backend;     /* the backend actually used (after any fallback) */
 	int32_t result;       /* 0 or -errno of the last finished checkpoint */
 	uint32_t reserved0;
@@ -232,9 +238,6 @@ typedef void (*sr_ckpt_stale_fn)(void *ctx, const char *tmp_path, long pid, uint
  */
 SR_EXPORT int sr_checkpoint_clean(const char *path, unsigned flags, sr_ckpt_stale_fn fn,
 				  void *ctx);
-
-/** Name of a section type ("pool", "env_states", ...). */
-SR_EXPORT const char *sr_ckpt_section_name(uint32_t type);
 
 #ifdef __cplusplus
 }

@@ -32,13 +32,6 @@ enum {
 	SR_STATS_STATE_ENDED = 2,
 };
 
-enum {
-	SR_CKPT_STATE_IDLE = 0,
-	SR_CKPT_STATE_SNAPSHOT = 1,
-	SR_CKPT_STATE_WRITING = 2,
-	SR_CKPT_STATE_FAILED = 3,
-};
-
 typedef struct sr_stats_worker {
 	uint64_t steps;       /* env steps done by this worker */
 	uint64_t ns_busy;     /* time stepping envs and publishing */
@@ -62,7 +55,7 @@ typedef struct sr_stats_shm {
 	double mean_return, mean_length;
 	double p50_us, p99_us;  /* batch latency over a recent window */
 	uint64_t ring_capacity, ring_head, ring_cursor;
-	uint32_t ckpt_state;    /* SR_CKPT_STATE_* */
+	uint32_t ckpt_state;    /* SR_CKPT_STATE_* (stepring/checkpoint.h) */
 	uint32_t reserved0;
 	uint64_t ckpt_count;    /* checkpoints completed */
 	uint64_t ckpt_bytes;    /* bytes of the last checkpoint */

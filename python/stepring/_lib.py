@@ -540,7 +540,31 @@ SR_CKPT_F_BACKEND = 1 << 0
 SR_CKPT_F_REPLAY = 1 << 1
 SR_CKPT_F_NOWAIT = 1 << 2
 CKPT_BACKENDS = {"auto": 0, "uring": 1, "pwrite": 2, "sync": 3}
-CKPT_STATES = {0: "idle", 1: "snapshot", 2: "writing", 3: "failed"}
+SR_CKPT_STATE_IDLE = 0
+SR_CKPT_STATE_SNAPSHOT = 1
+SR_CKPT_STATE_WRITING = 2
+SR_CKPT_STATE_FAILED = 3
+CKPT_STATES = {SR_CKPT_STATE_IDLE: "idle", SR_CKPT_STATE_SNAPSHOT: "snapshot",
+               SR_CKPT_STATE_WRITING: "writing", SR_CKPT_STATE_FAILED: "failed"}
+SR_CKPT_SECT_POOL = 1
+SR_CKPT_SECT_ENV_STATES = 2
+SR_CKPT_SECT_ENV_COUNTERS = 3
+SR_CKPT_SECT_STATS = 4
+SR_CKPT_SECT_RUNTIME = 5
+SR_CKPT_SECT_REPLAY = 6
+SR_CKPT_SECT_REPLAY_META = 7
+SR_CKPT_SECT_PRIORITIES = 8
+SR_CKPT_SECT_USER = 64
+CKPT_SECTIONS = {SR_CKPT_SECT_POOL: "pool", SR_CKPT_SECT_ENV_STATES: "env_states",
+                 SR_CKPT_SECT_ENV_COUNTERS: "env_counters", SR_CKPT_SECT_STATS: "stats",
+                 SR_CKPT_SECT_RUNTIME: "runtime", SR_CKPT_SECT_REPLAY: "replay",
+                 SR_CKPT_SECT_REPLAY_META: "replay_meta",
+                 SR_CKPT_SECT_PRIORITIES: "priorities"}
+
+
+def ckpt_section_name(t):
+    """The name `stepring checkpoint info` gives section type @t."""
+    return "user" if t >= SR_CKPT_SECT_USER else CKPT_SECTIONS.get(t, "unknown")
 
 
 class sr_ckpt_opts(ctypes.Structure):
@@ -601,7 +625,6 @@ declare("sr_pool_checkpoint_poll", ctypes.c_int, [c_vp, ctypes.POINTER(sr_ckpt_s
 declare("sr_pool_checkpoint_wait", ctypes.c_int, [c_vp, ctypes.POINTER(sr_ckpt_status)])
 declare("sr_pool_restore", ctypes.c_int, [c_vp, c_cp])
 declare("sr_checkpoint_verify", ctypes.c_int, [c_cp, ctypes.POINTER(sr_ckpt_info)])
-declare("sr_ckpt_section_name", c_cp, [c_u32])
 
 
 # --- devices and DLPack (stepring/device.h) ---------------------------------

@@ -1151,7 +1151,7 @@ def checkpoint_info(path):
     d = {k: getattr(info, k) for k, _ in info._fields_ if k != "sections"}
     d["build_info"] = info.build_info.decode(errors="replace")
     d["env_id"] = info.env_id.decode(errors="replace")
-    d["sections"] = [{"name": (lib.sr_ckpt_section_name(x.type) or b"?").decode(),
+    d["sections"] = [{"name": _lib.ckpt_section_name(x.type),
                       "type": x.type, "offset": x.offset, "length": x.length, "crc": x.crc}
                      for x in info.sections[:info.n_sections]]
     return d
