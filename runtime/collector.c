@@ -240,29 +240,6 @@ static int land_batch(sr_pool *p, const struct batch_req *req)
 	return 0;
 }
 
-/* P1: merge the finished episodes the workers queued. */
-void sr__collect_episodes(sr_pool *p)
-{
-	if (p->procs) {
-		sr__pool_procs_episodes(p);
-		return;
-	}
-	for (uint32_t i = 0; i < p->num_threads; i++) {
-		struct sr__worker *w = &p->workers[i];
-		uint32_t t = atomic_load_explicit(&w->eps_tail, memory_order_relaxed);
-		uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_acquire);
-
-		if (t == h)
-			continue; /* no store: keep the line clean in the worker's cache */
-		for (; t != h; t++)
-			sr__ep_stats_add(&p->stats, w->eps[2 * (t & w->eps_mask)],
-					 w->eps[2 * (t & w->eps_mask) + 1]);
-		/* Entries read before the worker may reuse them. */
-		atomic_store_explicit(&w->eps_tail, h, memory_order_release);
-	}
-}
-
-
 int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out)
 {
 	struct batch_req req = {.first_seq = seq, .n = p->num_envs,
@@ -282,7 +259,7 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out
 			n -= k;
 		}
 	}
-	sr__collect_episodes(p);
+	p->kind->episodes(p);
 	err = land_batch(p, &req);
 	if (err)
 		return err;
@@ -352,7 +329,7 @@ static int hand_async(sr_pool *p, struct batch_req *req)
 	err = land_batch(p, req);
 	if (err)
 		return err;
-	sr__collect_episodes(p);
+	p->kind->episodes(p);
 	return 0;
 }
 
@@ -575,7 +552,7 @@ void sr__collect_drain(sr_pool *p)
 		}
 		sr_ring_consume(p->ring, n);
 	}
-	sr__collect_episodes(p);
+	p->kind->episodes(p);
 	p->flight.last_n = 0;
 	p->flight.grp_last = -1;
 	/* Every command is done (its rows came back), worker 0's share too

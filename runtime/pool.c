@@ -28,7 +28,6 @@
 #include "device_priv.h"
 #include "pool_internal.h"
 #include "envs.h"
-#include "proc.h"
 
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
 		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER | \
@@ -233,6 +232,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	p->seed = (o->flags & SR_POOL_F_SEED) ? o->seed : 0;
 	p->env_base = (o->flags & SR_POOL_F_FIRST_ENV) ? o->first_env : 0;
 	p->act_size = sr_env_action_size(&p->spec);
+	p->kind = (o->flags & SR_POOL_F_PROCS) ? &sr__kind_proc : &sr__kind_thread;
 	p->obs_dim = p->spec.obs_dim;
 	p->col.dev_kind = o->device;
 	p->col.dev_index = o->device_index;
@@ -393,7 +393,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		if (err)
 			goto fail;
 	}
-	err = (o->flags & SR_POOL_F_PROCS) ? sr__pool_procs_start(p, o) : sr__workers_start(p);
+	err = p->kind->start(p, o);
 	if (err)
 		goto fail;
 	sr__clear_error();
@@ -409,10 +409,8 @@ void sr_pool_destroy(sr_pool *p)
 	if (!p)
 		return;
 	sr__pool_ckpt_close(p); /* waits for a checkpoint still reading the ring */
-	sr__workers_stop(p);
-	sr__procs_destroy(p->procs);
-	if (p->procs)
-		p->final_env = NULL; /* it was the command block's */
+	if (p->kind)
+		p->kind->stop(p);
 	sr__stats_shm_close(p);
 	sr__collector_close(p);
 	sr_ring_destroy(p->ring);
@@ -525,51 +523,32 @@ static int cmd_send(sr_pool *p, uint32_t g, const void *actions, const uint8_t *
 		}
 		sr__grp_shifts(p, c->shift);
 	}
-	sr__grp_publish(p);
+	p->kind->send(p);
 	return 0;
 }
 
-/* Sync, process workers (pool_procs.c): their own command block. */
-static int procs_cmd(sr_pool *p, const void *actions, const uint8_t *mask, const sr_batch **out)
-{
-	uint64_t seq, t, t0 = sr__now_ns();
-	int err;
-
-	err = sr_ring_reserve(p->ring, p->num_envs, SR_RESERVE_CONTIG, &seq);
-	if (err)
-		return err;
-	err = sr__pool_procs_run(p, actions, mask, seq, &t);
-	if (err) {
-		/* Every row is published all the same (fault rows): consume
-		 * them, so that the ring stays usable. */
-		uint64_t t2 = t;
-		const sr_batch *b;
-
-		sr__collect_sync(p, seq, &t2, &b);
-		return err;
-	}
-	err = sr__collect_sync(p, seq, &t, out);
-	lat_record(p, t0, t);
-	return err;
-}
-
-/* Sync: one command for the one group, run (worker 0's share on this
- * thread) and collected. */
+/* Sync: one command for the one group, sent to the workers, waited for
+ * (thread workers: worker 0's share runs on this thread meanwhile) and
+ * collected. */
 static int sync_cmd(sr_pool *p, const void *actions, const uint8_t *mask,
 		    const struct sr__reset_opt *ro, const double *b, const sr_batch **out)
 {
 	uint64_t seq, t, k = p->cmds.issued, t0 = sr__now_ns();
-	int err;
+	const sr_batch *dropped;
+	int err, cerr;
 
-	if (p->procs)
-		return procs_cmd(p, actions, mask, out);
 	err = cmd_send(p, 0, actions, mask, ro, b, &seq);
 	if (err)
 		return err;
-	t = sr__grp_wait(p, k);
-	err = sr__collect_sync(p, seq, &t, out);
+	err = p->kind->wait(p, k, &t);
+	/* A command that faulted has every row published all the same (fault
+	 * rows): consume them, so that the ring stays usable; its batch is
+	 * not returned. */
+	cerr = sr__collect_sync(p, seq, &t, err ? &dropped : out);
+	if (err)
+		return err;
 	lat_record(p, t0, t);
-	return err;
+	return cerr;
 }
 
 /* Batch groups: mark group @g's envs in flight (1) or not (0). */
@@ -713,6 +692,11 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 		return sr__errorf(-EINVAL, "SR_RESET_F_SEED and SR_RESET_F_SEEDS: one or the other");
 	if ((o->flags & SR_RESET_F_SEEDS) && !o->seeds)
 		return sr__errorf(-EINVAL, "SR_RESET_F_SEEDS set but seeds is NULL");
+	if ((o->flags & (SR_RESET_F_SEED | SR_RESET_F_SEEDS | SR_RESET_F_OPTIONS)) &&
+	    !p->kind->local_state)
+		return sr__errorf(-ENOTSUP, "reset seeds and options need the envs in this process; "
+				  "this pool has %s workers (a reset mask alone works)",
+				  p->kind->name);
 	if (o->flags & SR_RESET_F_OPTIONS) {
 		if (!o->options)
 			return sr__errorf(-EINVAL, "SR_RESET_F_OPTIONS set but options is NULL");
@@ -944,14 +928,8 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 	out->first_env = w->first_env;
 	out->num_envs = w->n_envs;
 	out->rows = sr__worker_rows(p, worker);
-	if (p->procs) {
-		struct sr__procs_wstats ws;
-
-		if (!sr__procs_worker(p->procs, worker, &ws)) {
-			out->pid = (int32_t)ws.pid;
-			out->restarts = ws.restarts;
-		}
-	}
+	if (p->kind->worker_info)
+		p->kind->worker_info(p, worker, out);
 	/* sr_pool_worker_cpu's answer, without setting the last error. */
 	out->cpu = (worker == 0 && p->first_thread && !p->place.caller_bound) || w->cpu < 0 ||
 				   !p->place.plan->w[worker].cpus[0]
@@ -987,5 +965,15 @@ int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
 	}
 	out->mean_return = k ? r / k : 0.0;
 	out->mean_length = k ? l / k : 0.0;
+	return 0;
+}
+
+int sr_pool_faults_get(const sr_pool *p, sr_pool_faults *out)
+{
+	if (!p || !out)
+		return sr__errorf(-EINVAL, "sr_pool_faults_get: NULL argument");
+	memset(out, 0, sizeof(*out));
+	if (p->kind->faults)
+		p->kind->faults(p, out);
 	return 0;
 }

@@ -672,7 +672,7 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_checkpoint: NULL argument");
-	if (p->procs)
+	if (!p->kind->local_state)
 		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: the envs live in worker "
 				  "processes (SR_POOL_F_PROCS); checkpoints need thread workers");
 	err = resolve_opts(opts, &o, &backend);
@@ -1018,7 +1018,7 @@ int sr_pool_restore(sr_pool *p, const char *path)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_restore: NULL argument");
-	if (p->procs)
+	if (!p->kind->local_state)
 		return sr__errorf(-ENOTSUP, "sr_pool_restore: the envs live in worker processes "
 				  "(SR_POOL_F_PROCS); checkpoints need thread workers");
 	c = ckpt_state(p, false);
@@ -1177,7 +1177,7 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_restore_envs: NULL argument");
-	if (p->procs)
+	if (!p->kind->local_state)
 		return sr__errorf(-ENOTSUP, "sr_pool_restore_envs: the envs live in worker "
 				  "processes (SR_POOL_F_PROCS); checkpoints need thread workers");
 	if (sr_env_is_opaque(&p->spec))

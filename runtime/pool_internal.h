@@ -130,6 +130,59 @@ struct sr__grp_cmd {
 			      * command (see sr__rebalance.shift), fixed at its send */
 };
 
+/*
+ * A kind of worker: the seam between the pool and what steps its envs.
+ *
+ * A worker is a thing that receives commands and publishes slots: the
+ * pool thread reserves a command's slots on the ring and writes the
+ * command (p->cmds.rec[k % ngroups]: a step with actions, or a reset,
+ * optionally masked), then `send`s it; the workers step or reset their
+ * envs straight into their rows of those slots and publish them (the
+ * ring's R1); `wait` returns when command k is done and every one of its
+ * rows is published, and the collector then consumes them. Finished
+ * episodes come back through `episodes`. The pool's sync path (pool.c
+ * sync_cmd), its statistics and its teardown go through p->kind only.
+ *
+ * Kinds:
+ *  - sr__kind_thread (worker.c): worker 0 inline on the pool thread,
+ *    workers 1..T-1 pthreads bound by the placement plan, sleeping on
+ *    their go word; envs in this process. The async paths (ragged sends
+ *    through per-env queues, batch groups with several commands in
+ *    flight) are this kind's alone.
+ *  - sr__kind_proc (pool_procs.c): worker processes attached to the ring
+ *    and to a command block in shared memory (runtime/proc.h); sync
+ *    pools only, one command at a time; a worker that dies or hangs is a
+ *    fault: its rows are published as SR_SLOT_FAULT, it is restarted, and
+ *    wait returns the error.
+ * A pool member on another MPI rank would be one more kind.
+ */
+struct sr__worker_kind {
+	const char *name;
+	/* The envs' states live in this process (sr__env_state): checkpoints,
+	 * reset seeds and reset options need it. */
+	bool local_state;
+	/* Start the workers: each one's envs created and seeded, ready for
+	 * commands. 0 or -errno (stop still runs, from sr_pool_destroy). */
+	int (*start)(sr_pool *p, const sr_pool_opts *o);
+	/* Send command p->cmds.issued, written by the caller, and count it
+	 * issued. Pool thread. */
+	void (*send)(sr_pool *p);
+	/* Wait until command @k is done and its rows published; *@t: the
+	 * clock at the end. 0, or -errno when the command faulted (its rows
+	 * are published all the same, some as SR_SLOT_FAULT). Pool thread. */
+	int (*wait)(sr_pool *p, uint64_t k, uint64_t *t);
+	/* Merge the episodes the workers finished into p->stats. Pool thread. */
+	void (*episodes)(sr_pool *p);
+	/* Stop the workers and free what start made (a partial start too). */
+	void (*stop)(sr_pool *p);
+	/* Optional (NULL: nothing to add): worker @w's process id and
+	 * restarts into @out; the pool's faults into @out (zeroed by the
+	 * caller). */
+	void (*worker_info)(const sr_pool *p, uint32_t w, sr_pool_worker_stats *out);
+	void (*faults)(const sr_pool *p, sr_pool_faults *out);
+};
+extern const struct sr__worker_kind sr__kind_thread, sr__kind_proc;
+
 struct sr__worker {
 	/* --- read-mostly, set at create --- */
 	struct sr_pool *pool;
@@ -338,6 +391,7 @@ struct sr_pool {
 	uint32_t max_slice;   /* the most envs any worker owns */
 
 	struct sr__placement place; /* where the workers run */
+	const struct sr__worker_kind *kind; /* what the workers are (threads, processes) */
 
 	sr_ring *ring;
 	uint64_t ring_cap;
@@ -350,7 +404,7 @@ struct sr_pool {
 	struct sr__worker *workers; /* num_threads; workers[0] is inline unless NO_INLINE */
 	uint32_t first_thread;      /* 1: worker 0 runs on the calling thread; 0: all are threads */
 
-	/* Set (relaxed, before the kick) by sr__workers_stop. */
+	/* Set (relaxed, before the kick) by the thread kind's stop. */
 	_Atomic uint32_t stop;
 	/* Worker threads that have allocated their memory (release). */
 	_Atomic uint32_t n_ready;
@@ -389,9 +443,7 @@ struct sr_pool {
 	struct sr__stats_block shm; /* the stats block in shared memory */
 };
 
-/* --- worker.c --- */
-int sr__workers_start(sr_pool *p);
-void sr__workers_stop(sr_pool *p);
+/* --- worker.c (the thread kind's internals) --- */
 /* The state of env @env (in its owner worker's memory): the pool thread may
  * touch it between commands only. */
 void *sr__env_state(sr_pool *p, uint32_t env);
@@ -452,8 +504,6 @@ void sr__collector_close(sr_pool *p);
  * slots [seq, seq + num_envs) as the batch. *@t: the clock when the
  * workers finished (sr__grp_wait), then when the batch is formed. */
 int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out);
-/* Move finished episodes from the workers' queues into the statistics. */
-void sr__collect_episodes(sr_pool *p);
 /* Async: wait for batch_size ready envs and expose them; *@t gets the
  * clock at the end. */
 int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out);
@@ -468,16 +518,6 @@ void sr__stats_shm_close(sr_pool *p);
 /* --- pool.c --- */
 /* Async: wait for the results in flight and drop them; sync: no-op. */
 void sr__pool_quiesce(sr_pool *p);
-
-/* --- pool_procs.c: process workers --- */
-int sr__pool_procs_start(sr_pool *p, const sr_pool_opts *o);
-/* Run a sync command on the worker processes: a step with @actions, or
- * with @actions NULL a reset (every env, or where @mask is not 0), into
- * the num_envs slots the caller reserved from @seq; *@t gets the clock at
- * the end. 0 or -errno. */
-int sr__pool_procs_run(sr_pool *p, const void *actions, const uint8_t *mask, uint64_t seq,
-		       uint64_t *t);
-void sr__pool_procs_episodes(sr_pool *p);
 
 /* --- pool_ckpt.c --- */
 /* Wait for this pool's checkpoint in flight and free p->ckpt. */

@@ -1,6 +1,7 @@
 /*
- * The pool's process workers (SR_POOL_F_PROCS): the glue between the
- * pool (slices, sync commands, statistics) and runtime/proc.c (the
+ * The pool's process workers (SR_POOL_F_PROCS): the process kind of
+ * worker (sr__kind_proc, see struct sr__worker_kind), the glue between
+ * the pool (slices, sync commands, statistics) and runtime/proc.c (the
  * command block, spawning, faults and restarts).
  *
  * The pool keeps its worker records (slices, counters) but starts no
@@ -16,7 +17,7 @@
 #include "pool_internal.h"
 #include "proc.h"
 
-int sr__pool_procs_start(sr_pool *p, const sr_pool_opts *o)
+static int procs_start(sr_pool *p, const sr_pool_opts *o)
 {
 	struct sr__procs_opts po;
 	uint32_t *slice;
@@ -96,12 +97,22 @@ static void mirror(sr_pool *p)
 	}
 }
 
-int sr__pool_procs_run(sr_pool *p, const void *actions, const uint8_t *mask, uint64_t seq,
-			uint64_t *t)
+/* The command block is written and published by sr__procs_run, which
+ * sends a command and waits for it in one call: send leaves the command
+ * where the pool wrote it, and wait runs it (a process pool has one
+ * command at a time: sync only). */
+static void procs_send(sr_pool *p)
 {
-	int err = sr__procs_run(p->procs, actions ? SR_PROC_CMD_STEP : SR_PROC_CMD_RESET, seq,
-				actions, mask);
+	p->cmds.issued++;
+}
 
+static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)
+{
+	const struct sr__grp_cmd *c = &p->cmds.rec[k % p->cmds.ngroups];
+	int err;
+
+	err = sr__procs_run(p->procs, c->reset ? SR_PROC_CMD_RESET : SR_PROC_CMD_STEP, c->seq,
+			    c->reset ? NULL : c->acts, c->reset ? c->mask : NULL);
 	mirror(p);
 	*t = sr__now_ns();
 	return err;
@@ -114,24 +125,48 @@ static void add_episode(void *arg, double ret, double len)
 	sr__ep_stats_add(&p->stats, ret, len);
 }
 
-void sr__pool_procs_episodes(sr_pool *p)
+static void procs_episodes(sr_pool *p)
 {
 	sr__procs_episodes(p->procs, add_episode, p);
 }
 
-int sr_pool_faults_get(const sr_pool *p, sr_pool_faults *out)
+static void procs_stop(sr_pool *p)
+{
+	sr__procs_destroy(p->procs);
+	if (p->procs)
+		p->final_env = NULL; /* it was the command block's */
+	p->procs = NULL;
+}
+
+static void procs_worker_info(const sr_pool *p, uint32_t w, sr_pool_worker_stats *out)
+{
+	struct sr__procs_wstats ws;
+
+	if (!sr__procs_worker(p->procs, w, &ws)) {
+		out->pid = (int32_t)ws.pid;
+		out->restarts = ws.restarts;
+	}
+}
+
+static void procs_faults(const sr_pool *p, sr_pool_faults *out)
 {
 	struct sr__procs_stats st;
 
-	if (!p || !out)
-		return sr__errorf(-EINVAL, "sr_pool_faults_get: NULL argument");
-	memset(out, 0, sizeof(*out));
-	if (!p->procs)
-		return 0;
 	sr__procs_info(p->procs, &st);
 	out->faults = st.faults;
 	out->restarts = st.restarts;
 	out->fault_rows = st.fault_rows;
 	snprintf(out->last, sizeof(out->last), "%s", st.last_fault);
-	return 0;
 }
+
+const struct sr__worker_kind sr__kind_proc = {
+	.name = "process",
+	.local_state = false,
+	.start = procs_start,
+	.send = procs_send,
+	.wait = procs_wait,
+	.episodes = procs_episodes,
+	.stop = procs_stop,
+	.worker_info = procs_worker_info,
+	.faults = procs_faults,
+};

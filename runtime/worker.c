@@ -254,7 +254,7 @@ static inline __attribute__((always_inline)) void push_episode(struct sr__worker
 	} else {
 		w->eps[2 * (h & w->eps_mask)] = ret;
 		w->eps[2 * (h & w->eps_mask) + 1] = (double)len;
-		/* P0: release pairs with the acquire in sr__collect_episodes (P1). */
+		/* P0: release pairs with the acquire in thread_episodes (P1). */
 		atomic_store_explicit(&w->eps_head, h + 1, memory_order_release);
 	}
 }
@@ -902,11 +902,12 @@ static void kick(struct sr__worker *w)
 		sr__futex_wake(&w->go);
 }
 
-int sr__workers_start(sr_pool *p)
+static int thread_start(sr_pool *p, const sr_pool_opts *o)
 {
 	uint32_t T = p->num_threads, ft = p->first_thread;
 	int err;
 
+	(void)o;
 	/* Worker 0 is the calling thread unless SR_POOL_F_NO_INLINE: its
 	 * memory is then first touched here. */
 	if (ft == 1) {
@@ -937,7 +938,7 @@ int sr__workers_start(sr_pool *p)
 	return 0;
 }
 
-void sr__workers_stop(sr_pool *p)
+static void thread_stop(sr_pool *p)
 {
 	if (!p->workers)
 		return;
@@ -1167,3 +1168,37 @@ void sr__wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t arg)
 		atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
 	}
 }
+
+/* P1: merge the finished episodes the workers queued. */
+static void thread_episodes(sr_pool *p)
+{
+	for (uint32_t i = 0; i < p->num_threads; i++) {
+		struct sr__worker *w = &p->workers[i];
+		uint32_t t = atomic_load_explicit(&w->eps_tail, memory_order_relaxed);
+		uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_acquire);
+
+		if (t == h)
+			continue; /* no store: keep the line clean in the worker's cache */
+		for (; t != h; t++)
+			sr__ep_stats_add(&p->stats, w->eps[2 * (t & w->eps_mask)],
+					 w->eps[2 * (t & w->eps_mask) + 1]);
+		/* Entries read before the worker may reuse them. */
+		atomic_store_explicit(&w->eps_tail, h, memory_order_release);
+	}
+}
+
+static int thread_wait(sr_pool *p, uint64_t k, uint64_t *t)
+{
+	*t = sr__grp_wait(p, k);
+	return 0;
+}
+
+const struct sr__worker_kind sr__kind_thread = {
+	.name = "thread",
+	.local_state = true,
+	.start = thread_start,
+	.send = sr__grp_publish,
+	.wait = thread_wait,
+	.episodes = thread_episodes,
+	.stop = thread_stop,
+};

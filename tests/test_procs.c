@@ -670,6 +670,38 @@ static void test_errors(void **state)
 	assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
 	assert_non_null(strstr(sr_last_error(), "sync pools only"));
 	{
+		/* Reset seeds and options need the envs' states in this process:
+		 * refused, nothing stepped; a reset mask works. */
+		sr_pool_reset_opts ro;
+		const sr_batch *b;
+		uint8_t mask[8] = {1, 0, 0, 0, 0, 0, 0, 1};
+		const uint8_t *flags;
+		uint64_t cap;
+
+		o.batch_size = 0;
+		assert_int_equal(sr_pool_create(&o, &p), 0);
+		assert_int_equal(sr_pool_reset(p, &b), 0);
+		sr_pool_reset_opts_init(&ro);
+		ro.flags = SR_RESET_F_SEED;
+		ro.seed = 7;
+		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -ENOTSUP);
+		assert_non_null(strstr(sr_last_error(), "process workers"));
+		ro.flags = SR_RESET_F_OPTIONS;
+		ro.options = "low=-0.01,high=0.01";
+		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -ENOTSUP);
+		ro.flags = SR_RESET_F_MASK;
+		ro.mask = mask;
+		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
+		assert_int_equal(b->n, 8);
+		flags = sr_ring_flags_col(sr_pool_ring(p));
+		cap = sr_ring_capacity(sr_pool_ring(p));
+		for (uint32_t i = 0; i < 8; i++)
+			assert_int_equal(flags[(b->first_seq + i) & (cap - 1)],
+					 mask[i] ? SR_SLOT_FIRST : SR_SLOT_PAD);
+		sr_pool_destroy(p);
+		p = NULL;
+	}
+	{
 		/* A worker program that fails: create says why. */
 		const char *argv[] = {"/bin/false", NULL};
 
