@@ -8,6 +8,7 @@
  * MPI_ERRORS_RETURN, so an MPI error (a broken connection) becomes -EIO
  * rather than the default abort without a word from us.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -967,6 +968,7 @@ struct ring_geo {
 	uint64_t off_obs, off_action, off_reward, off_term, off_trunc, off_flags, off_env,
 		off_prev, off_seq, off_head, off_cursor;
 	uint64_t dev, ino; /* the segment's file: a rank of the node checks it opened this one */
+	uint64_t cursor0;  /* the ring's cursor when the sampler was made (inserts count from it) */
 	int32_t pid, fd;   /* the creator's descriptor of it, for /proc/PID/fd/FD */
 	uint32_t obs_dim, act_size, node, reserved;
 };
@@ -1005,6 +1007,7 @@ struct rowkey {
 	uint32_t rk;
 	uint32_t i;
 	uint64_t s;
+	double p; /* prioritized: its leaf's value */
 };
 
 struct sr_mpi_replay {
@@ -1037,7 +1040,26 @@ struct sr_mpi_replay {
 	unsigned char (*hcb)[HC_MAX];  /* per rank: the header bytes from head to cursor */
 	uint64_t (*hc)[2];             /* per rank: head, cursor, as last read */
 	int have_hc;
+	/* prioritized (sr_mpi_replay_prioritize): a sum-tree over every
+	 * rank's slots, rank k's slot x at leaf lbase[k] + x */
+	double *tree;                  /* 2 * nleaf: node i's children 2i, 2i + 1; leaves from nleaf */
+	uint64_t *lseq;                /* per leaf: the sequence it holds */
+	uint64_t *lbase;               /* per rank + 1 */
+	uint64_t *synced;              /* per rank: next sequence to enter the tree */
+	uint64_t nleaf, live;
+	double alpha, beta, eps, max_p;
+	double *pw;                    /* per row: its leaf's value when drawn */
+	/* counters and limiter across ranks */
+	MPI_Win cwin;                  /* rank 0: the samples every sampler returned */
+	uint64_t *cbuf;                /* cwin's memory */
+	uint64_t acc, fetched;         /* an accumulate's origin; a fetch's result */
+	uint64_t samples;              /* rows this sampler returned */
+	double spi, min_size, ebuf;
+	int32_t timeout_ms;
+	bool limited;
 };
+
+static void tree_set(struct sr_mpi_replay *r, uint64_t leaf, double v);
 
 /* Rank @k's slots to draw from, as of the last read of its head and
  * cursor: [max(head - capacity, 0) + 1, cursor) (the oldest slot is the
@@ -1182,6 +1204,8 @@ static void free_rows(struct sr_mpi_replay *r)
 	free(r->where);
 	free(r->delta);
 	free(r->pkey);
+	free(r->pw);
+	r->pw = NULL;
 	r->rk = r->envl = r->where = NULL;
 	r->s = r->seq2 = r->prev = r->seqp2 = r->delta = r->pkey = NULL;
 	r->flg = r->ok = NULL;
@@ -1202,6 +1226,10 @@ static void replay_free(struct sr_mpi_replay *r)
 	free(r->sp);
 	free(r->sp_first);
 	free(r->stage);
+	free(r->tree);
+	free(r->lseq);
+	free(r->lbase);
+	free(r->synced);
 	free(r->hcb);
 	free(r->att);
 	free(r->dbase);
@@ -1216,6 +1244,7 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 {
 	const char *what = "sr_mpi_replay_create";
 	const uint32_t known = SR_MPI_REPLAY_F_FORCE_MPI | SR_MPI_REPLAY_F_NO_SHM;
+	bool wlocked = false, clocked = false;
 	struct sr_mpi_replay *r;
 	struct ring_geo g;
 	struct stat st;
@@ -1236,6 +1265,7 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 	r->mp = mp;
 	r->flags = flags;
 	r->win = MPI_WIN_NULL;
+	r->cwin = MPI_WIN_NULL;
 	r->geo = calloc(R, sizeof(*r->geo));
 	r->hc = calloc(R, sizeof(*r->hc));
 	r->hcb = calloc(R, sizeof(*r->hcb));
@@ -1274,6 +1304,7 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 		g.off_head = offsetof(struct sr__ring_hdr, head);
 		g.off_cursor = offsetof(struct sr__ring_hdr, cursor);
 		g.node = mp->info.node;
+		g.cursor0 = atomic_load_explicit(&h->cursor, memory_order_acquire);
 		g.pid = (int32_t)getpid();
 		g.fd = ring->fd;
 		if (ring->fd >= 0 && fstat(ring->fd, &st) == 0) {
@@ -1306,12 +1337,36 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 			rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, r->win);
 			if (rc != MPI_SUCCESS)
 				err = mpi_fail(rc, "MPI_Win_lock_all");
+			else
+				wlocked = true;
 		}
 		err = agree(mp, err, what);
 	}
+	/* The samples of every sampler, summed at rank 0 (MPI_Accumulate). */
+	if (!err) {
+		rc = MPI_Win_allocate(mp->info.rank == 0 ? 8 : 0, 8, MPI_INFO_NULL, mp->comm,
+				      &r->cbuf, &r->cwin);
+		if (rc == MPI_SUCCESS) {
+			MPI_Win_set_errhandler(r->cwin, MPI_ERRORS_RETURN);
+			if (mp->info.rank == 0)
+				*r->cbuf = 0;
+			rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, r->cwin);
+			if (rc == MPI_SUCCESS)
+				clocked = true;
+		}
+		if (rc != MPI_SUCCESS)
+			err = mpi_fail(rc, "MPI_Win_allocate");
+		err = agree(mp, err, what);
+	}
 	if (err) {
+		if (wlocked)
+			MPI_Win_unlock_all(r->win);
 		if (r->win != MPI_WIN_NULL)
 			MPI_Win_free(&r->win);
+		if (clocked)
+			MPI_Win_unlock_all(r->cwin);
+		if (r->cwin != MPI_WIN_NULL)
+			MPI_Win_free(&r->cwin);
 		replay_free(r);
 		return err;
 	}
@@ -1339,6 +1394,8 @@ void sr_mpi_replay_destroy(sr_mpi_replay *r)
 		return;
 	MPI_Win_unlock_all(r->win);
 	MPI_Win_free(&r->win);
+	MPI_Win_unlock_all(r->cwin);
+	MPI_Win_free(&r->cwin);
 	replay_free(r);
 }
 
@@ -1370,8 +1427,18 @@ int sr_mpi_replay_set_sources(sr_mpi_replay *r, const uint8_t *use)
 		if (!any)
 			return sr__errorf(-EINVAL, "sr_mpi_replay_set_sources: no rank chosen");
 	}
-	for (uint32_t k = 0; k < r->mp->info.size; k++)
+	for (uint32_t k = 0; k < r->mp->info.size; k++) {
 		r->use[k] = use ? use[k] != 0 : 1;
+		/* prioritized: a ring left out leaves the tree; taken in again,
+		 * its window enters at the largest priority (tree_sync) */
+		for (uint64_t x = 0; r->tree && !r->use[k] && x < r->geo[k].cap; x++) {
+			if (r->tree[r->nleaf + r->lbase[k] + x] > 0)
+				tree_set(r, r->lbase[k] + x, 0);
+			r->lseq[r->lbase[k] + x] = UINT64_MAX;
+		}
+		if (r->tree && !r->use[k])
+			r->synced[k] = 0;
+	}
 	r->have_hc = 0; /* read the rings newly chosen before drawing */
 	return 0;
 }
@@ -1387,13 +1454,14 @@ static int rows_room(struct sr_mpi_replay *r, uint32_t n)
 	r->prev = malloc(n * sizeof(uint64_t));
 	r->seqp2 = malloc(n * sizeof(uint64_t));
 	r->pkey = malloc(n * sizeof(uint64_t));
+	r->pw = malloc(n * sizeof(double));
 	r->flg = malloc(n);
 	r->ok = malloc(n);
 	r->envl = malloc(n * sizeof(uint32_t));
 	r->rows = malloc(n * sizeof(*r->rows));
 	r->where = malloc((size_t)n * NCOL * sizeof(*r->where));
 	r->delta = malloc((size_t)n * NCOL * sizeof(*r->delta));
-	if (!r->rk || !r->s || !r->seq2 || !r->prev || !r->seqp2 || !r->pkey || !r->flg ||
+	if (!r->rk || !r->s || !r->seq2 || !r->prev || !r->seqp2 || !r->pkey || !r->pw || !r->flg ||
 	    !r->ok || !r->envl || !r->rows || !r->where || !r->delta) {
 		free_rows(r);
 		return sr__errorf(-ENOMEM, "out of memory");
@@ -1555,7 +1623,7 @@ static int read_cols(struct sr_mpi_replay *r, const uint64_t *key, const struct 
 /* Read every chosen ring's head and cursor, and for the pending rows of
  * the rings mapped here their slot's seq (and their prev slot's): the
  * loads of a mapped ring directly, one contiguous get per other rank. */
-static int read_check(struct sr_mpi_replay *r, bool rows, bool with_prev)
+static int read_check(struct sr_mpi_replay *r, bool rows, bool with_prev, bool all)
 {
 	const uint32_t R = r->mp->info.size;
 	bool remote = false;
@@ -1563,7 +1631,7 @@ static int read_check(struct sr_mpi_replay *r, bool rows, bool with_prev)
 	for (uint32_t k = 0; k < R; k++) {
 		const struct ring_geo *g = &r->geo[k];
 
-		if (!r->use[k])
+		if (!r->use[k] && !all)
 			continue;
 		if (r->dbase[k]) {
 			const struct sr__ring_hdr *h = (const void *)r->dbase[k];
@@ -1592,11 +1660,285 @@ static int read_check(struct sr_mpi_replay *r, bool rows, bool with_prev)
 	for (uint32_t k = 0; k < R; k++) {
 		const struct ring_geo *g = &r->geo[k];
 
-		if (!r->use[k] || r->dbase[k])
+		if ((!r->use[k] && !all) || r->dbase[k])
 			continue;
 		memcpy(&r->hc[k][0], r->hcb[k], 8);
 		memcpy(&r->hc[k][1], r->hcb[k] + (g->off_cursor - g->off_head), 8);
 	}
+	return 0;
+}
+
+/* ---- prioritized sampling: a binary sum-tree over every rank's slots ---- */
+
+static void tree_set(struct sr_mpi_replay *r, uint64_t leaf, double v)
+{
+	uint64_t i = r->nleaf + leaf;
+
+	if ((r->tree[i] > 0) != (v > 0))
+		r->live += v > 0 ? 1 : (uint64_t)-1;
+	r->tree[i] = v;
+	/* recomputed from the children: no drift from repeated updates */
+	for (i >>= 1; i; i >>= 1)
+		r->tree[i] = r->tree[2 * i] + r->tree[2 * i + 1];
+}
+
+/* The leaf where the prefix sum passes @u (never an empty right subtree). */
+static uint64_t tree_find(const struct sr_mpi_replay *r, double u)
+{
+	uint64_t i = 1;
+
+	while (i < r->nleaf) {
+		if (u < r->tree[2 * i] || r->tree[2 * i + 1] <= 0) {
+			i = 2 * i;
+		} else {
+			u -= r->tree[2 * i];
+			i = 2 * i + 1;
+		}
+	}
+	return i - r->nleaf;
+}
+
+static uint32_t leaf_rank(const struct sr_mpi_replay *r, uint64_t leaf)
+{
+	uint32_t lo = 0, hi = r->mp->info.size; /* lbase[lo] <= leaf < lbase[hi] */
+
+	while (hi - lo > 1) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (r->lbase[mid] <= leaf)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Enter the slots the chosen rings consumed since the last call at the
+ * largest priority so far (head and cursor as last read). */
+static void tree_sync(struct sr_mpi_replay *r)
+{
+	const double v = pow(r->max_p, r->alpha);
+
+	for (uint32_t k = 0; k < r->mp->info.size; k++) {
+		uint64_t lo, c = r->hc[k][1];
+
+		if (!r->use[k])
+			continue;
+		ring_window(r, k, &lo);
+		for (uint64_t q = r->synced[k] > lo ? r->synced[k] : lo; q < c; q++) {
+			uint64_t leaf = r->lbase[k] + (q & (r->geo[k].cap - 1));
+
+			r->lseq[leaf] = q;
+			tree_set(r, leaf, v);
+		}
+		if (c > r->synced[k])
+			r->synced[k] = c;
+	}
+}
+
+int sr_mpi_replay_prioritize(sr_mpi_replay *r, double alpha, double beta, double eps)
+{
+	const uint32_t R = r ? r->mp->info.size : 0;
+	uint64_t total = 0, nleaf = 1;
+
+	if (!r)
+		return sr__errorf(-EINVAL, "sr_mpi_replay_prioritize: NULL sampler");
+	if (!(alpha >= 0) || !(beta >= 0 && beta <= 1) || !(eps > 0))
+		return sr__errorf(-EINVAL, "sr_mpi_replay_prioritize: alpha %g (>= 0), beta %g "
+				  "([0, 1]), eps %g (> 0)", alpha, beta, eps);
+	if (r->tree)
+		return sr__errorf(-EINVAL, "sr_mpi_replay_prioritize: already prioritized");
+	for (uint32_t k = 0; k < R; k++)
+		total += r->geo[k].cap;
+	while (nleaf < total)
+		nleaf *= 2;
+	r->tree = calloc(2 * nleaf, sizeof(double));
+	r->lseq = malloc(nleaf * sizeof(uint64_t));
+	r->lbase = malloc((R + 1) * sizeof(uint64_t));
+	r->synced = calloc(R, sizeof(uint64_t));
+	if (!r->tree || !r->lseq || !r->lbase || !r->synced) {
+		free(r->tree);
+		free(r->lseq);
+		free(r->lbase);
+		free(r->synced);
+		r->tree = NULL;
+		r->lseq = r->lbase = r->synced = NULL;
+		return sr__errorf(-ENOMEM, "sr_mpi_replay_prioritize: out of memory for a "
+				  "sum-tree of %llu slots", (unsigned long long)total);
+	}
+	memset(r->lseq, 0xff, nleaf * sizeof(uint64_t));
+	r->lbase[0] = 0;
+	for (uint32_t k = 0; k < R; k++)
+		r->lbase[k + 1] = r->lbase[k] + r->geo[k].cap;
+	r->nleaf = nleaf;
+	r->live = 0;
+	r->alpha = alpha;
+	r->beta = beta;
+	r->eps = eps;
+	r->max_p = 1.0;
+	return 0;
+}
+
+int sr_mpi_replay_update(sr_mpi_replay *r, const uint32_t *rank, const uint64_t *seq,
+			 const float *prio, uint32_t n)
+{
+	int done = 0;
+
+	if (!r || (n && (!rank || !seq || !prio)))
+		return sr__errorf(-EINVAL, "sr_mpi_replay_update: NULL argument");
+	if (!r->tree)
+		return sr__errorf(-EINVAL, "sr_mpi_replay_update: not a prioritized sampler "
+				  "(sr_mpi_replay_prioritize)");
+	for (uint32_t j = 0; j < n; j++)
+		if (isnan(prio[j]) || rank[j] >= r->mp->info.size)
+			return sr__errorf(-EINVAL, "sr_mpi_replay_update: row %u: %s", j,
+					  isnan(prio[j]) ? "priority is NaN" : "rank out of range");
+	for (uint32_t j = 0; j < n; j++) {
+		uint64_t leaf = r->lbase[rank[j]] + (seq[j] & (r->geo[rank[j]].cap - 1));
+		double p = fabs((double)prio[j]) + r->eps;
+
+		/* a key whose slot was lapped (or dropped) is ignored */
+		if (r->lseq[leaf] != seq[j] || r->tree[r->nleaf + leaf] <= 0)
+			continue;
+		if (p > r->max_p)
+			r->max_p = p;
+		tree_set(r, leaf, pow(p, r->alpha));
+		done++;
+	}
+	return done;
+}
+
+/* ---- counters and the limiter across ranks ---- */
+
+/* The samples every sampler returned (rank 0's counter), after this
+ * sampler's own accumulates are complete there. */
+static int fetch_samples(struct sr_mpi_replay *r, uint64_t *out)
+{
+	int rc = MPI_Win_flush(0, r->cwin);
+
+	if (rc == MPI_SUCCESS)
+		rc = MPI_Fetch_and_op(NULL, &r->fetched, MPI_UINT64_T, 0, 0, MPI_NO_OP, r->cwin);
+	if (rc == MPI_SUCCESS)
+		rc = MPI_Win_flush(0, r->cwin);
+	if (rc != MPI_SUCCESS)
+		return mpi_fail(rc, "sr_mpi_replay counters");
+	*out = r->fetched;
+	return 0;
+}
+
+/* Transitions consumed in every rank's ring since the sampler was made
+ * (head and cursor of every ring read now). */
+static int read_inserts(struct sr_mpi_replay *r, uint64_t *out)
+{
+	uint64_t sum = 0;
+	int err = read_check(r, false, false, true);
+
+	if (err)
+		return err;
+	for (uint32_t k = 0; k < r->mp->info.size; k++)
+		sum += r->hc[k][1] - r->geo[k].cursor0;
+	*out = sum;
+	return 0;
+}
+
+static int count_samples(struct sr_mpi_replay *r, uint32_t n)
+{
+	int rc;
+
+	r->samples += n;
+	r->acc = n;
+	rc = MPI_Accumulate(&r->acc, 1, MPI_UINT64_T, 0, 0, 1, MPI_UINT64_T, MPI_SUM, r->cwin);
+	/* with the limiter, every rank must see it at once; else in time */
+	if (rc == MPI_SUCCESS)
+		rc = r->limited ? MPI_Win_flush(0, r->cwin) : MPI_Win_flush_local(0, r->cwin);
+	return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "sr_mpi_replay_sample");
+}
+
+int sr_mpi_replay_limit(sr_mpi_replay *r, double samples_per_insert, uint64_t min_size,
+			double error_buffer, int32_t timeout_ms)
+{
+	if (!r)
+		return sr__errorf(-EINVAL, "sr_mpi_replay_limit: NULL sampler");
+	if (!(samples_per_insert > 0) || !(error_buffer >= 0))
+		return sr__errorf(-EINVAL, "sr_mpi_replay_limit: samples_per_insert %g (> 0), "
+				  "error_buffer %g (>= 0)", samples_per_insert, error_buffer);
+	r->spi = samples_per_insert;
+	r->min_size = (double)min_size;
+	r->ebuf = error_buffer;
+	r->timeout_ms = timeout_ms;
+	r->limited = true;
+	return 0;
+}
+
+int sr_mpi_replay_can_insert(sr_mpi_replay *r, uint64_t n)
+{
+	uint64_t ins, smp;
+	int err;
+
+	if (!r)
+		return sr__errorf(-EINVAL, "sr_mpi_replay_can_insert: NULL sampler");
+	if (!r->limited)
+		return 1;
+	err = read_inserts(r, &ins);
+	if (!err)
+		err = fetch_samples(r, &smp);
+	if (err)
+		return err;
+	return r->spi * (double)(ins + n) - (double)smp <= r->spi * r->min_size + r->ebuf;
+}
+
+/* The limiter's word on a sample of @n: wait (polling every 100 us) up to
+ * timeout_ms, or -EAGAIN. */
+static int admit(struct sr_mpi_replay *r, uint32_t n)
+{
+	double t0 = MPI_Wtime();
+	uint64_t ins = 0, smp = 0;
+	int err;
+
+	for (;;) {
+		err = read_inserts(r, &ins);
+		if (!err)
+			err = fetch_samples(r, &smp);
+		if (err)
+			return err;
+		if ((double)ins >= r->min_size &&
+		    r->spi * (double)ins - (double)(smp + n) >= r->spi * r->min_size - r->ebuf)
+			return 0;
+		if (r->timeout_ms >= 0 && (MPI_Wtime() - t0) * 1e3 >= r->timeout_ms)
+			return sr__errorf(-EAGAIN, "sr_mpi_replay_sample: the limiter refused %u "
+					  "samples: %llu inserts and %llu samples across ranks "
+					  "(samples_per_insert %g, min_size %.0f, error_buffer %g)",
+					  n, (unsigned long long)ins, (unsigned long long)smp,
+					  r->spi, r->min_size, r->ebuf);
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+int sr_mpi_replay_counts_get(sr_mpi_replay *r, sr_mpi_replay_counts *out)
+{
+	uint64_t ins, smp, size = 0;
+	int err;
+
+	if (!r || !out)
+		return sr__errorf(-EINVAL, "sr_mpi_replay_counts_get: NULL argument");
+	err = read_inserts(r, &ins);
+	if (!err)
+		err = fetch_samples(r, &smp);
+	if (err)
+		return err;
+	if (r->tree)
+		size = r->live;
+	else
+		for (uint32_t k = 0; k < r->mp->info.size; k++)
+			size += r->use[k] ? ring_window(r, k, NULL) : 0;
+	memset(out, 0, sizeof(*out));
+	out->inserts = ins;
+	out->samples = r->samples;
+	out->samples_all = smp;
+	out->size = size;
+	out->bytes = r->bytes;
+	out->retries = r->retries;
 	return 0;
 }
 
@@ -1640,12 +1982,20 @@ int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
 		return err;
 	memset(r->ok, 0, n);
 	pending = n;
-	if (!r->have_hc) {
-		err = read_check(r, false, false);
+	if (r->limited) {
+		err = admit(r, n); /* reads every ring's head and cursor */
 		if (err)
 			return err;
 		r->have_hc = 1;
 	}
+	if (!r->have_hc) {
+		err = read_check(r, false, false, false);
+		if (err)
+			return err;
+		r->have_hc = 1;
+	}
+	if (r->tree)
+		tree_sync(r);
 	for (int round = 0; pending; round++) {
 		uint64_t total = 0;
 		uint32_t np = 0;
@@ -1655,18 +2005,51 @@ int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
 					  "draws (the rings are lapped faster than they are read)");
 		for (uint32_t k = 0; k < R; k++)
 			total += r->use[k] ? ring_window(r, k, NULL) : 0;
-		if (total == 0) {
+		if (total == 0 || (r->tree && !(r->tree[1] > 0))) {
 			r->have_hc = 0;
 			return sr__errorf(-EAGAIN, "sr_mpi_replay_sample: no ring has a consumed "
 					  "slot yet");
 		}
-		/* Draw each pending row (a rank weighted by its slots, a slot). */
+		/* Draw each pending row: uniform (a rank weighted by its slots, a
+		 * slot), or prioritized (row i from the i-th of n equal slices of
+		 * the tree's total; a leaf whose slot left the window is dropped
+		 * and the slice drawn again). */
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t u, lo;
 			uint32_t k = 0;
 
 			if (r->ok[i])
 				continue;
+			if (r->tree) {
+				uint64_t leaf = 0, sq = 0;
+				int tries;
+
+				for (tries = 0; tries < 64; tries++) {
+					double T = r->tree[1], x;
+
+					if (!(T > 0))
+						break;
+					x = ((double)i + sr_rng_uniform(&r->rng)) * (T / n);
+					leaf = tree_find(r, x < T ? x : T * (1 - 1e-12));
+					k = leaf_rank(r, leaf);
+					sq = r->lseq[leaf];
+					ring_window(r, k, &lo);
+					if (r->tree[r->nleaf + leaf] > 0 && sq != UINT64_MAX && sq >= lo &&
+					    sq < r->hc[k][1] && r->use[k])
+						break;
+					tree_set(r, leaf, 0); /* lapped, or a source left out */
+					r->retries++;
+				}
+				if (tries == 64 || !(r->tree[1] > 0))
+					return sr__errorf(-EAGAIN, "sr_mpi_replay_sample: no live slot "
+							  "with a priority");
+				r->rows[np].rk = k;
+				r->rows[np].s = sq;
+				r->rows[np].p = r->tree[r->nleaf + leaf];
+				r->rows[np].i = i;
+				np++;
+				continue;
+			}
 			u = sr_rng_next(&r->rng) % total;
 			for (;; k++) {
 				uint64_t c = r->use[k] ? ring_window(r, k, &lo) : 0;
@@ -1676,6 +2059,7 @@ int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
 			}
 			r->rows[np].rk = k;
 			r->rows[np].s = lo + u;
+			r->rows[np].p = 1;
 			r->rows[np].i = i;
 			np++;
 		}
@@ -1686,6 +2070,7 @@ int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
 				r->rows[j].i = j; /* every row pending: take them in order */
 			r->rk[r->rows[j].i] = r->rows[j].rk;
 			r->s[r->rows[j].i] = r->rows[j].s;
+			r->pw[r->rows[j].i] = r->rows[j].p;
 			r->first[r->rows[j].rk + 1]++;
 		}
 		for (uint32_t k = 0; k < R; k++)
@@ -1768,7 +2153,7 @@ int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
 				return err;
 		}
 		/* 3. After the copies: head / cursor (and seq where mapped), R3. */
-		err = read_check(r, true, o->prev_obs != NULL);
+		err = read_check(r, true, o->prev_obs != NULL, false);
 		if (err)
 			return err;
 		for (uint32_t i = 0; i < n; i++) {
@@ -1788,6 +2173,13 @@ int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
 			       !(r->flg[i] & SR_SLOT_PAD);
 			if (!good) {
 				r->retries++;
+				if (r->tree) { /* lapped or a PAD slot: out of the tree */
+					uint64_t leaf = r->lbase[k] + (r->s[i] & (r->geo[k].cap - 1));
+
+					if (r->lseq[leaf] == r->s[i] &&
+					    (r->s[i] < floor || (r->flg[i] & SR_SLOT_PAD)))
+						tree_set(r, leaf, 0);
+				}
 				continue;
 			}
 			if (o->prev_valid)
@@ -1802,5 +2194,16 @@ int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *o)
 			pending--;
 		}
 	}
-	return (int)n;
+	/* Importance weights (N P(i))^-beta over the batch's largest: with
+	 * P(i) = p_i / total, that is (p_min / p_i)^beta. */
+	if (o->weight) {
+		double pmin = INFINITY;
+
+		for (uint32_t i = 0; i < n; i++)
+			pmin = r->pw[i] < pmin ? r->pw[i] : pmin;
+		for (uint32_t i = 0; i < n; i++)
+			o->weight[i] = r->tree ? (float)pow(pmin / r->pw[i], r->beta) : 1.0f;
+	}
+	err = count_samples(r, n);
+	return err ? err : (int)n;
 }

@@ -2,7 +2,8 @@
 # Replay across ranks: sampled transitions follow CartPole's dynamics and
 # come from the ranks that host their envs, for 1, 2 and 3 ranks, through
 # the MPI path (force), with the node's rings mapped through shared memory
-# (direct), and with only the own ring mapped (noshm).
+# (direct), and with only the own ring mapped (noshm); then prioritized
+# sampling and the limiter across ranks.
 set -u
 BIN=$1
 . "$(dirname "$0")/mpi_env.sh"
@@ -12,6 +13,17 @@ for np in 1 2 3; do
 		out=$($MPIRUN -np $np "$BIN" check $how 2>&1) || fail "-np $np $how: $out"
 		grep -qx ok <<<"$out" || fail "-np $np $how: $out"
 		echo "-np $np $how: $(head -1 <<<"$out")"
+	done
+done
+# Prioritized over every rank's slots (rank 0's sum-tree; the frequencies
+# follow the priorities, the weights are right, the rows valid), through
+# the mapped rings and through MPI; the limiter and counters across ranks.
+for np in 1 2 3; do
+	for run in "prio direct" "prio force" "limit direct"; do
+		[ "$np" = 1 ] && [ "$run" = "prio force" ] && continue
+		out=$($MPIRUN -np $np "$BIN" $run 2>&1) || fail "-np $np $run: $out"
+		grep -qx ok <<<"$out" || fail "-np $np $run: $out"
+		echo "-np $np $run: $(grep -E '^(prioritized|limiter)' <<<"$out")"
 	done
 done
 echo ok

@@ -177,6 +177,7 @@ typedef struct sr_mpi_sample {
 	uint64_t *env;       /* global env index */
 	uint32_t *rank;      /* the ring's rank */
 	uint64_t *seq;       /* the slot's sequence in that ring */
+	float *weight;       /* importance weights (prioritized; 1 for uniform) */
 } sr_mpi_sample;
 
 /** COLLECTIVE: expose every rank's pool ring and prepare a sampler. */
@@ -204,6 +205,56 @@ SR_EXPORT int sr_mpi_replay_direct(const sr_mpi_replay *r, uint32_t rank);
  * slots: a learner that reads its node's rings only, a benchmark of one
  * path. -EINVAL when no rank is chosen. */
 SR_EXPORT int sr_mpi_replay_set_sources(sr_mpi_replay *r, const uint8_t *use);
+
+/**
+ * Not collective: make this sampler prioritized (Schaul et al. 2016, as
+ * sr_replay's): a sum-tree on this rank over every rank's ring slots (16
+ * bytes a slot), fed with the slots the chosen rings consume (at the
+ * largest priority so far, (max |p| + eps)^alpha); a batch is drawn
+ * stratified (row i from the i-th of n equal slices of the total), a slot
+ * lapped or PAD leaves the tree and its slice is drawn again; weights are
+ * (N P(i))^-beta divided by the batch's largest. Call it before the first
+ * sample. alpha >= 0, beta in [0, 1], eps > 0; -EINVAL otherwise.
+ */
+SR_EXPORT int sr_mpi_replay_prioritize(sr_mpi_replay *r, double alpha, double beta, double eps);
+/** Prioritized: set the priorities of the rows (rank[j], seq[j]) of a
+ * sample to (|prio[j]| + eps)^alpha. Keys whose slot has been lapped since
+ * are ignored. Returns the number updated, -EINVAL (not prioritized, a NaN
+ * priority or a bad rank: nothing changed). */
+SR_EXPORT int sr_mpi_replay_update(sr_mpi_replay *r, const uint32_t *rank, const uint64_t *seq,
+				   const float *prio, uint32_t n);
+
+/*
+ * Counters and a samples-per-insert limiter across ranks (Reverb's
+ * SampleToInsertRatio, as sr_replay's limiter): inserts are the slots
+ * every rank's ring consumed since sr_mpi_replay_create (read from their
+ * cursors), samples the rows every rank's sampler returned (summed at
+ * rank 0 with MPI_Accumulate). With spi = samples_per_insert, diff =
+ * spi * inserts - samples must stay in [spi * min_size - error_buffer,
+ * spi * min_size + error_buffer]: a sample of n waits (polling every 100
+ * us, up to timeout_ms; forever if negative) or returns -EAGAIN, and a
+ * producer rank asks sr_mpi_replay_can_insert before stepping. Every rank
+ * that samples or produces calls sr_mpi_replay_limit with the same values.
+ */
+typedef struct sr_mpi_replay_counts {
+	uint64_t inserts;     /* slots consumed by every rank's ring since create */
+	uint64_t samples;     /* rows this sampler returned */
+	uint64_t samples_all; /* rows every rank's sampler returned */
+	uint64_t size;        /* prioritized: slots in the tree; uniform: in the windows */
+	uint64_t bytes;       /* read through MPI by this sampler */
+	uint64_t retries;     /* rows drawn again */
+} sr_mpi_replay_counts;
+
+/** Not collective: turn the limiter on for this rank's sampler / producer. */
+SR_EXPORT int sr_mpi_replay_limit(sr_mpi_replay *r, double samples_per_insert, uint64_t min_size,
+				  double error_buffer, int32_t timeout_ms);
+/** 1 when inserting @n more keeps diff under the upper bound (always
+ * without a limiter), 0 when not, or -errno. Reads every ring's cursor and
+ * rank 0's sample count. */
+SR_EXPORT int sr_mpi_replay_can_insert(sr_mpi_replay *r, uint64_t n);
+/** Not collective: the counters, read now (every ring's cursor, rank 0's
+ * sample count, after this sampler's own are complete there). */
+SR_EXPORT int sr_mpi_replay_counts_get(sr_mpi_replay *r, sr_mpi_replay_counts *out);
 
 /* Statistics of every rank (sr_mpi_pool_stats_get). */
 typedef struct sr_mpi_pool_stats {
