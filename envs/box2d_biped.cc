@@ -75,6 +75,7 @@ struct Biped {
 	double prev_shaping = 0;
 	float lidar[10] = {};
 	bool game_over = false, has_prev = false;
+	Rev23State jst[4]; /* the joints' solver state (Revolute23) */
 };
 
 void Listener::BeginContact(b2Contact *c)
@@ -237,8 +238,8 @@ b2Body *dyn_box(Biped *w, double x, double y, double angle, double hw, double hh
 	return b;
 }
 
-b2RevoluteJoint *joint(Biped *w, b2Body *a, b2Body *b, double ay, double by, double speed,
-		       double lo, double hi)
+b2RevoluteJoint *joint(Biped *w, int k, b2Body *a, b2Body *b, double ay, double by,
+		       double speed, double lo, double hi)
 {
 	b2RevoluteJointDef rjd;
 	rjd.bodyA = a;
@@ -254,7 +255,10 @@ b2RevoluteJoint *joint(Biped *w, b2Body *a, b2Body *b, double ay, double by, dou
 	rjd.motorSpeed = (float)speed;
 	rjd.lowerAngle = (float)lo;
 	rjd.upperAngle = (float)hi;
-	return (b2RevoluteJoint *)w->world->CreateJoint(&rjd);
+	rjd.userData.pointer = (uintptr_t)&w->jst[k];
+	b2RevoluteJoint *j = (b2RevoluteJoint *)w->world->CreateJoint(&rjd);
+	Revolute23::adopt(j, &w->jst[k]);
+	return j;
 }
 
 void do_reset(Biped *w, float *obs)
@@ -315,11 +319,11 @@ void do_reset(Biped *w, float *obs)
 		b2Body *leg = dyn_box(w, init_x, init_y - LEG_H / 2 - LEG_DOWN, i * 0.05, LEG_W / 2,
 				      LEG_H / 2);
 		w->legs[2 * k] = leg;
-		w->joints[2 * k] = joint(w, w->hull, leg, LEG_DOWN, LEG_H / 2, i, -0.8, 1.1);
+		w->joints[2 * k] = joint(w, 2 * k, w->hull, leg, LEG_DOWN, LEG_H / 2, i, -0.8, 1.1);
 		b2Body *lower = dyn_box(w, init_x, init_y - LEG_H * 3 / 2 - LEG_DOWN, i * 0.05,
 					0.8 * LEG_W / 2, LEG_H / 2);
 		w->legs[2 * k + 1] = lower;
-		w->joints[2 * k + 1] = joint(w, leg, lower, -LEG_H / 2, LEG_H / 2, 1, -1.6, -0.1);
+		w->joints[2 * k + 1] = joint(w, 2 * k + 1, leg, lower, -LEG_H / 2, LEG_H / 2, 1, -1.6, -0.1);
 	}
 	static const float zero[4] = {0, 0, 0, 0};
 	double r;

@@ -64,6 +64,244 @@ static inline void world_step(b2World *w)
 	world_steps++;
 }
 
+/* ---- the revolute joint as Gymnasium's Box2D solves it -------------------- */
+
+/*
+ * Box2D 2.4 solves a revolute joint's point constraint (2x2) and its lower
+ * and upper limits (speculative, one at a time) separately; the Box2D
+ * Gymnasium runs (2.3, pybox2d) solves the point constraint and an active
+ * limit together as one 3x3 block (the limit active from the step's start
+ * when the angle is at or past it, its impulse clamped to one sign, the
+ * point constraint alone re-solved when the clamp bites), and corrects
+ * positions the same way. The difference matters here: the legs are light
+ * bodies on long lever arms (the lander's anchor is 0.9 m from the leg's
+ * centre), and when a leg hits the ground at speed, the separate solves
+ * converge too slowly in 180 iterations: the limit gives way, the leg
+ * swings through it and back, and the lander is thrown up spinning (about
+ * 1 random-policy episode in 20 ended with a return of -400 to -1100, which
+ * Gymnasium's never reaches).
+ *
+ * Revolute23 is a b2RevoluteJoint whose three solver steps are the 2.3
+ * algorithm (written from its description; the same data and formulas, no
+ * other change). adopt() turns a joint the world created into one: the
+ * class adds no data member (its extra state, the limit impulse and state
+ * and the 3x3 mass, lives in a Rev23State the env owns, reached through
+ * the joint's user data), so the object is copied into a Revolute23 and
+ * back over itself, which replaces only the dispatch to the solver steps.
+ * The base class's InitVelocityConstraints still computes the island
+ * indices, masses and anchors (with its own impulses zeroed it changes no
+ * velocity).
+ */
+struct Rev23State {
+	b2Mat33 mass;  /* the point + angle block */
+	float impulse_z; /* the limit's accumulated impulse */
+	int limit;       /* LIMIT_* below, from the step's start */
+};
+
+class Revolute23 : public b2RevoluteJoint {
+public:
+	enum { LIMIT_INACTIVE, LIMIT_LOWER, LIMIT_UPPER, LIMIT_EQUAL };
+
+	/* @j was made from a def whose userData.pointer is @st. */
+	static void adopt(b2RevoluteJoint *j, Rev23State *st)
+	{
+		static_assert(sizeof(Revolute23) == sizeof(b2RevoluteJoint), "no data members");
+		st->mass.SetZero();
+		st->impulse_z = 0.0f;
+		st->limit = LIMIT_INACTIVE;
+		Revolute23 r(*j);
+		memcpy((void *)j, (const void *)&r, sizeof(r));
+	}
+
+protected:
+	explicit Revolute23(const b2RevoluteJoint &j) : b2RevoluteJoint(j) {}
+
+	Rev23State *st() const { return (Rev23State *)m_userData.pointer; }
+
+	void InitVelocityConstraints(const b2SolverData &data) override
+	{
+		b2Vec2 imp = m_impulse;
+		float motor = m_motorImpulse;
+		m_impulse.SetZero();
+		m_motorImpulse = m_lowerImpulse = m_upperImpulse = 0.0f;
+		b2RevoluteJoint::InitVelocityConstraints(data); /* indices, masses, rA, rB */
+		m_impulse = imp;
+		m_motorImpulse = motor;
+
+		Rev23State *s = st();
+		float aA = data.positions[m_indexA].a, aB = data.positions[m_indexB].a;
+		b2Vec2 vA = data.velocities[m_indexA].v, vB = data.velocities[m_indexB].v;
+		float wA = data.velocities[m_indexA].w, wB = data.velocities[m_indexB].w;
+		float mA = m_invMassA, mB = m_invMassB, iA = m_invIA, iB = m_invIB;
+		bool fixed = iA + iB == 0.0f;
+
+		s->mass.ex.x = mA + mB + m_rA.y * m_rA.y * iA + m_rB.y * m_rB.y * iB;
+		s->mass.ey.x = -m_rA.y * m_rA.x * iA - m_rB.y * m_rB.x * iB;
+		s->mass.ez.x = -m_rA.y * iA - m_rB.y * iB;
+		s->mass.ex.y = s->mass.ey.x;
+		s->mass.ey.y = mA + mB + m_rA.x * m_rA.x * iA + m_rB.x * m_rB.x * iB;
+		s->mass.ez.y = m_rA.x * iA + m_rB.x * iB;
+		s->mass.ex.z = s->mass.ez.x;
+		s->mass.ey.z = s->mass.ez.y;
+		s->mass.ez.z = iA + iB;
+		/* m_axialMass is 1 / (iA + iB) (the motor's mass) */
+		if (!m_enableMotor || fixed)
+			m_motorImpulse = 0.0f;
+		if (m_enableLimit && !fixed) {
+			float angle = aB - aA - m_referenceAngle;
+			if (b2Abs(m_upperAngle - m_lowerAngle) < 2.0f * b2_angularSlop) {
+				s->limit = LIMIT_EQUAL;
+			} else if (angle <= m_lowerAngle) {
+				if (s->limit != LIMIT_LOWER)
+					s->impulse_z = 0.0f;
+				s->limit = LIMIT_LOWER;
+			} else if (angle >= m_upperAngle) {
+				if (s->limit != LIMIT_UPPER)
+					s->impulse_z = 0.0f;
+				s->limit = LIMIT_UPPER;
+			} else {
+				s->limit = LIMIT_INACTIVE;
+				s->impulse_z = 0.0f;
+			}
+		} else {
+			s->limit = LIMIT_INACTIVE;
+		}
+		if (data.step.warmStarting) {
+			m_impulse *= data.step.dtRatio;
+			s->impulse_z *= data.step.dtRatio;
+			m_motorImpulse *= data.step.dtRatio;
+			b2Vec2 P(m_impulse.x, m_impulse.y);
+			vA -= mA * P;
+			wA -= iA * (b2Cross(m_rA, P) + m_motorImpulse + s->impulse_z);
+			vB += mB * P;
+			wB += iB * (b2Cross(m_rB, P) + m_motorImpulse + s->impulse_z);
+		} else {
+			m_impulse.SetZero();
+			s->impulse_z = 0.0f;
+			m_motorImpulse = 0.0f;
+		}
+		data.velocities[m_indexA].v = vA;
+		data.velocities[m_indexA].w = wA;
+		data.velocities[m_indexB].v = vB;
+		data.velocities[m_indexB].w = wB;
+	}
+
+	void SolveVelocityConstraints(const b2SolverData &data) override
+	{
+		Rev23State *s = st();
+		b2Vec2 vA = data.velocities[m_indexA].v, vB = data.velocities[m_indexB].v;
+		float wA = data.velocities[m_indexA].w, wB = data.velocities[m_indexB].w;
+		float mA = m_invMassA, mB = m_invMassB, iA = m_invIA, iB = m_invIB;
+		bool fixed = iA + iB == 0.0f;
+
+		if (m_enableMotor && s->limit != LIMIT_EQUAL && !fixed) {
+			float Cdot = wB - wA - m_motorSpeed;
+			float impulse = -m_axialMass * Cdot;
+			float old = m_motorImpulse, max = data.step.dt * m_maxMotorTorque;
+			m_motorImpulse = b2Clamp(m_motorImpulse + impulse, -max, max);
+			impulse = m_motorImpulse - old;
+			wA -= iA * impulse;
+			wB += iB * impulse;
+		}
+		if (m_enableLimit && s->limit != LIMIT_INACTIVE && !fixed) {
+			b2Vec2 Cdot1 = vB + b2Cross(wB, m_rB) - vA - b2Cross(wA, m_rA);
+			float Cdot2 = wB - wA;
+			b2Vec3 impulse = -s->mass.Solve33(b2Vec3(Cdot1.x, Cdot1.y, Cdot2));
+			bool clamp = false;
+			if (s->limit == LIMIT_LOWER)
+				clamp = s->impulse_z + impulse.z < 0.0f;
+			else if (s->limit == LIMIT_UPPER)
+				clamp = s->impulse_z + impulse.z > 0.0f;
+			if (clamp) { /* the limit lets go: the point constraint alone */
+				b2Vec2 rhs = -Cdot1 + s->impulse_z * b2Vec2(s->mass.ez.x, s->mass.ez.y);
+				b2Vec2 reduced = s->mass.Solve22(rhs);
+				impulse.x = reduced.x;
+				impulse.y = reduced.y;
+				impulse.z = -s->impulse_z;
+				m_impulse.x += reduced.x;
+				m_impulse.y += reduced.y;
+				s->impulse_z = 0.0f;
+			} else {
+				m_impulse.x += impulse.x;
+				m_impulse.y += impulse.y;
+				s->impulse_z += impulse.z;
+			}
+			b2Vec2 P(impulse.x, impulse.y);
+			vA -= mA * P;
+			wA -= iA * (b2Cross(m_rA, P) + impulse.z);
+			vB += mB * P;
+			wB += iB * (b2Cross(m_rB, P) + impulse.z);
+		} else {
+			b2Vec2 Cdot = vB + b2Cross(wB, m_rB) - vA - b2Cross(wA, m_rA);
+			b2Vec2 impulse = s->mass.Solve22(-Cdot);
+			m_impulse.x += impulse.x;
+			m_impulse.y += impulse.y;
+			vA -= mA * impulse;
+			wA -= iA * b2Cross(m_rA, impulse);
+			vB += mB * impulse;
+			wB += iB * b2Cross(m_rB, impulse);
+		}
+		data.velocities[m_indexA].v = vA;
+		data.velocities[m_indexA].w = wA;
+		data.velocities[m_indexB].v = vB;
+		data.velocities[m_indexB].w = wB;
+	}
+
+	bool SolvePositionConstraints(const b2SolverData &data) override
+	{
+		Rev23State *s = st();
+		b2Vec2 cA = data.positions[m_indexA].c, cB = data.positions[m_indexB].c;
+		float aA = data.positions[m_indexA].a, aB = data.positions[m_indexB].a;
+		float angular_error = 0.0f, position_error;
+		bool fixed = m_invIA + m_invIB == 0.0f;
+
+		if (m_enableLimit && s->limit != LIMIT_INACTIVE && !fixed) {
+			float angle = aB - aA - m_referenceAngle, limit_impulse = 0.0f, C;
+			if (s->limit == LIMIT_EQUAL) {
+				C = b2Clamp(angle - m_lowerAngle, -b2_maxAngularCorrection,
+					    b2_maxAngularCorrection);
+				limit_impulse = -m_axialMass * C;
+				angular_error = b2Abs(C);
+			} else if (s->limit == LIMIT_LOWER) {
+				C = angle - m_lowerAngle;
+				angular_error = -C;
+				C = b2Clamp(C + b2_angularSlop, -b2_maxAngularCorrection, 0.0f);
+				limit_impulse = -m_axialMass * C;
+			} else {
+				C = angle - m_upperAngle;
+				angular_error = C;
+				C = b2Clamp(C - b2_angularSlop, 0.0f, b2_maxAngularCorrection);
+				limit_impulse = -m_axialMass * C;
+			}
+			aA -= m_invIA * limit_impulse;
+			aB += m_invIB * limit_impulse;
+		}
+		{
+			b2Rot qA(aA), qB(aB);
+			b2Vec2 rA = b2Mul(qA, m_localAnchorA - m_localCenterA);
+			b2Vec2 rB = b2Mul(qB, m_localAnchorB - m_localCenterB);
+			b2Vec2 C = cB + rB - cA - rA;
+			position_error = C.Length();
+			float mA = m_invMassA, mB = m_invMassB, iA = m_invIA, iB = m_invIB;
+			b2Mat22 K;
+			K.ex.x = mA + mB + iA * rA.y * rA.y + iB * rB.y * rB.y;
+			K.ex.y = -iA * rA.x * rA.y - iB * rB.x * rB.y;
+			K.ey.x = K.ex.y;
+			K.ey.y = mA + mB + iA * rA.x * rA.x + iB * rB.x * rB.x;
+			b2Vec2 impulse = -K.Solve(C);
+			cA -= mA * impulse;
+			aA -= iA * b2Cross(rA, impulse);
+			cB += mB * impulse;
+			aB += iB * b2Cross(rB, impulse);
+		}
+		data.positions[m_indexA].c = cA;
+		data.positions[m_indexA].a = aA;
+		data.positions[m_indexB].c = cB;
+		data.positions[m_indexB].a = aB;
+		return position_error <= b2_linearSlop && angular_error <= b2_angularSlop;
+	}
+};
+
 /* ---- the instance RNG ---------------------------------------------------- */
 
 struct Rng {

@@ -61,6 +61,7 @@ struct Lunar {
 	double helipad_y = 0, prev_shaping = 0;
 	int64_t wind_idx = 0, torque_idx = 0;
 	bool game_over = false, contact[2] = {false, false}, has_prev = false;
+	Rev23State jst[2]; /* the legs' joints' solver state (Revolute23) */
 };
 
 void Listener::BeginContact(b2Contact *c)
@@ -260,7 +261,9 @@ b2Body *make_leg(Lunar *l, double i, double ix, double iy)
 		rjd.lowerAngle = -0.9f;
 		rjd.upperAngle = (float)(-0.9 + 0.5);
 	}
-	l->world->CreateJoint(&rjd);
+	Rev23State *st = &l->jst[i < 0 ? 0 : 1];
+	rjd.userData.pointer = (uintptr_t)st;
+	Revolute23::adopt((b2RevoluteJoint *)l->world->CreateJoint(&rjd), st);
 	return leg;
 }
 
