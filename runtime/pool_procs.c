@@ -41,25 +41,24 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	po.inline0 = (o->flags & SR_POOL_F_PROC_INLINE) != 0;
 	po.inline_fn = o->proc_inline;
 	po.inline_arg = o->proc_inline_arg;
-	/* A waiting worker (and the trainer) spins before it sleeps, as the
-	 * thread workers do, when every party has a CPU of its own: the
-	 * next command usually comes within microseconds, and a futex
-	 * wake-up costs more than the step of a slice of cheap envs. When
-	 * the worker processes and the trainer are more than the allowed
-	 * CPUs, a spinning party takes the CPU another one needs to make
-	 * progress (the trainer stepping its slice, a worker stepping its
-	 * own): then nobody spins, a waiter sleeps at once on the futex.
-	 * STEPRING_PROC_SPIN sets the rounds. */
+	/* A waiter (a worker between commands, the trainer waiting for the
+	 * workers) spins while its recent waits were short (sr__spin,
+	 * proc.h), up to 200 us, when every party has a CPU of its own: a
+	 * futex wake-up costs more than a slice of cheap envs. When the worker
+	 * processes and the trainer are more than the allowed CPUs, a spinning
+	 * party takes the CPU another one needs to make progress: then nobody
+	 * spins, a waiter sleeps at once. STEPRING_PROC_SPIN_US sets the most
+	 * microseconds a waiter spins (0: never). */
 	{
 		uint32_t parties = p->num_threads - (po.inline0 ? 1u : 0u) + 1u;
+		const char *s = getenv("STEPRING_PROC_SPIN_US");
 
-		po.spin_iters = parties <= p->place.plan->npus ? p->spin_iters : 0;
-	}
-	{
-		const char *s = getenv("STEPRING_PROC_SPIN");
+		po.spin_ns = parties <= p->place.plan->npus ? 200000u : 0u;
+		if (s && *s) {
+			unsigned long us = strtoul(s, NULL, 10);
 
-		if (s && *s)
-			po.spin_iters = (uint32_t)strtoul(s, NULL, 10);
+			po.spin_ns = us > 4000000ul ? 4000000000u : (uint32_t)us * 1000u;
+		}
 	}
 	po.step_timeout_ms = o->step_timeout_ms;
 	po.max_restarts = o->max_restarts ? o->max_restarts : 100;

@@ -14,7 +14,7 @@
  * (SR_RESERVE_CONTIG), so env e's row is slot seq + e. The trainer writes
  * the command and the actions into the block, bumps go (PC0) and wakes
  * sleeping workers; each worker writes and publishes its slice's rows and
- * stores done_gen (PC1). The trainer spins, then sleeps on done_evt in
+ * stores done_gen (PC1). The trainer spins (sr__spin), then sleeps on done_evt in
  * ticks of 10 ms; after each tick it checks the workers not done yet.
  *
  * Faults: a worker that exited or was killed (waitpid, this pid only: a
@@ -70,7 +70,7 @@ struct sr__procs {
 	sr_ring *ring;
 	uint32_t nworkers, num_envs, act_size, obs_dim;
 	uint32_t gen;
-	uint32_t spin;
+	struct sr__spin spin; /* the trainer's waits for the workers */
 	uint32_t step_timeout_ms, max_restarts;
 	uint64_t restarts, faults, fault_rows, pad_rows;
 	pid_t *pid;
@@ -431,6 +431,8 @@ int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *a
 	uint32_t gen;
 	bool any_sleeping = false, faulted = false;
 	int err = 0, inline_err = 0;
+	uint64_t t_wait, until;
+	bool spinning;
 
 	if (P->broken)
 		return sr__errorf(P->broken, "process workers: restart budget of %u spent; "
@@ -455,12 +457,17 @@ int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *a
 	if (P->first)
 		inline_err = run_inline(P, cmd, gen, seq, actions);
 
+	t_wait = now_ns();
+	until = t_wait + sr__spin_budget(&P->spin);
+	spinning = until > t_wait;
 	for (uint32_t i = 0; !all_done(P, gen); i++) {
 		uint32_t ev;
 
-		if (i < P->spin) {
+		if (spinning) {
 			sr__cpu_relax();
-			continue;
+			if ((i & 31) != 31 || now_ns() < until)
+				continue;
+			spinning = false;
 		}
 		/* PC2: announce, re-check, sleep one tick at most. */
 		atomic_store_explicit(&h->trainer_sleeping, 1, memory_order_seq_cst);
@@ -513,8 +520,8 @@ int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *a
 				return err;
 			}
 		}
-		i = P->spin; /* sleep again at once */
 	}
+	sr__spin_note(&P->spin, now_ns() - t_wait);
 	if (faulted || inline_err)
 		fill_gaps(P);
 	return inline_err;
@@ -650,7 +657,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	P->obs_dim = sr_ring_obs_dim(o->ring);
 	P->step_timeout_ms = o->step_timeout_ms;
 	P->max_restarts = o->max_restarts;
-	P->spin = o->spin_iters;
+	P->spin.max_ns = o->spin_ns;
 	P->pid = calloc(o->nworkers, sizeof(pid_t));
 	P->ready_at = calloc(o->nworkers, sizeof(uint64_t));
 	if (!P->pid || !P->ready_at) {
@@ -715,7 +722,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	h->keep_final = o->keep_final;
 	h->seed = o->seed;
 	h->env_base = o->env_base;
-	h->spin_iters = o->spin_iters;
+	h->spin_ns = o->spin_ns;
 	if (o->spec) {
 		const sr_env_spec *s = o->spec;
 		Dl_info di, me;

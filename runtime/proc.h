@@ -94,7 +94,7 @@ struct sr__proc_hdr {
 	uint32_t state_size, max_episode_steps;
 	uint32_t obs_ndim, obs_shape[SR_ENV_MAX_DIMS];
 	uint64_t params[8];
-	uint32_t spin_iters; /* a waiting worker's spin rounds before futex_wait */
+	uint32_t spin_ns;    /* the longest a waiter spins before futex_wait (sr__spin) */
 	uint32_t reserved0;
 	uint64_t env_base;   /* global index of env 0 (seeding: SR_POOL_F_FIRST_ENV) */
 	uint64_t reserved1[7];
@@ -120,6 +120,35 @@ static inline struct sr__proc_wrec *sr__proc_wrec(struct sr__proc_hdr *h, uint32
 	return (struct sr__proc_wrec *)((char *)h + h->off_workers) + w;
 }
 
+/*
+ * Adaptive spinning. A waiter (a worker waiting for the next command, the
+ * trainer waiting for the workers) spins before it sleeps only when its
+ * recent waits were short: it keeps a moving average of how long it
+ * waited, and spins for up to twice that (plus 2 us), at most max_ns; a
+ * waiter whose waits are longer than max_ns sleeps at once. On a quiet
+ * machine the waits between the commands of a tight loop are microseconds,
+ * and spinning saves a futex wake-up (tens of microseconds on a VM) per
+ * command; on a busy one the waits grow (the other party is off its CPU)
+ * and spinning would only take a CPU that it needs: the average grows past
+ * max_ns and the waiter sleeps.
+ */
+struct sr__spin {
+	uint64_t avg_ns; /* moving average of the waits (1/8 weight for the newest) */
+	uint32_t max_ns; /* 0: never spin */
+};
+/* How long to spin now. */
+static inline uint64_t sr__spin_budget(const struct sr__spin *s)
+{
+	if (!s->max_ns || s->avg_ns >= s->max_ns)
+		return 0;
+	return 2 * s->avg_ns + 2000 < s->max_ns ? 2 * s->avg_ns + 2000 : s->max_ns;
+}
+/* A wait of @ns ended. */
+static inline void sr__spin_note(struct sr__spin *s, uint64_t ns)
+{
+	s->avg_ns = s->avg_ns - s->avg_ns / 8 + ns / 8;
+}
+
 /* futex on shared memory (not _PRIVATE: other processes wait on it). */
 int sr__sfutex_wait(_Atomic uint32_t *addr, uint32_t val, uint32_t timeout_ms);
 void sr__sfutex_wake(_Atomic uint32_t *addr, int n);
@@ -134,7 +163,7 @@ struct sr__procs_opts {
 	sr_ring *ring;
 	uint64_t seed, env_base;
 	uint32_t autoreset, keep_final;
-	uint32_t spin_iters;
+	uint32_t spin_ns;            /* the most a waiter spins (0: it sleeps at once) */
 	uint32_t step_timeout_ms;    /* 0: none */
 	uint32_t max_restarts;       /* per pool */
 	const char *const *argv;     /* NULL: the stepring-worker program */

@@ -9,8 +9,9 @@
  * 200 ms to check again (the death signal follows the thread that spawned
  * it, so a pool made on a thread that exits is covered by the check).
  *
- * Waiting: spin on go for spin_iters rounds, then announce sleeping and
- * futex_wait on go (shared futex: the trainer is another process), PC2.
+ * Waiting: spin on go while the recent waits were short (sr__spin in
+ * proc.h), then announce sleeping and futex_wait on go (shared futex: the
+ * trainer is another process), PC2.
  *
  * The C env worker (sr__proc_c_main, the stepring-worker program) loads
  * the pool's env (built-in by name, or plugin by path, with the trainer's
@@ -46,6 +47,7 @@ struct sr_proc_worker {
 	uint32_t index;
 	uint32_t last_go;
 	pid_t trainer;
+	struct sr__spin spin;
 	uint64_t idle_t0; /* when it last started waiting */
 	uint64_t busy_t0; /* when the command in hand arrived */
 	bool local;       /* the inline slice: block and ring are the trainer's */
@@ -192,6 +194,7 @@ int sr_proc_worker_open(sr_proc_worker **out, sr_proc_info *info)
 		goto err_unmap;
 	}
 	w->rec = sr__proc_wrec(w->h, idx);
+	w->spin.max_ns = w->h->spin_ns;
 	err = sr__ring_attach_fd(SR__PROC_FD_RING, false, &w->ring);
 	if (err)
 		goto err_unmap;
@@ -219,17 +222,21 @@ void sr_proc_worker_ready(sr_proc_worker *w)
 int sr_proc_worker_wait(sr_proc_worker *w, sr_proc_cmd *cmd)
 {
 	struct sr__proc_hdr *h = w->h;
-	uint32_t spins = h->spin_iters, g;
+	uint32_t g;
 	uint64_t t0 = w->idle_t0 ? w->idle_t0 : now_ns();
+	uint64_t until = t0 + sr__spin_budget(&w->spin);
+	bool spinning = until > t0;
 
 	for (uint32_t i = 0;; i++) {
 		/* PC0: acquire pairs with the trainer's release of go. */
 		g = atomic_load_explicit(&h->go, memory_order_acquire);
 		if (g != w->last_go)
 			break;
-		if (i < spins) {
+		if (spinning) {
 			sr__cpu_relax();
-			continue;
+			if ((i & 31) != 31 || now_ns() < until)
+				continue;
+			spinning = false;
 		}
 		/* PC2: announce, then re-check the word before sleeping. */
 		atomic_store_explicit(&w->rec->sleeping, 1, memory_order_seq_cst);
@@ -240,10 +247,10 @@ int sr_proc_worker_wait(sr_proc_worker *w, sr_proc_cmd *cmd)
 			return -ESHUTDOWN;
 		}
 		atomic_store_explicit(&w->rec->sleeping, 0, memory_order_relaxed);
-		i = spins; /* woken: look once more, then sleep again */
 	}
 	w->last_go = g;
 	w->busy_t0 = now_ns();
+	sr__spin_note(&w->spin, w->busy_t0 - t0);
 	add_relaxed(&w->rec->ns_idle, w->busy_t0 - t0);
 	cmd->kind = h->cmd;
 	cmd->gen = g;

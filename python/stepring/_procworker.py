@@ -1,19 +1,181 @@
-"""The worker process of stepring.make_vec(env_fns=[...]) (process workers).
+"""The worker side of stepring.make_vec(env_fns=[...]) (process workers).
 
-Started by the pool (posix_spawn) as `python _procworker.py LIBPATH`, never
-by hand. It attaches to the pool's ring and command block through the C
-library (stepring/proc.h), builds its slice of envs from the pickled env
-factories (unpickled once, here), then loops: wait for a command (spin, then
-a futex on shared memory, inside the C call), step or reset its envs,
-write obs / reward / flags / prev links straight into numpy views of the
-ring's columns, publish the rows, tell the pool. Any exception ends the
-process with its traceback recorded for the pool, which publishes the
-interrupted rows as fault rows and starts a new worker.
+A worker process is started by the pool (posix_spawn) as
+`python _procworker.py LIBPATH`, never by hand. It attaches to the pool's
+ring and command block through the C library (stepring/proc.h), builds its
+slice of envs from the pickled env factories (unpickled once, here), then
+loops: wait for a command (spin, then a futex on shared memory, inside the
+C call), step or reset its envs, write obs / reward / flags / prev links
+straight into numpy views of the ring's columns, publish the rows, tell the
+pool. Any exception ends the process with its traceback recorded for the
+pool, which publishes the interrupted rows as fault rows and starts a new
+worker.
+
+`Slice` is the part that steps envs into the ring: the worker processes
+use it, and so does the trainer's process for worker 0's slice when the
+pool runs it inline (stepring.procs, inline=True).
+
+Per step and env the loop makes the env's step call and a few list stores;
+everything that touches numpy is done once per command for the whole slice
+(one assignment per column: a list of n observations into the obs rows,
+the rewards, the flags, ...), since a numpy item assignment costs about as
+much as a small env's step.
 """
 import os
 import sys
 import time
 import traceback
+
+NO_PREV = (1 << 64) - 1
+FIRST, PAD = 1, 2
+CMD_STEP = 1
+
+
+class Slice:
+    """Envs [info.first_env, info.first_env + info.n_envs) of a pool,
+    stepped into its ring. `envs` are built from env_fns by the caller and
+    seeded at their first reset: Gymnasium's convention (seed + env index)
+    before any restart, sr_proc_seed(seed, env, restarts) after one."""
+
+    def __init__(self, lib, info, env_fns, discrete, obs_shape):
+        import ctypes
+
+        import numpy as np
+
+        self.np, self.ctypes, self.lib = np, ctypes, lib
+        self.n = n = info.n_envs
+        self.first = first = info.first_env
+        self.num_envs = info.num_envs
+        self.asz = info.act_size
+        self.od = od = info.obs_dim
+        self.restarts = info.restarts
+        self.discrete = discrete
+        self.ring = ring = info.ring
+        self.cap = cap = lib.sr_ring_capacity(ring)
+        self.mask = cap - 1
+        base = info.env_base + first
+        self.envs = [env_fns[first + i]() for i in range(n)]
+        self.step_fns = [e.step for e in self.envs]
+
+        def col(fn, ctype, width=1):
+            a = np.ctypeslib.as_array((ctype * (cap * width)).from_address(fn(ring)))
+            return a.reshape(cap, width) if width > 1 else a
+
+        self.obs_col = col(lib.sr_ring_obs_col, ctypes.c_float, od).reshape(cap, od)
+        # The same rows in the env's observation shape: a list of n
+        # observations goes in with one assignment (cast to float32).
+        self.obs_rows = self.obs_col.reshape((cap,) + tuple(obs_shape))
+        self.act_col = col(lib.sr_ring_action_col, ctypes.c_uint8, self.asz).reshape(
+            cap, self.asz)
+        self.rew_col = col(lib.sr_ring_reward_col, ctypes.c_float)
+        self.term_col = col(lib.sr_ring_terminated_col, ctypes.c_uint8)
+        self.trunc_col = col(lib.sr_ring_truncated_col, ctypes.c_uint8)
+        self.flags_col = col(lib.sr_ring_flags_col, ctypes.c_uint8)
+        self.env_col = col(lib.sr_ring_env_id_col, ctypes.c_uint32)
+        self.prev_col = col(lib.sr_ring_prev_col, ctypes.c_uint64)
+        self.env_vals = np.arange(first, first + n, dtype=np.uint32)
+        seed, r = info.seed, info.restarts
+        self.first_seed = [int(seed + base + i) if r == 0 else
+                           int(lib.sr_proc_seed(seed, base + i, r)) for i in range(n)]
+        self.pending = [True] * n      # the first seed is still to be used
+        self.done = [r > 0] * n        # after a restart: reset at the next step
+        self.prev = [NO_PREV] * n
+        self.ep_ret = [0.0] * n
+        self.ep_len = [0] * n
+        self.obs_l = [None] * n
+        self._act_addr = None
+        self._mask_addr = None
+
+    def _reset(self, i):
+        if self.pending[i]:
+            self.pending[i] = False
+            o, _ = self.envs[i].reset(seed=self.first_seed[i])
+        else:
+            o, _ = self.envs[i].reset()
+        self.done[i] = False
+        self.ep_ret[i] = 0.0
+        self.ep_len[i] = 0
+        return o
+
+    def _actions(self, addr):
+        """This slice's actions of the command block (a view, made once)."""
+        if addr != self._act_addr:
+            np, ct = self.np, self.ctypes
+            raw = (ct.c_uint8 * (self.num_envs * self.asz)).from_address(addr)
+            u8 = np.frombuffer(raw, np.uint8).reshape(self.num_envs, self.asz)
+            self._act_u8 = u8[self.first:self.first + self.n]
+            typed = np.frombuffer(raw, np.int32 if self.discrete else np.float32)
+            typed = typed.reshape(self.num_envs, -1)[self.first:self.first + self.n]
+            self._act_typed = typed[:, 0] if self.discrete else typed
+            self._act_addr = addr
+        return self._act_u8, self._act_typed
+
+    def run(self, w, kind, cmd_seq, actions, mask_addr):
+        """One command (the rows of seq cmd_seq + env), published."""
+        lib, n = self.lib, self.n
+        seq = cmd_seq + self.first
+        s = seq & self.mask
+        rows = slice(s, s + n)
+        done, prev, obs_l = self.done, self.prev, self.obs_l
+        if kind == CMD_STEP:
+            u8, typed = self._actions(actions)
+            self.act_col[rows] = u8
+            # Discrete: Python ints; Box: one row per env (a copy: an env
+            # may keep its action).
+            acts = typed.tolist() if self.discrete else list(typed.copy())
+            rews, terms, truncs = [0.0] * n, [False] * n, [False] * n
+            flags, prevs = [0] * n, [0] * n
+            ep_ret, ep_len, step_fns = self.ep_ret, self.ep_len, self.step_fns
+            episode = lib.sr_proc_worker_episode
+            for i in range(n):
+                if done[i]:
+                    obs_l[i] = self._reset(i)
+                    flags[i] = FIRST
+                    prevs[i] = NO_PREV
+                else:
+                    o, r, te, tr, _ = step_fns[i](acts[i])
+                    obs_l[i] = o
+                    rews[i] = r
+                    terms[i] = te
+                    truncs[i] = tr
+                    prevs[i] = prev[i]
+                    ep_ret[i] += r
+                    ep_len[i] += 1
+                    if te or tr:
+                        done[i] = True
+                        episode(w, float(ep_ret[i]), ep_len[i])
+                prev[i] = seq + i
+        else:  # reset: every env, or where the mask byte is set
+            m = None
+            if mask_addr:
+                np, ct = self.np, self.ctypes
+                m = np.ctypeslib.as_array((ct.c_uint8 * self.num_envs).from_address(
+                    mask_addr))[self.first:self.first + n].tolist()
+            self.act_col[rows] = 0
+            rews, terms, truncs = 0.0, 0, 0
+            flags, prevs = [0] * n, [0] * n
+            for i in range(n):
+                if m is None or m[i]:
+                    obs_l[i] = self._reset(i)
+                    flags[i] = FIRST
+                    prevs[i] = NO_PREV
+                    prev[i] = seq + i
+                else:
+                    # Not reset: its last row's obs again, in a pad row.
+                    obs_l[i] = (self.obs_rows[prev[i] & self.mask].copy()
+                                if prev[i] != NO_PREV else
+                                self.np.zeros(self.obs_rows.shape[1:], self.np.float32))
+                    flags[i] = PAD
+                    prevs[i] = prev[i]
+        self.obs_rows[rows] = obs_l
+        self.rew_col[rows] = rews
+        self.term_col[rows] = terms
+        self.trunc_col[rows] = truncs
+        self.flags_col[rows] = flags
+        self.env_col[rows] = self.env_vals
+        self.prev_col[rows] = prevs
+        # R1: the rows are whole; publish (release).
+        lib.sr_ring_publish(self.ring, seq, n)
 
 
 def _main():
@@ -22,9 +184,6 @@ def _main():
     sys.path.insert(0, pkg_parent)
     os.environ["STEPRING_LIB"] = lib_path
     import ctypes
-    import pickle
-
-    import numpy as np
 
     from stepring import _lib
 
@@ -36,7 +195,7 @@ def _main():
         sys.stderr.write("stepring worker: %s\n" % lib.sr_last_error().decode())
         os._exit(2)
     try:
-        _run(lib, _lib, w, info, np, ctypes, pickle)
+        _run(lib, _lib, w, info, ctypes)
     except BaseException:
         lib.sr_proc_worker_fail(w, traceback.format_exc().encode(errors="replace"))
         sys.stderr.flush()
@@ -44,140 +203,27 @@ def _main():
     os._exit(0)
 
 
-def _run(lib, _lib, w, info, np, ctypes, pickle):
-    payload = ctypes.string_at(info.payload, info.payload_len)
-    cfg = pickle.loads(payload)
+def _run(lib, _lib, w, info, ctypes):
+    import pickle
+
+    cfg = pickle.loads(ctypes.string_at(info.payload, info.payload_len))
     for p in reversed(cfg["sys_path"]):
         if p not in sys.path:
             sys.path.insert(1, p)
     import cloudpickle  # noqa: F401  (the factories were pickled with it)
 
     env_fns = pickle.loads(cfg["env_fns"])
-    n, first, od = info.n_envs, info.first_env, info.obs_dim
-    base = info.env_base + first
-    envs = [env_fns[first + i]() for i in range(n)]
-    ring = info.ring
-    cap = lib.sr_ring_capacity(ring)
-    mask = cap - 1
-    asz = info.act_size
-
-    def col(fn, ctype, width=1):
-        addr = fn(ring)
-        a = np.ctypeslib.as_array((ctype * (cap * width)).from_address(addr))
-        return a.reshape(cap, width) if width > 1 else a
-
-    obs_col = col(lib.sr_ring_obs_col, ctypes.c_float, od).reshape(cap, od)
-    act_col = col(lib.sr_ring_action_col, ctypes.c_uint8, asz).reshape(cap, asz)
-    rew_col = col(lib.sr_ring_reward_col, ctypes.c_float)
-    term_col = col(lib.sr_ring_terminated_col, ctypes.c_uint8)
-    trunc_col = col(lib.sr_ring_truncated_col, ctypes.c_uint8)
-    flags_col = col(lib.sr_ring_flags_col, ctypes.c_uint8)
-    env_col = col(lib.sr_ring_env_id_col, ctypes.c_uint32)
-    prev_col = col(lib.sr_ring_prev_col, ctypes.c_uint64)
-    num_envs = info.num_envs
-    acts_all = (ctypes.c_uint8 * (num_envs * asz))
-    NO_PREV = (1 << 64) - 1
-    FIRST, PAD = 1, 2
-
-    seed = info.seed
-    restarts = info.restarts
-    # The first reset of each env is seeded: Gymnasium's convention (seed + i)
-    # at the start, a seed mixed from (seed, env, restarts) after a restart.
-    first_seed = [int(seed + base + i) if restarts == 0 else
-                  int(lib.sr_proc_seed(seed, base + i, restarts)) for i in range(n)]
-    pending = [True] * n          # the seed above is still to be used
-    done = [restarts > 0] * n     # after a restart: reset at the next step
-    prev = [NO_PREV] * n
-    ep_ret = [0.0] * n
-    ep_len = [0] * n
-    env_col_vals = np.arange(first, first + n, dtype=np.uint32)
-
-    def do_reset(i):
-        if pending[i]:
-            pending[i] = False
-            o, _ = envs[i].reset(seed=first_seed[i])
-        else:
-            o, _ = envs[i].reset()
-        done[i] = False
-        ep_ret[i] = 0.0
-        ep_len[i] = 0
-        return o
-
+    sl = Slice(lib, info, env_fns, cfg["discrete"], cfg["obs_shape"])
     cmd = _lib.sr_proc_cmd()
-    wait = lib.sr_proc_worker_wait
-    publish = lib.sr_ring_publish
-    done_fn = lib.sr_proc_worker_done
-    episode = lib.sr_proc_worker_episode
+    cmd_ref = ctypes.byref(cmd)
+    wait, done_fn, run = lib.sr_proc_worker_wait, lib.sr_proc_worker_done, sl.run
     perf = time.perf_counter_ns
-    discrete = cfg["discrete"]
-    act_dtype = np.int32 if discrete else np.float32
+    n = sl.n
     lib.sr_proc_worker_ready(w)
-    while wait(w, ctypes.byref(cmd)) == 0:
-        seq = cmd.seq + first
-        s = seq & mask
-        rows = slice(s, s + n)
+    while wait(w, cmd_ref) == 0:
         t0 = perf()
-        flags = [0] * n
-        rews = [0.0] * n
-        terms = [False] * n
-        truncs = [False] * n
-        prevs = [0] * n
-        if cmd.kind == 1:  # SR_PROC_CMD_STEP
-            raw = acts_all.from_address(cmd.actions)
-            acts = np.frombuffer(raw, dtype=act_dtype).reshape(num_envs, -1)
-            mine = acts[first:first + n]
-            act_col[rows] = np.frombuffer(raw, dtype=np.uint8).reshape(num_envs, asz)[
-                first:first + n]
-            for i in range(n):
-                q = seq + i
-                if done[i]:
-                    o = do_reset(i)
-                    flags[i] = FIRST
-                    prevs[i] = NO_PREV
-                else:
-                    a = int(mine[i, 0]) if discrete else mine[i]
-                    o, r, te, tr, _ = envs[i].step(a)
-                    r = float(r)
-                    rews[i] = r
-                    terms[i] = te
-                    truncs[i] = tr
-                    prevs[i] = prev[i]
-                    ep_ret[i] += r
-                    ep_len[i] += 1
-                    if te or tr:
-                        done[i] = True
-                        episode(w, ep_ret[i], ep_len[i])
-                prev[i] = q
-                obs_col[s + i] = np.ravel(o)
-        else:  # SR_PROC_CMD_RESET
-            m = None
-            if cmd.mask:
-                m = np.ctypeslib.as_array((ctypes.c_uint8 * num_envs).from_address(cmd.mask))
-            act_col[rows] = 0
-            for i in range(n):
-                q = seq + i
-                if m is None or m[first + i]:
-                    o = do_reset(i)
-                    flags[i] = FIRST
-                    prevs[i] = NO_PREV
-                    prev[i] = q
-                else:
-                    # Not reset: repeat its last row's obs in a pad row.
-                    o = (obs_col[prev[i] & mask].copy() if prev[i] != NO_PREV
-                         else np.zeros(od, np.float32))
-                    flags[i] = PAD
-                    prevs[i] = prev[i]
-                obs_col[s + i] = np.ravel(o)
-        rew_col[rows] = rews
-        term_col[rows] = terms
-        trunc_col[rows] = truncs
-        flags_col[rows] = flags
-        env_col[rows] = env_col_vals
-        prev_col[rows] = prevs
-        t1 = perf()
-        # R1: the rows are whole; publish (release) then tell the pool.
-        publish(ring, seq, n)
-        done_fn(w, n, t1 - t0)
+        run(w, cmd.kind, cmd.seq, cmd.actions, cmd.mask)
+        done_fn(w, n, perf() - t0)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,12 @@ import ctypes
 import os
 import pickle
 import sys
+import traceback
 
 import numpy as np
 
 from . import _lib
+from ._procworker import Slice
 
 try:
     import gymnasium
@@ -35,6 +37,9 @@ except ImportError:  # pragma: no cover - gymnasium is needed for env_fns
     _Base = object
 
 _STUB = ctypes.CFUNCTYPE(None)
+_INLINE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.POINTER(_lib.sr_proc_info),
+                              ctypes.POINTER(_lib.sr_proc_cmd))
 
 
 def _stub():  # never called: the envs live in the worker processes
@@ -48,7 +53,7 @@ class ProcVectorEnv(_Base):
     hung during the step: truncated, obs zero, reward 0."""
 
     def __init__(self, env_fns, *, num_workers=2, seed=None, step_timeout=None,
-                 max_restarts=100, copy=True):
+                 max_restarts=100, copy=True, inline=True):
         if gymnasium is None:
             raise _lib.UnsupportedError(-38, "make_vec(env_fns=...) needs gymnasium")
         import cloudpickle
@@ -92,10 +97,13 @@ class ProcVectorEnv(_Base):
         self._step_timeout = step_timeout
         self._max_restarts = int(max_restarts)
         self._copy = copy
+        self._inline = bool(inline)
+        self._env_fns = env_fns
         self._payload = pickle.dumps({
             "sys_path": list(sys.path),
             "env_fns": cloudpickle.dumps(env_fns),
             "discrete": self._discrete,
+            "obs_shape": self._obs_shape,
         })
         self._pool = None
         self._seed = None
@@ -147,6 +155,12 @@ class ProcVectorEnv(_Base):
         o.worker_payload_len = len(self._payload)
         o.step_timeout_ms = int(self._step_timeout * 1000) if self._step_timeout else 0
         o.max_restarts = self._max_restarts
+        self._slice = None
+        self._inline_exc = None
+        if self._inline:
+            o.flags |= _lib.SR_POOL_F_PROC_INLINE
+            self._inline_cb = _INLINE_FN(self._run_inline)
+            o.proc_inline = ctypes.cast(self._inline_cb, ctypes.c_void_p)
         ptr = ctypes.c_void_p()
         _lib.check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
         self._pool = ptr
@@ -156,17 +170,80 @@ class ProcVectorEnv(_Base):
         self._mask = cap - 1
         self._flags = np.ctypeslib.as_array(
             (ctypes.c_uint8 * cap).from_address(lib.sr_ring_flags_col(ring)))
+
+        def col(fn, ctype, width=1):
+            return np.ctypeslib.as_array((ctype * (cap * width)).from_address(fn(ring)))
+
+        # The ring's columns: a sync batch is num_envs contiguous rows of
+        # them (one reservation), so a batch is a slice of these views.
+        self._obs_base = lib.sr_ring_obs_col(ring)
+        self._r_obs = col(lib.sr_ring_obs_col, ctypes.c_float, self._obs_dim).reshape(
+            (cap,) + self._obs_shape)
+        self._r_rew = col(lib.sr_ring_reward_col, ctypes.c_float)
+        self._r_term = col(lib.sr_ring_terminated_col, ctypes.c_uint8)
+        self._r_trunc = col(lib.sr_ring_truncated_col, ctypes.c_uint8)
         self._pb = _lib._PBATCH()
+        self._pb_ref = ctypes.byref(self._pb)
         self._act_dtype = np.int32 if self._discrete else np.float32
 
     def _destroy(self):
         if getattr(self, "_pool", None):
             _lib.lib.sr_pool_destroy(self._pool)
             self._pool = None
+        sl, self._slice = getattr(self, "_slice", None), None
+        if sl is not None:
+            for e in sl.envs:
+                e.close()
+
+    def _run_inline(self, _arg, w, info_p, cmd_p):
+        """Worker 0's slice, on this thread, while the worker processes
+        step theirs (the pool calls it inside step and reset). An exception
+        is a fault of worker 0: its rows become fault rows, the pool counts
+        a restart, and the next call rebuilds its envs."""
+        try:
+            info = info_p.contents
+            sl = self._slice
+            if sl is None or sl.restarts != info.restarts:
+                if sl is not None:
+                    self._slice = None
+                    for e in sl.envs:
+                        try:
+                            e.close()
+                        except Exception:
+                            pass
+                sl = self._slice = Slice(_lib.lib, info, self._env_fns, self._discrete,
+                                         self._obs_shape)
+            c = cmd_p.contents
+            sl.run(w, c.kind, c.seq, c.actions, c.mask)
+            return 0
+        except BaseException as e:
+            self._slice = None
+            if not isinstance(e, Exception):
+                self._inline_exc = e  # KeyboardInterrupt: raised after the call
+            _lib.lib.sr_proc_worker_fail(
+                w, traceback.format_exc().encode(errors="replace"))
+            return 1
+
+    def _call(self, fn, *args):
+        rc = fn(self._pool, *args)
+        exc, self._inline_exc = self._inline_exc, None
+        if exc is not None:
+            raise exc
+        _lib.check(rc)
 
     def _batch(self, what):
         b = self._pb.contents
-        n, od = b.n, b.obs_dim
+        n, s = b.n, b.first_seq & self._mask
+        if b.obs == self._obs_base + s * self._obs_dim * 4 and s + n <= self._mask + 1:
+            obs = self._r_obs[s:s + n]
+            fault = (self._flags[s:s + n] & _lib.SR_SLOT_FAULT) != 0
+            info = {"fault": fault, "_fault": fault.copy()} if fault.any() else {}
+            dt = self.single_observation_space.dtype
+            obs = obs.astype(dt) if dt != np.float32 else (obs.copy() if self._copy else obs)
+            return (obs, self._r_rew[s:s + n].astype(np.float64),
+                    self._r_term[s:s + n].astype(bool), self._r_trunc[s:s + n].astype(bool),
+                    info)
+        od = b.obs_dim
         f32 = ctypes.POINTER(ctypes.c_float)
         u8 = ctypes.POINTER(ctypes.c_uint8)
         obs = np.ctypeslib.as_array(ctypes.cast(b.obs, f32), (n * od,)).reshape(
@@ -191,7 +268,7 @@ class ProcVectorEnv(_Base):
             raise ValueError("process workers take one seed for all envs (env i gets seed + i)")
         if seed is not None and seed != self._seed:
             self._make_pool(seed)
-        _lib.check(_lib.lib.sr_pool_reset(self._pool, ctypes.byref(self._pb)))
+        self._call(_lib.lib.sr_pool_reset, ctypes.byref(self._pb))
         obs, _, _, _, info = self._batch("reset")
         return obs, info
 
@@ -199,7 +276,7 @@ class ProcVectorEnv(_Base):
         a = np.ascontiguousarray(actions, dtype=self._act_dtype)
         if a.shape[0] != self.num_envs:
             raise ValueError("expected %d actions, got shape %s" % (self.num_envs, a.shape))
-        _lib.check(_lib.lib.sr_pool_step(self._pool, a.ctypes.data, ctypes.byref(self._pb)))
+        self._call(_lib.lib.sr_pool_step, a.ctypes.data, self._pb_ref)
         return self._batch("step")
 
     def close_extras(self, **kwargs):
@@ -228,8 +305,13 @@ class ProcVectorEnv(_Base):
 
 
 def make_vec(env_fns, *, num_workers=2, seed=None, step_timeout=None, max_restarts=100,
-             copy=True):
+             copy=True, inline=True):
     """A ProcVectorEnv of the envs env_fns[i]() (callables, as
-    gymnasium.vector.AsyncVectorEnv takes), in num_workers processes."""
+    gymnasium.vector.AsyncVectorEnv takes) in num_workers workers: with
+    inline (the default) worker 0's envs are stepped in this process, by
+    the calling thread, while num_workers - 1 processes step the others
+    (num_workers CPUs busy, not num_workers + 1); an exception there is
+    a fault like any other, but a segfault or a hang in them is this
+    process's. inline=False: every env in a worker process."""
     return ProcVectorEnv(env_fns, num_workers=num_workers, seed=seed, step_timeout=step_timeout,
-                         max_restarts=max_restarts, copy=copy)
+                         max_restarts=max_restarts, copy=copy, inline=inline)

@@ -58,9 +58,10 @@ def _fns(n, mode="raise"):
     return [lambda m=mode: FaultyEnv(m) for _ in range(n)]
 
 
-def test_matches_sync_vector_env():
+@pytest.mark.parametrize("inline", [True, False])
+def test_matches_sync_vector_env(inline):
     n, k = 6, 300
-    ours = stepring.make_vec(env_fns=[CartPoleEnv] * n, num_workers=2, seed=5)
+    ours = stepring.make_vec(env_fns=[CartPoleEnv] * n, num_workers=2, seed=5, inline=inline)
     ref = gym.vector.SyncVectorEnv([CartPoleEnv] * n)
     assert isinstance(ours, gym.vector.VectorEnv)
     o1, _ = ours.reset(seed=5)
@@ -77,14 +78,16 @@ def test_matches_sync_vector_env():
     ref.close()
 
 
+@pytest.mark.parametrize("inline", [True, False])
 @pytest.mark.parametrize("mode", ["raise", "exit", "segv", "hang"])
-def test_fault_at_chosen_step(mode):
-    n = 6  # worker 0: envs 0-2, worker 1: envs 3-5
+def test_fault_at_chosen_step(mode, inline):
+    n = 6  # worker 0: envs 0-2, worker 1: envs 3-5 (a process either way)
     kw = {"step_timeout": 0.5} if mode == "hang" else {}
-    envs = stepring.make_vec(env_fns=_fns(n, mode), num_workers=2, seed=1, **kw)
+    envs = stepring.make_vec(env_fns=_fns(n, mode), num_workers=2, seed=1, inline=inline, **kw)
     obs, _ = envs.reset()
     assert obs.shape == (n, 2, 3)
     pids = envs.worker_pids()
+    assert (pids[0] == os.getpid()) == inline
     for t in range(40):
         a = np.zeros(n, np.int64)
         if t == 10:
@@ -110,8 +113,38 @@ def test_fault_at_chosen_step(mode):
     assert new[0] == pids[0] and new[1] != pids[1]
     envs.close()
     for p in pids + new:
+        if p == os.getpid():
+            continue
         with pytest.raises(ProcessLookupError):
             os.kill(p, 0)
+
+
+def test_inline_slice_raises():
+    """An exception in worker 0's envs, stepped in this process: the same
+    fault rows, restart and reseeding as in a worker process."""
+    def run(inline):
+        envs = stepring.make_vec(env_fns=_fns(6), num_workers=2, seed=3, inline=inline)
+        envs.reset()
+        out = []
+        for t in range(30):
+            a = np.zeros(6, np.int64)
+            if t == 7:
+                a[1] = 2
+            obs, rew, term, trunc, info = envs.step(a)
+            if t == 7:
+                assert list(info["fault"]) == [True] * 3 + [False] * 3
+                assert trunc[:3].all() and (obs[:3] == 0).all()
+            else:
+                assert "fault" not in info
+            out.append(obs)
+        st = envs.fault_stats()
+        assert st["faults"] == 1 and st["restarts"] == 1 and st["fault_rows"] == 3
+        assert "ValueError: boom at step" in st["last"]
+        assert ("envs 0-2, worker 0 (inline)" in st["last"]) == inline
+        envs.close()
+        return np.stack(out)
+
+    np.testing.assert_array_equal(run(True), run(False))
 
 
 def test_restart_is_deterministic():
@@ -130,8 +163,10 @@ def test_restart_is_deterministic():
     np.testing.assert_array_equal(run(), run())
 
 
-def test_restart_budget():
-    envs = stepring.make_vec(env_fns=_fns(4), num_workers=2, seed=2, max_restarts=1)
+@pytest.mark.parametrize("inline", [True, False])
+def test_restart_budget(inline):
+    envs = stepring.make_vec(env_fns=_fns(4), num_workers=2, seed=2, max_restarts=1,
+                             inline=inline)
     envs.reset()
     a = np.zeros(4, np.int64)
     a[0] = 2
@@ -159,7 +194,8 @@ def test_unsupported_space():
 def test_killed_trainer_leaves_no_worker():
     code = ("import stepring, sys\n"
             "from gymnasium.envs.classic_control import CartPoleEnv\n"
-            "e = stepring.make_vec(env_fns=[CartPoleEnv] * 4, num_workers=2, seed=0)\n"
+            "e = stepring.make_vec(env_fns=[CartPoleEnv] * 4, num_workers=2, seed=0,\n"
+            "                      inline=False)\n"
             "e.reset()\n"
             "print(*e.worker_pids(), flush=True)\n"
             "import time\n"
