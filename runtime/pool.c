@@ -196,34 +196,25 @@ static int check_opts(const sr_pool_opts *o)
 	return 0;
 }
 
-int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
+/*
+ * sr_pool_create in steps, each on the pool made so far (sr_pool_destroy
+ * frees whatever a failed step leaves): configuration from the options,
+ * placement and thread count, the ring, the per-env arrays, the command
+ * records, the workers' slices; then the collector, the stats block and
+ * the workers themselves (p->kind->start).
+ */
+
+/* The env and the configuration fields. */
+static int create_config(sr_pool *p, const sr_pool_opts *o)
 {
-	sr_ring_opts ro;
-	sr_pool *p;
-	uint32_t T, base, extra, env;
 	int err;
 
-	if (!out)
-		return sr__errorf(-EINVAL, "sr_pool_create: out is NULL");
-	*out = NULL;
-	if (!o)
-		return sr__errorf(-EINVAL, "sr_pool_create: opts is NULL");
-	err = check_opts(o);
+	if (o->spec)
+		err = sr_env_spec_upgrade(o->spec, &p->spec); /* v1 or v2 */
+	else
+		err = sr_env_find(o->env, &p->spec);
 	if (err)
 		return err;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return sr__errorf(-ENOMEM, "out of memory");
-	p->shm.start_ns = sr__now_ns();
-	if (o->spec) {
-		err = sr_env_spec_upgrade(o->spec, &p->spec); /* v1 or v2 */
-		if (err)
-			goto fail;
-	} else {
-		err = sr_env_find(o->env, &p->spec);
-		if (err)
-			goto fail;
-	}
 	p->num_envs = o->num_envs;
 	p->batch_size = o->batch_size ? o->batch_size : o->num_envs;
 	p->async = p->batch_size < p->num_envs;
@@ -242,6 +233,16 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		if (s && *s)
 			p->spin_iters = (uint32_t)strtoul(s, NULL, 10);
 	}
+	return 0;
+}
+
+/* The placement plan (near the batches' GPU when the calling thread, the
+ * collector, is bound), the calling thread's binding, the thread count. */
+static int create_placement(sr_pool *p, const sr_pool_opts *o)
+{
+	struct sr__plan *plan;
+	uint32_t T;
+	int err;
 
 	{
 		/* The calling thread is the collector: when the batches go to a
@@ -258,23 +259,22 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 				       near[0] ? near : NULL, o->num_threads, o->bind, &p->place.plan);
 	}
 	if (err)
-		goto fail;
+		return err;
+	plan = p->place.plan;
 	if (o->flags & SR_POOL_F_TOPOLOGY) {
 		/* A described topology is not this machine: plan only, no binding. */
-		for (uint32_t i = 0; i < p->place.plan->nthreads; i++)
-			p->place.plan->w[i].cpus[0] = '\0';
+		for (uint32_t i = 0; i < plan->nthreads; i++)
+			plan->w[i].cpus[0] = '\0';
 	}
 	if (o->flags & SR_POOL_F_BIND_CALLER) {
 		/* Before worker 0's memory is first touched from this thread. */
-		err = sr__bind_self(&p->place.plan->w[0]);
-		if (err) {
-			sr__errorf(err, "cannot bind the calling thread to cpus %s: %s",
-				   p->place.plan->w[0].cpus, sr_strerror(err));
-			goto fail;
-		}
-		p->place.caller_bound = p->place.plan->w[0].cpus[0] != '\0';
+		err = sr__bind_self(&plan->w[0]);
+		if (err)
+			return sr__errorf(err, "cannot bind the calling thread to cpus %s: %s",
+					  plan->w[0].cpus, sr_strerror(err));
+		p->place.caller_bound = plan->w[0].cpus[0] != '\0';
 	}
-	T = p->place.plan->nthreads;
+	T = plan->nthreads;
 	if (o->num_threads == 0)
 		T = auto_threads(p, T);
 	else
@@ -290,8 +290,15 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	 * a batch keeps that short; 128 rows at least keep the per-drain
 	 * costs (reserve, publish, wake) small against the steps. */
 	p->drain_max = p->batch_size / T > SR__DRAIN_MIN ? p->batch_size / T : SR__DRAIN_MIN;
+	return 0;
+}
 
-	/* Ring. */
+/* The ring (>= 4 * num_envs slots) and its cached columns. */
+static int create_ring(sr_pool *p, const sr_pool_opts *o)
+{
+	sr_ring_opts ro;
+	int err;
+
 	memset(&ro, 0, sizeof(ro));
 	ro.obs_dim = p->obs_dim;
 	ro.act_size = (uint32_t)p->act_size;
@@ -304,7 +311,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	}
 	err = sr_ring_create(&ro, &p->ring);
 	if (err)
-		goto fail;
+		return err;
 	p->ring_cap = sr_ring_capacity(p->ring);
 	p->c_obs = sr_ring_obs_col(p->ring);
 	p->c_act = sr_ring_action_col(p->ring);
@@ -314,9 +321,14 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	p->c_flags = sr_ring_flags_col(p->ring);
 	p->c_env = sr_ring_env_id_col(p->ring);
 	p->c_prev = sr_ring_prev_col(p->ring);
+	return 0;
+}
 
-	/* Slices: contiguous, sizes differ by at most one (with batch groups,
-	 * below: multiples of the group count, differing by at most that). */
+/* The worker records and the per-env and per-worker arrays. */
+static int create_arrays(sr_pool *p)
+{
+	const uint32_t T = p->num_threads;
+
 	p->workers = aligned_alloc(SR_CACHELINE, sizeof(*p->workers) * T);
 	p->place.env_worker = calloc(p->num_envs, sizeof(*p->place.env_worker));
 	p->rb.shift = calloc(T, sizeof(*p->rb.shift));
@@ -328,39 +340,53 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	if (p->keep_final)
 		p->final_env = calloc((size_t)p->num_envs * p->obs_dim, sizeof(float));
 	if (!p->workers || !p->place.env_worker || !p->rb.shift || !p->rb.mark || !p->rb.inv ||
-	    !p->flight.inflight || !p->flight.last_ids || !p->async_act || (p->keep_final && !p->final_env)) {
-		err = sr__errorf(-ENOMEM, "out of memory for %u envs", p->num_envs);
-		goto fail;
-	}
+	    !p->flight.inflight || !p->flight.last_ids || !p->async_act ||
+	    (p->keep_final && !p->final_env))
+		return sr__errorf(-ENOMEM, "out of memory for %u envs", p->num_envs);
 	memset(p->workers, 0, sizeof(*p->workers) * T);
-	/* Commands go to groups of envs (worker.c): a sync pool has one,
-	 * every env; an async one has batch groups (collector.c) when the
-	 * batches tile the envs: each worker has the same number of envs in
-	 * every group, so its slice is a multiple of the group count. */
-	if (!p->async || (p->num_envs % p->batch_size == 0 && p->batch_size >= T &&
-			  !(o->flags & SR_POOL_F_NO_BATCH_GROUPS))) {
-		p->cmds.ngroups = p->num_envs / p->batch_size;
-		p->cmds.rec = calloc(p->cmds.ngroups, sizeof(*p->cmds.rec));
-		if (!p->cmds.rec) {
-			err = sr__errorf(-ENOMEM, "out of memory for %u batch groups", p->cmds.ngroups);
-			goto fail;
-		}
-		for (uint32_t g = 0; g < p->cmds.ngroups; g++) {
-			/* Sync steps use the caller's actions in place. */
-			if (p->async)
-				p->cmds.rec[g].acts_buf = malloc((size_t)p->batch_size * p->act_size);
-			p->cmds.rec[g].shift = calloc(T, sizeof(int32_t));
-			if ((p->async && !p->cmds.rec[g].acts_buf) || !p->cmds.rec[g].shift) {
-				err = sr__errorf(-ENOMEM, "out of memory for %u batch groups",
-						 p->cmds.ngroups);
-				goto fail;
-			}
-		}
-	}
 	p->flight.grp_last = -1;
-	base = p->num_envs / T;
-	extra = p->num_envs % T;
-	env = 0;
+	return 0;
+}
+
+/*
+ * The command records. Commands go to groups of envs (worker.c): a sync
+ * pool has one, every env; an async one has batch groups (collector.c)
+ * when the batches tile the envs: each worker has the same number of envs
+ * in every group, so its slice is a multiple of the group count.
+ */
+static int create_commands(sr_pool *p, const sr_pool_opts *o)
+{
+	const uint32_t T = p->num_threads;
+
+	if (p->async && (p->num_envs % p->batch_size != 0 || p->batch_size < T ||
+			 (o->flags & SR_POOL_F_NO_BATCH_GROUPS)))
+		return 0; /* per-env queues only */
+	p->cmds.ngroups = p->num_envs / p->batch_size;
+	p->cmds.rec = calloc(p->cmds.ngroups, sizeof(*p->cmds.rec));
+	if (!p->cmds.rec)
+		return sr__errorf(-ENOMEM, "out of memory for %u batch groups", p->cmds.ngroups);
+	for (uint32_t g = 0; g < p->cmds.ngroups; g++) {
+		/* Sync steps use the caller's actions in place. */
+		if (p->async)
+			p->cmds.rec[g].acts_buf = malloc((size_t)p->batch_size * p->act_size);
+		p->cmds.rec[g].shift = calloc(T, sizeof(int32_t));
+		if ((p->async && !p->cmds.rec[g].acts_buf) || !p->cmds.rec[g].shift)
+			return sr__errorf(-ENOMEM, "out of memory for %u batch groups",
+					  p->cmds.ngroups);
+	}
+	return 0;
+}
+
+/*
+ * The workers' slices: contiguous, sizes differ by at most one (with batch
+ * groups: multiples of the group count, differing by at most that), each
+ * env's owner, and whether rebalancing moves the shares' boundaries.
+ */
+static void create_slices(sr_pool *p, const sr_pool_opts *o)
+{
+	const uint32_t T = p->num_threads, base = p->num_envs / T, extra = p->num_envs % T;
+	uint32_t env = 0;
+
 	for (uint32_t i = 0; i < T; i++) {
 		struct sr__worker *w = &p->workers[i];
 		w->pool = p;
@@ -383,25 +409,59 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 		if (p->workers[i].n_envs > p->max_slice)
 			p->max_slice = p->workers[i].n_envs;
 	p->rb.on = (!p->async || p->cmds.ngroups) && T > 1 &&
-		       !(o->flags & (SR_POOL_F_NO_REBALANCE | SR_POOL_F_PROCS));
+		   !(o->flags & (SR_POOL_F_NO_REBALANCE | SR_POOL_F_PROCS));
+}
 
+/* Everything but the validation and the allocation of @p itself. */
+static int create_steps(sr_pool *p, const sr_pool_opts *o)
+{
+	int err;
+
+	err = create_config(p, o);
+	if (!err)
+		err = create_placement(p, o);
+	if (!err)
+		err = create_ring(p, o);
+	if (!err)
+		err = create_arrays(p);
+	if (!err)
+		err = create_commands(p, o);
+	if (err)
+		return err;
+	create_slices(p, o);
 	err = sr__collector_open(p);
-	if (err)
-		goto fail;
-	if (o->flags & SR_POOL_F_RING_NAME) {
+	if (!err && (o->flags & SR_POOL_F_RING_NAME))
 		err = sr__stats_shm_open(p, o->ring_name);
-		if (err)
-			goto fail;
-	}
-	err = p->kind->start(p, o);
+	if (!err)
+		err = p->kind->start(p, o);
+	return err;
+}
+
+int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
+{
+	sr_pool *p;
+	int err;
+
+	if (!out)
+		return sr__errorf(-EINVAL, "sr_pool_create: out is NULL");
+	*out = NULL;
+	if (!o)
+		return sr__errorf(-EINVAL, "sr_pool_create: opts is NULL");
+	err = check_opts(o);
 	if (err)
-		goto fail;
+		return err;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return sr__errorf(-ENOMEM, "out of memory");
+	p->shm.start_ns = sr__now_ns();
+	err = create_steps(p, o);
+	if (err) {
+		sr_pool_destroy(p);
+		return err;
+	}
 	sr__clear_error();
 	*out = p;
 	return 0;
-fail:
-	sr_pool_destroy(p);
-	return err;
 }
 
 void sr_pool_destroy(sr_pool *p)
