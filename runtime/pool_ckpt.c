@@ -1169,10 +1169,10 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 	struct sr__ckpt_pool_sect ps;
 	struct ckpt_runtime_sect rt;
 	struct ckpt_env_rec *envs = NULL;
-	uint8_t *states = NULL;
+	uint8_t *states = NULL, *inst = NULL;
 	struct sr__pool_ckpt *c;
 	uint64_t lo, hi;
-	size_t ssz;
+	size_t ssz, rb;
 	int fd, err;
 
 	if (!p || !path)
@@ -1180,9 +1180,6 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 	if (!p->kind->local_state)
 		return sr__errorf(-ENOTSUP, "sr_pool_restore_envs: the envs live in worker "
 				  "processes (SR_POOL_F_PROCS); checkpoints need thread workers");
-	if (sr_env_is_opaque(&p->spec))
-		return sr__errorf(-ENOTSUP, "sr_pool_restore_envs: env '%s' has opaque state; "
-				  "this build restores plain-data states only", p->spec.id);
 	c = ckpt_state(p, false);
 	if (c && c->job)
 		finish_job(c, true);
@@ -1214,7 +1211,7 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 	}
 	GEOM2("obs_dim", ps.obs_dim, p->obs_dim)
 	GEOM2("action size", ps.act_size, p->act_size)
-	GEOM2("env state_size", ps.state_size, p->spec.state_size)
+	GEOM2("env state_size", ps.state_size, env_rec_bytes(&p->spec))
 	GEOM2("autoreset", ps.autoreset, p->autoreset)
 	GEOM2("max_episode_steps", ps.max_episode_steps, p->spec.max_episode_steps)
 	GEOM2("seed", ps.seed, p->seed)
@@ -1231,13 +1228,14 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 		goto out;
 	}
 	ssz = p->spec.state_size;
-	states = malloc((size_t)ps.num_envs * ssz);
+	rb = env_rec_bytes(&p->spec); /* ssz, or an opaque env's length + save() bytes */
+	states = malloc((size_t)ps.num_envs * rb);
 	envs = malloc((size_t)ps.num_envs * sizeof(*envs));
 	if (!states || !envs) {
 		err = sr__errorf(-ENOMEM, "restore: out of memory");
 		goto out;
 	}
-	err = read_exact(&f, SR_CKPT_SECT_ENV_STATES, states, (size_t)ps.num_envs * ssz, true);
+	err = read_exact(&f, SR_CKPT_SECT_ENV_STATES, states, (size_t)ps.num_envs * rb, true);
 	if (!err)
 		err = read_exact(&f, SR_CKPT_SECT_ENV_COUNTERS, envs,
 				 (size_t)ps.num_envs * sizeof(*envs), true);
@@ -1248,7 +1246,43 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 			err = sr__errorf(-EBADMSG, "restore: env %u bookkeeping is malformed", e);
 			goto out;
 		}
-	if (p->spec.check_state) {
+	if (sr_env_is_opaque(&p->spec)) {
+		/* An opaque env (ABI v2): each saved record of [lo, hi) is
+		 * loaded into a new instance, made here, before the pool
+		 * changes (as sr_pool_restore does for the whole pool); the
+		 * instances' handles are swapped with the workers' below and
+		 * the old ones destroyed. */
+		const sr_env_spec *s = &p->spec;
+		uint64_t n = hi - lo;
+
+		inst = aligned_alloc(64, ((size_t)n * ssz + 63) & ~(size_t)63);
+		if (!inst) {
+			err = sr__errorf(-ENOMEM, "restore: out of memory");
+			goto out;
+		}
+		err = sr_env_create_instances(s, inst, (uint32_t)n);
+		if (err) {
+			free(inst);
+			inst = NULL;
+			goto out;
+		}
+		for (uint64_t g = lo; g < hi; g++) {
+			const uint8_t *rec = states + (g - ps.first_env) * rb;
+			uint8_t *in = inst + (g - lo) * ssz;
+			uint64_t len;
+
+			memcpy(&len, rec, 8);
+			err = len > s->save_max ? -EBADMSG : s->load(s, in, rec + 8, (size_t)len);
+			if (!err && s->check_state)
+				err = s->check_state(s, in);
+			if (err) {
+				err = sr__errorf(-EBADMSG, "restore: env %llu's saved state does not "
+						 "load into '%s' (%s)", (unsigned long long)g, s->id,
+						 sr_strerror(err < 0 ? err : -EBADMSG));
+				goto out;
+			}
+		}
+	} else if (p->spec.check_state) {
 		/* The env's own check of a state (v2 specs): nothing is applied
 		 * when any saved state is refused. */
 		for (uint64_t g = lo; g < hi; g++) {
@@ -1273,7 +1307,11 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 			if (g < lo || g >= hi)
 				continue;
 			er = &envs[g - ps.first_env];
-			memcpy(wk->states + (size_t)i * ssz, states + (g - ps.first_env) * ssz, ssz);
+			if (inst) /* swap handles: the old instance goes to inst */
+				swap_bytes(wk->states + (size_t)i * ssz, inst + (g - lo) * ssz, ssz);
+			else
+				memcpy(wk->states + (size_t)i * ssz, states + (g - ps.first_env) * rb,
+				       ssz);
 			wk->prev_seq[i] = SR_RING_NO_PREV;
 			wk->elapsed[i] = er->elapsed;
 			wk->done[i] = er->done;
@@ -1285,6 +1323,10 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 	}
 	err = (int)(hi - lo);
 out:
+	if (inst) { /* the old instances after success, the loaded ones after a failure */
+		sr_env_destroy_instances(&p->spec, inst, (uint32_t)(hi - lo));
+		free(inst);
+	}
 	free(states);
 	free(envs);
 	close(fd);

@@ -4,6 +4,8 @@
  *                       hash of the last K steps (global env order)
  *   mpi_ckpt load DIR   restore DIR (saved on any number of ranks), step K:
  *                       print the same hash
+ * A third argument names the env (default CartPole-v1; LunarLander-v3: an
+ * opaque Box2D state, ABI v2).
  * Actions depend only on (step, global env), so the hashes are equal when
  * every env continues its trajectory bit-exactly.
  */
@@ -42,18 +44,19 @@ int main(int argc, char **argv)
 	const sr_batch *b;
 	int32_t act[N];
 	uint64_t h[N], hall[N], all = 0xcbf29ce484222325ull;
+	/* actions in {0, 1}: valid for CartPole's Discrete(2) and LunarLander's Discrete(4) */
 	int rank, err, t0;
 	bool save;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	if (argc != 3 || (strcmp(argv[1], "save") && strcmp(argv[1], "load"))) {
-		fprintf(stderr, "usage: mpi_ckpt save|load DIR\n");
+	if (argc < 3 || argc > 4 || (strcmp(argv[1], "save") && strcmp(argv[1], "load"))) {
+		fprintf(stderr, "usage: mpi_ckpt save|load DIR [ENV]\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	save = !strcmp(argv[1], "save");
 	sr_pool_opts_init(&o);
-	o.env = "CartPole-v1";
+	o.env = argc > 3 ? argv[3] : "CartPole-v1";
 	o.num_envs = N;
 	o.num_threads = 1;
 	o.bind = SR_BIND_NONE;

@@ -154,6 +154,8 @@ SR_EXPORT int sr_pool_restore(sr_pool *p, const char *path);
  * are the ring (each restored env's next slot starts a chain: no prev) and
  * the statistics, so a run saved as N parts is restored on M pools by
  * calling this once per overlapping part (stepring/mpi.h does that).
+ * Opaque envs (ABI v2, e.g. Box2D) work too: each shared env's saved
+ * record is loaded into a new instance before the pool changes.
  * Checks the env, its parameters and sizes, autoreset and seed, and every
  * CRC, before changing anything. Returns the number of envs restored
  * (0: no overlap), or -errno as sr_pool_restore.
