@@ -1001,20 +1001,165 @@ static int load_opaque(const sr_pool *p, const uint8_t *states, uint8_t **out)
 	return 0;
 }
 
-int sr_pool_restore(sr_pool *p, const char *path)
-{
+/*
+ * sr_pool_restore in steps: restore_load reads every section and checks
+ * it against the pool (nothing changes), restore_apply puts the states,
+ * the bookkeeping, the statistics and the ring back, restore_free frees
+ * what the load made.
+ */
+
+/* What restore reads from a file: checked before the pool changes. */
+struct restore_in {
 	struct sr__ckpt_file f;
 	struct sr__ckpt_pool_sect ps;
 	struct ckpt_stats_sect ss;
 	struct ckpt_runtime_sect rt;
 	struct sr__ckpt_replay_meta meta;
-	struct ckpt_env_rec *envs = NULL;
-	uint8_t *states = NULL;
+	struct ckpt_env_rec *envs; /* num_envs */
+	uint8_t *states;           /* the env states section */
+	uint8_t *loaded;           /* opaque envs: the instances made from it */
+	uint8_t *stage;            /* the replay window, staged (mmap) */
+	size_t stage_len;
+	bool replay;               /* the file has a replay window */
+};
+
+/* The replay window's description (optional section), checked against
+ * the ring counters and this pool's ring; in->replay says if there is one. */
+static int restore_load_replay(sr_pool *p, struct restore_in *in, int *ri)
+{
+	int err = read_exact(&in->f, SR_CKPT_SECT_REPLAY_META, &in->meta, sizeof(in->meta), false);
+
+	if (err < 0)
+		return err;
+	if (err > 0)
+		return 0; /* no window */
+	*ri = sr__ckpt_find(&in->f, SR_CKPT_SECT_REPLAY);
+	/* Checked by the verify pass; again over the bytes read now. */
+	if (*ri < 0 || in->meta.head != in->rt.ring_head || in->meta.cursor != in->rt.ring_cursor)
+		return sr__errorf(-EBADMSG, "restore: replay window description is "
+					    "inconsistent with the ring counters");
+	err = sr__ckpt_check_replay_meta(&in->meta, in->f.table[*ri].length);
+	if (err)
+		return err;
+	if (in->meta.capacity != p->ring_cap || in->meta.obs_dim != p->ring->obs_dim ||
+	    in->meta.act_size != p->ring->act_size)
+		return sr__errorf(-EINVAL,
+				  "restore: the checkpoint's replay window needs a ring of "
+				  "%llu slots (obs_dim %u, action %u bytes); this pool has %llu "
+				  "(create it with ring_capacity = %llu)",
+				  (unsigned long long)in->meta.capacity, in->meta.obs_dim,
+				  in->meta.act_size, (unsigned long long)p->ring_cap,
+				  (unsigned long long)in->meta.capacity);
+	in->replay = true;
+	return 0;
+}
+
+/* Verify @fd, read every section into @in and check it against @p. */
+static int restore_load(sr_pool *p, int fd, struct restore_in *in)
+{
+	size_t nst = (size_t)p->num_envs * env_rec_bytes(&p->spec);
+	int err, ri = -1;
+
+	/* Every CRC first: nothing below runs on a corrupt file. */
+	err = sr__ckpt_verify_fd(fd, &in->f, NULL);
+	if (!err)
+		err = read_exact(&in->f, SR_CKPT_SECT_POOL, &in->ps, sizeof(in->ps), true);
+	if (!err)
+		err = read_exact(&in->f, SR_CKPT_SECT_RUNTIME, &in->rt, sizeof(in->rt), true);
+	if (!err)
+		err = check_geometry(p, &in->ps, &in->rt);
+	if (!err)
+		err = read_exact(&in->f, SR_CKPT_SECT_STATS, &in->ss, sizeof(in->ss), true);
+	if (err)
+		return err;
+	in->states = malloc(nst);
+	in->envs = malloc((size_t)p->num_envs * sizeof(*in->envs));
+	if (!in->states || !in->envs)
+		return sr__errorf(-ENOMEM, "restore: out of memory");
+	err = read_exact(&in->f, SR_CKPT_SECT_ENV_STATES, in->states, nst, true);
+	if (!err && sr_env_is_opaque(&p->spec))
+		err = load_opaque(p, in->states, &in->loaded);
+	if (!err)
+		err = read_exact(&in->f, SR_CKPT_SECT_ENV_COUNTERS, in->envs,
+				 (size_t)p->num_envs * sizeof(*in->envs), true);
+	if (!err)
+		err = restore_load_replay(p, in, &ri);
+	if (!err)
+		err = check_loaded(p, &in->rt, &in->ss, in->states, in->envs);
+	if (err || !in->replay)
+		return err;
+	/* The section's size is bounded by the pool's own ring (the meta
+	 * matched its capacity and the window its size above): a file cannot
+	 * make restore allocate more. */
+	err = stage_replay(&in->f, &in->meta, ri, &in->stage, &in->stage_len);
+	if (!err)
+		err = check_window(p, &in->meta, in->stage);
+	return err;
+}
+
+/* Put what @in holds into the pool (quiescent: no worker runs). */
+static void restore_apply(sr_pool *p, const struct restore_in *in)
+{
+	sr_ring *r = p->ring;
+
+	for (uint32_t w = 0; w < p->num_threads; w++) {
+		struct sr__worker *wk = &p->workers[w];
+		size_t ssz = p->spec.state_size;
+		if (in->loaded) /* swap handles: the old instances go to in->loaded */
+			swap_bytes(wk->states, in->loaded + (size_t)wk->first_env * ssz,
+				   (size_t)wk->n_envs * ssz);
+		else
+			memcpy(wk->states, in->states + (size_t)wk->first_env * ssz,
+			       (size_t)wk->n_envs * ssz);
+		for (uint32_t i = 0; i < wk->n_envs; i++) {
+			const struct ckpt_env_rec *er = &in->envs[wk->first_env + i];
+			wk->prev_seq[i] = er->prev_seq;
+			wk->elapsed[i] = er->elapsed;
+			wk->done[i] = er->done;
+			wk->done_term[i] = er->term;
+			wk->done_trunc[i] = er->trunc;
+			wk->ep_ret[i] = er->ep_ret;
+			wk->ep_len[i] = er->ep_len;
+		}
+		/* Worker step counters are per worker; the total is what counts. */
+		atomic_store_explicit(&wk->steps, w == 0 ? in->ss.steps : 0, memory_order_relaxed);
+	}
+	p->stats.episodes = in->ss.episodes;
+	p->stats.batches = in->ss.batches;
+	memcpy(p->stats.ret, in->ss.ep_ret, sizeof(p->stats.ret));
+	memcpy(p->stats.len, in->ss.ep_len, sizeof(p->stats.len));
+
+	/* Ring: forget every slot, put back the saved window, then the counters.
+	 * Quiescent: no producer runs; samplers re-check seq (R1/R3). */
+	for (uint64_t i = 0; i < r->cap; i++)
+		atomic_store_explicit(&r->seq[i], 0, memory_order_relaxed);
+	if (in->replay) {
+		apply_replay(p, &in->meta, in->stage);
+		/* R1: columns before the publish sequence. */
+		for (uint64_t s = in->meta.first_valid; s < in->meta.head; s++)
+			atomic_store_explicit(&r->seq[s & r->mask], s + 1, memory_order_release);
+	}
+	atomic_store_explicit(&r->hdr->head, in->rt.ring_head, memory_order_release);
+	atomic_store_explicit(&r->hdr->cursor, in->rt.ring_cursor, memory_order_release);
+}
+
+static void restore_free(sr_pool *p, struct restore_in *in)
+{
+	if (in->loaded) { /* the old instances after success, the loaded ones after a failure */
+		sr_env_destroy_instances(&p->spec, in->loaded, p->num_envs);
+		free(in->loaded);
+	}
+	if (in->stage)
+		munmap(in->stage, in->stage_len);
+	free(in->states);
+	free(in->envs);
+}
+
+int sr_pool_restore(sr_pool *p, const char *path)
+{
+	struct restore_in in;
 	struct sr__pool_ckpt *c;
-	uint8_t *stage = NULL, *loaded = NULL;
-	size_t nst, stage_len = 0;
-	int fd, err, ri = -1;
-	bool replay = false;
+	int fd, err;
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_restore: NULL argument");
@@ -1031,134 +1176,11 @@ int sr_pool_restore(sr_pool *p, const char *path)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return sr__errorf(-errno, "restore: cannot open '%s': %s", path, strerror(errno));
-	/* Every CRC first: nothing below runs on a corrupt file. */
-	err = sr__ckpt_verify_fd(fd, &f, NULL);
-	if (err)
-		goto out;
-	err = read_exact(&f, SR_CKPT_SECT_POOL, &ps, sizeof(ps), true);
-	if (err)
-		goto out;
-	err = read_exact(&f, SR_CKPT_SECT_RUNTIME, &rt, sizeof(rt), true);
-	if (err)
-		goto out;
-	err = check_geometry(p, &ps, &rt);
-	if (err)
-		goto out;
-	err = read_exact(&f, SR_CKPT_SECT_STATS, &ss, sizeof(ss), true);
-	if (err)
-		goto out;
-	nst = (size_t)p->num_envs * env_rec_bytes(&p->spec);
-	states = malloc(nst);
-	envs = malloc((size_t)p->num_envs * sizeof(*envs));
-	if (!states || !envs) {
-		err = sr__errorf(-ENOMEM, "restore: out of memory");
-		goto out;
-	}
-	err = read_exact(&f, SR_CKPT_SECT_ENV_STATES, states, nst, true);
-	if (err)
-		goto out;
-	if (sr_env_is_opaque(&p->spec)) {
-		err = load_opaque(p, states, &loaded);
-		if (err)
-			goto out;
-	}
-	err = read_exact(&f, SR_CKPT_SECT_ENV_COUNTERS, envs, (size_t)p->num_envs * sizeof(*envs),
-			 true);
-	if (err)
-		goto out;
-	err = read_exact(&f, SR_CKPT_SECT_REPLAY_META, &meta, sizeof(meta), false);
-	if (err < 0)
-		goto out;
-	if (err == 0) {
-		ri = sr__ckpt_find(&f, SR_CKPT_SECT_REPLAY);
-		/* Checked by the verify pass; again over the bytes read now. */
-		if (ri < 0 || meta.head != rt.ring_head || meta.cursor != rt.ring_cursor) {
-			err = sr__errorf(-EBADMSG, "restore: replay window description is "
-						   "inconsistent with the ring counters");
-			goto out;
-		}
-		err = sr__ckpt_check_replay_meta(&meta, f.table[ri].length);
-		if (err)
-			goto out;
-		if (meta.capacity != p->ring_cap || meta.obs_dim != p->ring->obs_dim ||
-		    meta.act_size != p->ring->act_size) {
-			err = sr__errorf(-EINVAL,
-					 "restore: the checkpoint's replay window needs a ring of "
-					 "%llu slots (obs_dim %u, action %u bytes); this pool has %llu "
-					 "(create it with ring_capacity = %llu)",
-					 (unsigned long long)meta.capacity, meta.obs_dim,
-					 meta.act_size, (unsigned long long)p->ring_cap,
-					 (unsigned long long)meta.capacity);
-			goto out;
-		}
-		replay = true;
-	}
-	err = check_loaded(p, &rt, &ss, states, envs);
-	if (err)
-		goto out;
-	if (replay) {
-		/* The section's size is bounded by the pool's own ring (the
-		 * meta matched its capacity and the window its size above):
-		 * a file cannot make restore allocate more. */
-		err = stage_replay(&f, &meta, ri, &stage, &stage_len);
-		if (err)
-			goto out;
-		err = check_window(p, &meta, stage);
-		if (err)
-			goto out;
-	}
-
-	/* ---- from here on the pool changes ---- */
-	for (uint32_t w = 0; w < p->num_threads; w++) {
-		struct sr__worker *wk = &p->workers[w];
-		size_t ssz = p->spec.state_size;
-		if (loaded) /* swap handles: the old instances go to @loaded */
-			swap_bytes(wk->states, loaded + (size_t)wk->first_env * ssz,
-				   (size_t)wk->n_envs * ssz);
-		else
-			memcpy(wk->states, states + (size_t)wk->first_env * ssz,
-			       (size_t)wk->n_envs * ssz);
-		for (uint32_t i = 0; i < wk->n_envs; i++) {
-			const struct ckpt_env_rec *er = &envs[wk->first_env + i];
-			wk->prev_seq[i] = er->prev_seq;
-			wk->elapsed[i] = er->elapsed;
-			wk->done[i] = er->done;
-			wk->done_term[i] = er->term;
-			wk->done_trunc[i] = er->trunc;
-			wk->ep_ret[i] = er->ep_ret;
-			wk->ep_len[i] = er->ep_len;
-		}
-		/* Worker step counters are per worker; the total is what counts. */
-		atomic_store_explicit(&wk->steps, w == 0 ? ss.steps : 0, memory_order_relaxed);
-	}
-	p->stats.episodes = ss.episodes;
-	p->stats.batches = ss.batches;
-	memcpy(p->stats.ret, ss.ep_ret, sizeof(p->stats.ret));
-	memcpy(p->stats.len, ss.ep_len, sizeof(p->stats.len));
-
-	/* Ring: forget every slot, put back the saved window, then the counters.
-	 * Quiescent: no producer runs; samplers re-check seq (R1/R3). */
-	sr_ring *r = p->ring;
-	for (uint64_t i = 0; i < r->cap; i++)
-		atomic_store_explicit(&r->seq[i], 0, memory_order_relaxed);
-	if (replay) {
-		apply_replay(p, &meta, stage);
-		/* R1: columns before the publish sequence. */
-		for (uint64_t s = meta.first_valid; s < meta.head; s++)
-			atomic_store_explicit(&r->seq[s & r->mask], s + 1, memory_order_release);
-	}
-	atomic_store_explicit(&r->hdr->head, rt.ring_head, memory_order_release);
-	atomic_store_explicit(&r->hdr->cursor, rt.ring_cursor, memory_order_release);
-	err = 0;
-out:
-	if (loaded) { /* the old instances after success, the loaded ones after a failure */
-		sr_env_destroy_instances(&p->spec, loaded, p->num_envs);
-		free(loaded);
-	}
-	if (stage)
-		munmap(stage, stage_len);
-	free(states);
-	free(envs);
+	memset(&in, 0, sizeof(in));
+	err = restore_load(p, fd, &in);
+	if (!err)
+		restore_apply(p, &in); /* from here on the pool changes */
+	restore_free(p, &in);
 	close(fd);
 	return err;
 }
