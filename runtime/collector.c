@@ -22,6 +22,8 @@
  *     least 4 * num_envs slots, so the batch stays valid until the next
  *     call (at most 2 * num_envs slots are written meanwhile).
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,6 +229,124 @@ static int land_device(sr_pool *p, const struct batch_req *req, sr_batch *out)
 }
 
 /* Step 4: the batch's rows where the pool's batches live (p->col.batch). */
+/*
+ * Finite check (SR_POOL_F_CHECK_FINITE, on by default). An env that writes
+ * a NaN or an infinity into its obs or reward (a plugin's bug, a physics
+ * blow-up) would otherwise reach the trainer unmarked and turn the episode
+ * statistics into NaN. Where each row is written, its obs and reward are
+ * tested for an all-ones exponent: the worker threads in bookkeep() and
+ * reset_range() (worker.c) over the rows they have just written (one
+ * vector pass, hot in cache, spread over the workers), the pool thread for
+ * process workers' rows (sr__nonfinite_scan, before the batch is formed).
+ * A row that fails gets SR_SLOT_NONFINITE in the ring's flags column
+ * before it is published, and keeps its values and its other flags and
+ * links: the runtime does not make values up, and the env's episode goes
+ * on as the env says (it may well end it). Each such row is counted on
+ * the worker that wrote it; the first one's env is kept in p->fin.first
+ * (the one compare-exchange from 0: relaxed, the ring's publish orders it
+ * before the row) and told once, on the pool thread, after the batch that
+ * holds it: a line on stderr and sr_last_error(), with the env's index,
+ * id and what was not finite. The batch says how many of its rows are
+ * flagged (sr_batch.nonfinite: a scan of its flags bytes, done only once
+ * a first one was seen); the statistics and the stats block count them.
+ * Independently of the check, a non-finite reward is never added to an
+ * episode's return, so mean_return stays finite.
+ */
+bool sr__check_finite_default(void)
+{
+	const char *s = getenv("STEPRING_CHECK_FINITE");
+
+	if (s && (!strcmp(s, "0") || !strcmp(s, "off") || !strcmp(s, "no") ||
+		  !strcmp(s, "false")))
+		return false;
+	return true;
+}
+
+void sr__nonfinite_first(sr_pool *p, uint32_t env, uint64_t what)
+{
+	uint64_t zero = 0;
+
+	if (atomic_load_explicit(&p->fin.first, memory_order_relaxed))
+		return;
+	/* Relaxed: the row's publish (release) orders it for the pool thread. */
+	atomic_compare_exchange_strong_explicit(&p->fin.first, &zero, ((uint64_t)env + 1) | what,
+						memory_order_relaxed, memory_order_relaxed);
+}
+
+uint64_t sr__nonfinite_rows(const sr_pool *p)
+{
+	uint64_t n = p->fin.pool_rows;
+
+	for (uint32_t i = 0; i < p->num_threads && p->workers; i++)
+		n += atomic_load_explicit(&p->workers[i].nonfinite, memory_order_relaxed);
+	return n;
+}
+
+void sr__nonfinite_scan(sr_pool *p, uint64_t seq, uint32_t n)
+{
+	const uint64_t mask = p->ring_cap - 1;
+	const uint32_t od = p->obs_dim;
+
+	if (!p->fin.on)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t s = (seq + i) & mask;
+		uint64_t what = (sr__nonfinite_any(p->c_obs + s * od, od) ? SR__NF_OBS : 0) |
+				(sr__nonfinite_f(p->c_rew[s]) ? SR__NF_REW : 0);
+
+		if (!what)
+			continue;
+		p->c_flags[s] |= SR_SLOT_NONFINITE;
+		sr__nonfinite_first(p, p->c_env[s], what);
+		p->fin.pool_rows++;
+	}
+}
+
+/* The first non-finite row, told once (pool thread, after a batch). */
+static void nonfinite_tell(sr_pool *p)
+{
+	uint64_t f;
+	char msg[400];
+
+	if (SR_LIKELY(p->fin.told) ||
+	    SR_LIKELY(!(f = atomic_load_explicit(&p->fin.first, memory_order_relaxed))))
+		return;
+	p->fin.told = true;
+	snprintf(msg, sizeof(msg),
+		 "env %" PRIu64 " (%s) wrote a non-finite %s (NaN or infinity): its rows are "
+		 "flagged SR_SLOT_NONFINITE and counted in sr_pool_stats.nonfinite_rows; mask "
+		 "them out (STEPRING_CHECK_FINITE=0 turns the check off)",
+		 (uint64_t)((f & SR__NF_ENV_MASK) - 1), p->spec.id,
+		 (f & SR__NF_OBS) && (f & SR__NF_REW) ? "observation and reward"
+		 : (f & SR__NF_OBS)		   ? "observation"
+						   : "reward");
+	fprintf(stderr, "stepring: warning: %s\n", msg);
+	sr__errorf(0, "%s", msg);
+}
+
+/* Rows of the batch @req flagged SR_SLOT_NONFINITE: none before the first
+ * one was seen (no scan). Pool thread, after the rows' acquire. */
+static uint32_t batch_nonfinite(sr_pool *p, const struct batch_req *req)
+{
+	const uint64_t mask = p->ring_cap - 1;
+	uint32_t k = 0;
+
+	if (SR_LIKELY(!atomic_load_explicit(&p->fin.first, memory_order_relaxed)))
+		return 0;
+	for (uint32_t i = 0; i < req->n; i++)
+		k += (p->c_flags[(req->seqs ? req->seqs[i] : req->first_seq + i) & mask] &
+		      SR_SLOT_NONFINITE) != 0;
+	return k;
+}
+
+/* P1: merge the finished episodes the workers queued (the worker kind's
+ * episodes), after telling the first non-finite row if there is one. */
+static void collect_episodes(sr_pool *p)
+{
+	nonfinite_tell(p);
+	p->kind->episodes(p);
+}
+
 static int land_batch(sr_pool *p, const struct batch_req *req)
 {
 	sr_batch *out = &p->col.batch;
@@ -234,6 +354,7 @@ static int land_batch(sr_pool *p, const struct batch_req *req)
 	out->n = req->n;
 	out->obs_dim = p->obs_dim;
 	out->final_obs = p->keep_final ? req->final_obs : NULL;
+	out->nonfinite = batch_nonfinite(p, req);
 	if (p->col.dev)
 		return land_device(p, req, out);
 	land_host(p, req, out);
@@ -259,7 +380,7 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out
 			n -= k;
 		}
 	}
-	p->kind->episodes(p);
+	collect_episodes(p);
 	err = land_batch(p, &req);
 	if (err)
 		return err;
@@ -329,7 +450,7 @@ static int hand_async(sr_pool *p, struct batch_req *req)
 	err = land_batch(p, req);
 	if (err)
 		return err;
-	p->kind->episodes(p);
+	collect_episodes(p);
 	return 0;
 }
 
@@ -552,7 +673,7 @@ void sr__collect_drain(sr_pool *p)
 		}
 		sr_ring_consume(p->ring, n);
 	}
-	p->kind->episodes(p);
+	collect_episodes(p);
 	p->flight.last_n = 0;
 	p->flight.grp_last = -1;
 	/* Every command is done (its rows came back), worker 0's share too

@@ -83,6 +83,31 @@ int sr__shm_trusted(const struct stat *st, const char *what, const char *name);
 #define SR_VECTOR_CLONES
 #endif
 
+/*
+ * The finite check (SR_POOL_F_CHECK_FINITE): a float is NaN or infinite
+ * when its exponent bits are all ones. Integer tests on the bits: no
+ * floating-point compare (which -ffinite-math-only would fold away) and a
+ * straight loop the vectorizer turns into and / compare / or over whole
+ * vectors.
+ */
+static inline uint32_t sr__nonfinite_f(float x)
+{
+	uint32_t b;
+
+	__builtin_memcpy(&b, &x, sizeof(b));
+	return (b & 0x7f800000u) == 0x7f800000u;
+}
+
+/* Whether any of @a[0 .. @n) is NaN or infinite. */
+static inline uint32_t sr__nonfinite_any(const float *a, size_t n)
+{
+	uint32_t acc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		acc |= sr__nonfinite_f(a[i]);
+	return acc;
+}
+
 /* One round of a spin-wait: tells the core (and an SMT sibling) that this
  * thread only polls. */
 static inline void sr__cpu_relax(void)

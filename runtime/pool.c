@@ -32,7 +32,8 @@
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
 		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER | \
 		       SR_POOL_F_NO_INLINE | SR_POOL_F_NO_BATCH_GROUPS | SR_POOL_F_NO_REBALANCE | \
-		       SR_POOL_F_FIRST_ENV | SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE)
+		       SR_POOL_F_FIRST_ENV | SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE | \
+		       SR_POOL_F_CHECK_FINITE | SR_POOL_F_NO_CHECK_FINITE)
 
 void sr_pool_opts_init(sr_pool_opts *o)
 {
@@ -142,6 +143,9 @@ static int check_opts(const sr_pool_opts *o)
 {
 	if (o->flags & ~(uint32_t)SR_POOL_F_ALL)
 		return sr__errorf(-EINVAL, "unknown pool flags 0x%x", o->flags & ~(uint32_t)SR_POOL_F_ALL);
+	if ((o->flags & SR_POOL_F_CHECK_FINITE) && (o->flags & SR_POOL_F_NO_CHECK_FINITE))
+		return sr__errorf(-EINVAL, "SR_POOL_F_CHECK_FINITE and SR_POOL_F_NO_CHECK_FINITE "
+				  "are both set");
 	if (o->num_envs == 0)
 		return sr__errorf(-EINVAL, "num_envs must be > 0");
 	if (o->num_envs >= SR__Q_RESET)
@@ -233,6 +237,9 @@ static int create_config(sr_pool *p, const sr_pool_opts *o)
 		if (s && *s)
 			p->spin_iters = (uint32_t)strtoul(s, NULL, 10);
 	}
+	p->fin.on = sr__check_finite_default();
+	if (o->flags & (SR_POOL_F_CHECK_FINITE | SR_POOL_F_NO_CHECK_FINITE))
+		p->fin.on = (o->flags & SR_POOL_F_CHECK_FINITE) != 0;
 	return 0;
 }
 
@@ -1025,6 +1032,13 @@ int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
 	}
 	out->mean_return = k ? r / k : 0.0;
 	out->mean_length = k ? l / k : 0.0;
+	out->nonfinite_rows = sr__nonfinite_rows(p);
+	{
+		uint64_t f = atomic_load_explicit(&p->fin.first, memory_order_relaxed);
+
+		out->nonfinite_env = f ? (int64_t)(f & SR__NF_ENV_MASK) - 1 : -1;
+	}
+	out->check_finite = p->fin.on;
 	return 0;
 }
 

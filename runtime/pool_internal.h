@@ -254,6 +254,7 @@ struct sr__worker {
 	_Atomic uint64_t ns_env;   /* inside spec->step / reset */
 	_Atomic uint64_t ns_ring;  /* reserve, bookkeeping, publish */
 	_Atomic uint64_t ns_idle;  /* spinning or sleeping; inline worker 0: not stepping */
+	_Atomic uint64_t nonfinite; /* rows it flagged SR_SLOT_NONFINITE */
 	uint64_t mark_ns, mark_busy; /* inline worker 0: wall clock and busy time at the last account */
 	sr_stats_worker *shm;      /* this worker's slot in the stats block, or NULL */
 	char pad_end[SR_CACHELINE];
@@ -375,6 +376,22 @@ static inline void sr__ep_stats_add(struct sr__ep_stats *s, double ret, double l
 	s->episodes++;
 }
 
+/*
+ * The finite check (SR_POOL_F_CHECK_FINITE; collector.c, "Finite check").
+ * on is read by the workers for every row range they write; the rest is
+ * written at most once (first, told) or only with process workers
+ * (pool_rows), so the line stays clean in the workers' caches.
+ */
+struct sr__finite {
+	bool on;                  /* set at create */
+	bool told;                /* pool thread: the first one was reported */
+	/* The first non-finite row, as 1 + its env index | SR__NF_OBS /
+	 * SR__NF_REW (what was not finite); 0: none yet. Set once
+	 * (compare-exchange from 0) by whichever thread finds it. */
+	_Atomic uint64_t first;
+	uint64_t pool_rows;       /* pool thread: rows it flagged (process workers) */
+};
+
 struct sr_pool {
 	/* --- configuration --- */
 	sr_env_spec spec;
@@ -404,6 +421,7 @@ struct sr_pool {
 	struct sr__worker *workers; /* num_threads; workers[0] is inline unless NO_INLINE */
 	uint32_t first_thread;      /* 1: worker 0 runs on the calling thread; 0: all are threads */
 
+	struct sr__finite fin; /* the finite check (read by the workers; written rarely) */
 	/* Set (relaxed, before the kick) by the thread kind's stop. */
 	_Atomic uint32_t stop;
 	/* Worker threads that have allocated their memory (release). */
@@ -496,6 +514,21 @@ void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v);
 void sr__futex_wait(_Atomic uint32_t *addr, uint32_t val);
 void sr__futex_wake(_Atomic uint32_t *addr);
 uint64_t sr__now_ns(void);
+
+/* --- collector.c: the finite check --- */
+#define SR__NF_ENV_MASK ((1ull << 40) - 1)
+#define SR__NF_OBS (1ull << 40)
+#define SR__NF_REW (1ull << 41)
+/* The default of the check: on, unless STEPRING_CHECK_FINITE=0. */
+bool sr__check_finite_default(void);
+/* Remember env @env's row as the first non-finite one (@what: SR__NF_OBS
+ * | SR__NF_REW) unless one was seen before. Any thread. */
+void sr__nonfinite_first(sr_pool *p, uint32_t env, uint64_t what);
+/* Rows flagged SR_SLOT_NONFINITE so far (relaxed loads, any thread). */
+uint64_t sr__nonfinite_rows(const sr_pool *p);
+/* Process workers: check rows [seq, seq + n) (published, not consumed),
+ * flag and count the non-finite ones. Pool thread. */
+void sr__nonfinite_scan(sr_pool *p, uint64_t seq, uint32_t n);
 
 /* --- collector.c --- */
 int sr__collector_open(sr_pool *p);

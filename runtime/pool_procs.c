@@ -112,6 +112,11 @@ static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)
 
 	err = sr__procs_run(p->procs, c->reset ? SR_PROC_CMD_RESET : SR_PROC_CMD_STEP, c->seq,
 			    c->reset ? NULL : c->acts, c->reset ? c->mask : NULL);
+	/* The finite check of the workers' rows: published, not consumed
+	 * yet, so flagged before the batch is formed (a replay sampler in
+	 * another process may copy one in between without its flag). */
+	if (!err)
+		sr__nonfinite_scan(p, c->seq, p->num_envs);
 	mirror(p);
 	*t = sr__now_ns();
 	return err;

@@ -549,7 +549,7 @@ static void cw_step(struct sr__cworker *c, uint64_t seq, const unsigned char *ac
 		c->c_prev[s] = c->prev_seq[i];
 		c->prev_seq[i] = q;
 		c->elapsed[i]++;
-		c->ep_ret[i] += r;
+		c->ep_ret[i] += sr__nonfinite_f(r) ? 0.0f : r; /* never a NaN return */
 		c->ep_len[i]++;
 		if (!(t | tr))
 			continue;

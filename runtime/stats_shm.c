@@ -114,6 +114,8 @@ void sr__stats_shm_update(sr_pool *p)
 	s->p99_us = n ? lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] : 0;
 	s->ring_head = sr_ring_head(p->ring);
 	s->ring_cursor = sr_ring_cursor(p->ring);
+	s->nonfinite_rows = st.nonfinite_rows;
+	s->nonfinite_env = (uint64_t)(st.nonfinite_env + 1);
 	__atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
 }
 

@@ -260,6 +260,36 @@ static inline __attribute__((always_inline)) void push_episode(struct sr__worker
 }
 
 /*
+ * The finite check (collector.c, "Finite check"), slow part: rows [0, @n)
+ * of slots from @s (no wrap) of local envs from @lo of worker @w, stepped
+ * by @x, where some obs or reward is NaN or infinite: flag each such row,
+ * count it on @x (its single writer) and name the first. Runs only when
+ * the vector test found one. @rew_too: 0 for reset rows (their reward is
+ * 0 by construction). Returns the rows flagged.
+ */
+static uint32_t flag_nonfinite(struct sr__worker *w, struct sr__worker *x, uint32_t lo,
+			       uint32_t n, uint64_t s, bool rew_too)
+{
+	sr_pool *p = w->pool;
+	const uint32_t od = p->obs_dim;
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t what = (sr__nonfinite_any(p->c_obs + (s + i) * od, od) ? SR__NF_OBS : 0) |
+				(rew_too && sr__nonfinite_f(p->c_rew[s + i]) ? SR__NF_REW : 0);
+
+		if (!what)
+			continue;
+		p->c_flags[s + i] |= SR_SLOT_NONFINITE;
+		if (!k)
+			sr__nonfinite_first(p, w->first_env + lo + i, what);
+		k++;
+	}
+	add_relaxed(&x->nonfinite, k);
+	return k;
+}
+
+/*
  * Ring bookkeeping for the same envs after env_calls: reward, truncation
  * (TimeLimit), flags, env id, prev link, action; remembers which envs
  * finished (SAME_STEP fix-up). The envs are @w's (its per-env arrays);
@@ -317,7 +347,9 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 
 		c_env[i] = env0 + i;
 		c_rew[i] = r;
-		ep_ret[i] += r;
+		/* A NaN or infinite reward never enters the episode's return
+		 * (a select, not a branch: the loop stays a vector loop). */
+		ep_ret[i] += sr__nonfinite_f(r) ? 0.0f : r;
 		ep_len[i]++;
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -333,6 +365,14 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 		prev_seq[i] = seq + i;
 		elapsed[i]++;
 	}
+	/* The finite check: one vector pass over the rows' obs and rewards
+	 * (hot in cache: just written); the rows are looked at one by one
+	 * only when it finds something. The flag is or-ed in: the slow path
+	 * below or-s its own. */
+	if (p->fin.on &&
+	    SR_UNLIKELY(sr__nonfinite_any(p->c_obs + s * od, (size_t)n * od) |
+			sr__nonfinite_any(c_rew, n)))
+		flag_nonfinite(w, x, lo, n, s, true);
 	if (SR_LIKELY(!any))
 		return nd;
 
@@ -374,12 +414,12 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 			ep_len[i]--;
 			c_term[i] = done_term[i];
 			c_trunc[i] = done_trunc[i];
-			c_flags[i] = SR_SLOT_PAD;
+			c_flags[i] |= SR_SLOT_PAD;
 		} else {
 			/* NEXT_STEP: the reset obs of a new episode. */
 			c_term[i] = 0;
 			c_trunc[i] = 0;
-			c_flags[i] = SR_SLOT_FIRST;
+			c_flags[i] |= SR_SLOT_FIRST;
 			c_prev[i] = SR_RING_NO_PREV;
 			elapsed[i] = 0;
 			ep_ret[i] = 0;
@@ -447,9 +487,19 @@ static void same_step_fixup(struct sr__worker *w, struct sr__worker *x, uint32_t
 		uint32_t i = x->done_loc[k];
 
 		copy_slot(p, sq, se);
-		p->c_flags[se] = SR_SLOT_FINAL;
+		/* The final obs and the reward move with the transition: so
+		 * does their finite flag. The batch slot keeps the reward and
+		 * gets the reset obs: its flag is the reward's, or the reset
+		 * obs's (a new finding, counted). */
+		p->c_flags[se] = SR_SLOT_FINAL | (p->c_flags[sq] & SR_SLOT_NONFINITE);
 		p->spec.reset(&p->spec, state_of(w, i), 1, p->c_obs + sq * p->obs_dim);
 		p->c_flags[sq] = SR_SLOT_FIRST;
+		if (p->fin.on) {
+			if (SR_UNLIKELY(sr__nonfinite_any(p->c_obs + sq * p->obs_dim, p->obs_dim)))
+				flag_nonfinite(w, x, i, 1, sq, false);
+			else if (SR_UNLIKELY(sr__nonfinite_f(p->c_rew[sq])))
+				p->c_flags[sq] |= SR_SLOT_NONFINITE; /* counted by bookkeep */
+		}
 		p->c_prev[sq] = SR_RING_NO_PREV;
 		w->prev_seq[i] = q;
 		w->elapsed[i] = 0;
@@ -515,6 +565,8 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 			p->c_prev[sl] = w->prev_seq[l];
 		}
 	}
+	if (p->fin.on && SR_UNLIKELY(sr__nonfinite_any(p->c_obs + s * od, (size_t)n * od)))
+		flag_nonfinite(w, w, lo, n, s, false);
 }
 
 /* A range of envs a worker steps in a command: local envs [lo, lo + n) of

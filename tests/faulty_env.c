@@ -6,10 +6,16 @@
  * instance's RNG; reward 1 per step; the episode terminates after a length
  * drawn at reset (8 .. 39 steps). Actions 0 and 1 are ordinary (1 doubles
  * the step); action 2 makes the step fail the way params[0] says:
- * 1 SIGSEGV, 2 exit(3), 3 hang (sleep forever), 4 abort(). params[0] = 0:
- * action 2 is ordinary. Everything is a function of (seed, index) and the
+ * 1 SIGSEGV, 2 exit(3), 3 hang (sleep forever), 4 abort(); or it writes
+ * what no env should (the finite check's tests, tests/test_nonfinite.c):
+ * 5 x becomes NaN (every obs is NaN until the episode ends: it still
+ * terminates on time), 6 a NaN reward, 7 an infinite reward, 8 the
+ * episode terminates now and the next reset's obs is NaN (x only: the
+ * steps after it are finite again). params[0] = 0: the environment
+ * variable FAULTY_MODE says, else action 2 is ordinary. Everything is a function of (seed, index) and the
  * actions, so runs are reproducible.
  */
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -21,6 +27,7 @@ struct faulty {
 	double x;
 	uint32_t t, len;
 	uint64_t id;
+	uint32_t nan_reset; /* mode 8: the next reset's obs is NaN */
 };
 
 static const float act_unused[1] = {0.0f};
@@ -54,7 +61,20 @@ static void f_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
 		s[i].t = 0;
 		s[i].len = 8 + (uint32_t)(sr_rng_next(&s[i].rng) % 32);
 		f_observe(spec, &s[i], obs + 3 * i);
+		if (s[i].nan_reset) {
+			s[i].nan_reset = 0;
+			obs[3 * i] = NAN;
+		}
 	}
+}
+
+/* params[0], or (a loader that cannot set params: the Python binding) the
+ * environment variable FAULTY_MODE. */
+static uint64_t fault_mode(const sr_env_spec *spec)
+{
+	const char *s = getenv("FAULTY_MODE");
+
+	return spec->params[0] ? spec->params[0] : s ? strtoull(s, NULL, 10) : 0;
 }
 
 static void fail_now(uint64_t mode)
@@ -82,11 +102,18 @@ static void f_step(const sr_env_spec *spec, void *states, size_t n, const void *
 	const int32_t *a = actions;
 
 	for (size_t i = 0; i < n; i++) {
-		if (a[i] == 2)
-			fail_now(spec->params[0]);
+		uint64_t mode = a[i] == 2 ? fault_mode(spec) : 0;
+
+		fail_now(mode);
 		s[i].x += (a[i] == 1 ? 2.0 : 1.0) * sr_rng_range(&s[i].rng, -0.1, 0.1);
 		s[i].t++;
-		reward[i] = 1.0;
+		reward[i] = mode == 6 ? NAN : mode == 7 ? INFINITY : 1.0;
+		if (mode == 5)
+			s[i].x = NAN;
+		if (mode == 8) {
+			s[i].t = s[i].len;
+			s[i].nan_reset = 1;
+		}
 		terminated[i] = s[i].t >= s[i].len;
 		f_observe(spec, &s[i], obs + 3 * i);
 	}

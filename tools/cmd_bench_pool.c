@@ -37,6 +37,8 @@ static void usage(FILE *f)
 		"  --no-inline    worker 0 is a thread too (the calling thread only drives)\n"
 		"  --no-groups    async: per-env queues only, no batch groups\n"
 		"  --no-rebalance each worker steps exactly its own envs (sync, batch groups)\n"
+		"  --check-finite on|off  the pool's NaN / infinity check of every row (default:\n"
+		"                 on unless STEPRING_CHECK_FINITE=0; docs/envs.md)\n"
 		"  --ring-capacity N  ring slots, a power of two >= 4 x envs (default: 4 x envs,\n"
 		"                 at least 1024)\n"
 		"  --json         one JSON object\n");
@@ -111,6 +113,10 @@ int bench_pool(int argc, char **argv)
 			c.no_groups = 1;
 		} else if (cli_opt(argc, argv, &i, "--no-rebalance", NULL)) {
 			c.no_rebalance = 1;
+		} else if (cli_opt(argc, argv, &i, "--check-finite", &v)) {
+			if (strcmp(v, "on") && strcmp(v, "off"))
+				cli_die("--check-finite: '%s' is not on or off", v);
+			c.check_finite = !strcmp(v, "on") ? 1 : 2;
 		} else if (cli_opt(argc, argv, &i, "--json", NULL)) {
 			json = true;
 		} else {
@@ -195,6 +201,8 @@ int bench_pool(int argc, char **argv)
 	       r.steps_per_cpu_sec, r.raw_steps_per_cpu_sec, r.efficiency_cpu);
 	printf("  batch latency p50 %.1f us  p90 %.1f us  p99 %.1f us\n", r.p50_us, r.p90_us,
 	       r.p99_us);
+	printf("  finite check  %s  (%llu non-finite rows)\n", r.check_finite ? "on" : "off",
+	       (unsigned long long)r.nonfinite_rows);
 	printf("  breakdown     env %.1f%%  ring %.1f%%  collect %.1f%%  send %.1f%%  "
 	       "policy %.1f%%  wait %.1f%%\n", 100 * r.share_env, 100 * r.share_ring,
 	       100 * r.share_copy, 100 * r.share_send, 100 * r.share_policy, 100 * r.share_wait);

@@ -201,6 +201,8 @@ static int own_loop(const struct bench_pool_cfg *c, struct bench_pool_result *r)
 		r->share_wait = fmax(0, 1 - r->share_env - r->share_ring - r->share_copy -
 						 r->share_send - r->share_policy);
 		r->ns_wait = r->share_wait * tot / n;
+		r->check_finite = s1.check_finite;
+		r->nonfinite_rows = s1.nonfinite_rows;
 		qsort(lat, nlat, sizeof(float), cmp_float);
 		if (nlat) {
 			r->p50_us = lat[nlat / 2];
@@ -442,6 +444,17 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	if (own)
 		printf("(closed loops measured by diagnose itself, policy on the host: this "
 		       "build's pool benchmark has no policy)\n");
+	if (env_only.nonfinite_rows + loop.nonfinite_rows + (have_other ? other.nonfinite_rows : 0))
+		printf("warning: %s wrote NaN or infinity: %llu rows flagged SR_SLOT_NONFINITE "
+		       "(envs only %llu, closed loops %llu); trainers must mask them "
+		       "(docs/envs.md)\n", spec.id,
+		       (unsigned long long)(env_only.nonfinite_rows + loop.nonfinite_rows +
+					    (have_other ? other.nonfinite_rows : 0)),
+		       (unsigned long long)env_only.nonfinite_rows,
+		       (unsigned long long)(loop.nonfinite_rows +
+					    (have_other ? other.nonfinite_rows : 0)));
+	else if (env_only.check_finite)
+		printf("finite check: no NaN or infinity in any obs or reward\n");
 	putchar('\n');
 
 	memset(&in, 0, sizeof(in));

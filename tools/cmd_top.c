@@ -342,11 +342,11 @@ static void print_plain(FILE *f, const struct top *t, const struct snap *s, cons
 	fprintf(f,
 		"top %s: t=%.1fs steps=%llu steps/s=%.0f p50_us=%.1f p99_us=%.1f episodes=%llu "
 		"return=%.2f util=%.0f%% ring_pending=%.0f%% replay_fill=%.0f%% ckpt=%s/%llu "
-		"workers=",
+		"nonfinite=%llu workers=",
 		t->name, r->uptime_s, (unsigned long long)a->steps, r->steps_per_sec, a->p50_us,
 		a->p99_us, (unsigned long long)a->episodes, a->mean_return, 100 * r->util_mean,
 		100 * r->pending_frac, 100 * r->replay_frac, ckpt_name(a->ckpt_state),
-		(unsigned long long)a->ckpt_count);
+		(unsigned long long)a->ckpt_count, (unsigned long long)a->nonfinite_rows);
 	for (uint32_t i = 0; i < s->nw; i++)
 		fprintf(f, "%s%.0f%%", i ? "," : "", 100 * r->util[i]);
 	fputc('\n', f);
@@ -378,6 +378,10 @@ static void print_screen(FILE *f, const struct top *t, const struct snap *s, con
 		100 * r->pending_frac, 100 * r->replay_frac);
 	fprintf(f, "checkpoint  %s   completed %llu   last %.1f MiB\n", ckpt_name(a->ckpt_state),
 		(unsigned long long)a->ckpt_count, (double)a->ckpt_bytes / (1024.0 * 1024.0));
+	if (a->nonfinite_rows)
+		fprintf(f, "non-finite rows %llu (NaN or infinity in obs or reward; the first from "
+			"env %llu)\n", (unsigned long long)a->nonfinite_rows,
+			(unsigned long long)(a->nonfinite_env ? a->nonfinite_env - 1 : 0));
 	fprintf(f, "\n%6s %5s %10s %5s\n", "worker", "cpu", "steps/s", "util");
 	for (uint32_t i = 0; i < s->nw; i++) {
 		char bar[21];

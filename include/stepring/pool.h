@@ -89,6 +89,16 @@ enum {
 					   * 0's envs lose crash isolation (a segfault or
 					   * a hang there is the trainer's). C envs of
 					   * env/spec, or proc_inline's. docs/procs.md */
+	SR_POOL_F_CHECK_FINITE = 1u << 12, /* check every published row's obs and reward
+					    * for NaN and infinity: such rows get
+					    * SR_SLOT_NONFINITE, are counted (sr_pool_stats
+					    * .nonfinite_rows) and the first names its env
+					    * (sr_last_error and one line on stderr). On by
+					    * default; the environment variable
+					    * STEPRING_CHECK_FINITE=0 or 1 changes the default,
+					    * these two flags override it (docs/envs.md) */
+	SR_POOL_F_NO_CHECK_FINITE = 1u << 13, /* no finite check (rows never get
+					       * SR_SLOT_NONFINITE) */
 };
 
 typedef struct sr_pool_opts {
@@ -144,6 +154,11 @@ typedef struct sr_batch {
 	const float *final_obs;    /* SAME_STEP or SR_POOL_F_FINAL_OBS: n * obs_dim, rows
 				    * valid where terminated|truncated; else NULL */
 	uint64_t first_seq;        /* ring sequence of row 0 when the rows are ring slots */
+	uint32_t nonfinite;        /* rows of this batch flagged SR_SLOT_NONFINITE (a NaN or
+				    * an infinity in the obs or the reward); 0 without the
+				    * finite check. Those rows are the ones where
+				    * !isfinite(reward) or any !isfinite(obs) */
+	uint32_t reserved0;
 } sr_batch;
 
 /**
@@ -313,6 +328,12 @@ typedef struct sr_pool_stats {
 	uint64_t ns_collect;      /* forming batches (recv / step), less the waits */
 	uint64_t ns_wait;         /* workers idle; recv waiting for the workers */
 	uint64_t ns_send;         /* async: in sr_pool_send (checking and queueing actions) */
+	/* The finite check (SR_POOL_F_CHECK_FINITE). Non-finite rewards never
+	 * enter mean_return (with or without the check). */
+	uint64_t nonfinite_rows;  /* rows flagged SR_SLOT_NONFINITE since create */
+	int64_t nonfinite_env;    /* the env of the first one (index), or -1 */
+	uint32_t check_finite;    /* 1: the check is on */
+	uint32_t reserved0;
 } sr_pool_stats;
 
 SR_EXPORT int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out);

@@ -44,6 +44,11 @@ enum {
 	SR_SLOT_FAULT = 1u << 3, /* the env's worker process died or hung during this step:
 				  * truncated = 1, prev SR_RING_NO_PREV, obs zero; not a
 				  * transition. The env restarts with a reset row next. */
+	SR_SLOT_NONFINITE = 1u << 4, /* the pool's finite check (SR_POOL_F_CHECK_FINITE, on
+				      * by default) found a NaN or an infinity in this
+				      * row's obs or reward. The values are left as the env
+				      * wrote them and the row keeps its other flags and
+				      * links: mask it out of training (docs/envs.md). */
 };
 
 /* sr_ring_create flags */

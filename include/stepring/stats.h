@@ -59,7 +59,12 @@ typedef struct sr_stats_shm {
 	uint32_t reserved0;
 	uint64_t ckpt_count;    /* checkpoints completed */
 	uint64_t ckpt_bytes;    /* bytes of the last checkpoint */
-	uint64_t reserved[16];
+	/* The finite check (SR_POOL_F_CHECK_FINITE): rows flagged
+	 * SR_SLOT_NONFINITE, and 1 + the env index of the first one (0:
+	 * none). Zero in blocks of pools that predate them. */
+	uint64_t nonfinite_rows;
+	uint64_t nonfinite_env;
+	uint64_t reserved[14];
 	sr_stats_worker workers[SR_STATS_MAX_WORKERS];
 } sr_stats_shm;
 

@@ -206,6 +206,8 @@ class sr_batch(ctypes.Structure):
         ("env_id", c_vp),
         ("final_obs", c_vp),
         ("first_seq", c_u64),
+        ("nonfinite", c_u32),
+        ("reserved0", c_u32),
     ]
 
 
@@ -220,6 +222,10 @@ class sr_pool_stats(ctypes.Structure):
         ("ns_collect", c_u64),
         ("ns_wait", c_u64),
         ("ns_send", c_u64),
+        ("nonfinite_rows", c_u64),
+        ("nonfinite_env", ctypes.c_int64),
+        ("check_finite", c_u32),
+        ("reserved0", c_u32),
     ]
 
 
@@ -251,7 +257,10 @@ class sr_pool_worker_stats(ctypes.Structure):
 
 SR_POOL_F_PROCS = 1 << 10
 SR_POOL_F_PROC_INLINE = 1 << 11
+SR_POOL_F_CHECK_FINITE = 1 << 12
+SR_POOL_F_NO_CHECK_FINITE = 1 << 13
 SR_SLOT_FAULT = 1 << 3
+SR_SLOT_NONFINITE = 1 << 4
 
 
 class sr_pool_faults(ctypes.Structure):

@@ -26,6 +26,8 @@ import sys
 import time
 import traceback
 
+_F32_MAX = 3.4028234663852886e38  # larger rewards are infinite in the ring's float32
+
 NO_PREV = (1 << 64) - 1
 FIRST, PAD = 1, 2
 CMD_STEP = 1
@@ -139,7 +141,8 @@ class Slice:
                     terms[i] = te
                     truncs[i] = tr
                     prevs[i] = prev[i]
-                    ep_ret[i] += r
+                    if abs(r) <= _F32_MAX:  # NaN, inf (in float32) never enter the return
+                        ep_ret[i] += r
                     ep_len[i] += 1
                     if te or tr:
                         done[i] = True

@@ -288,7 +288,7 @@ class VectorEnv(_Base):
                  seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
                  copy=True, output="numpy", bind="core", cpuset=None, ring_name=None,
                  batch_groups=True, rebalance=True, max_episode_steps=_DEFAULT,
-                 render_mode=None, comm=None):
+                 render_mode=None, comm=None, check_finite=None):
         self._handle = None
         self._p = None
         self._lock = threading.Lock()
@@ -349,6 +349,10 @@ class VectorEnv(_Base):
         self._ring_name = ring_name
         self._batch_groups = bool(batch_groups)
         self._rebalance = bool(rebalance)
+        if check_finite is not None and not isinstance(check_finite, (bool, np.bool_)):
+            raise TypeError("check_finite must be None, True or False, not %r"
+                            % (check_finite,))
+        self._check_finite = check_finite
         self._seed = seed
         self._async = mode == "async"
         self._same_step = autoreset_mode == "same_step"
@@ -457,6 +461,9 @@ class VectorEnv(_Base):
             o.flags |= _lib.SR_POOL_F_NO_BATCH_GROUPS
         if not self._rebalance:
             o.flags |= _lib.SR_POOL_F_NO_REBALANCE
+        if self._check_finite is not None:
+            o.flags |= (_lib.SR_POOL_F_CHECK_FINITE if self._check_finite
+                        else _lib.SR_POOL_F_NO_CHECK_FINITE)
         o.ring_capacity = self._replay_capacity
         # The pool's batches stay on the host (views of the ring); with
         # output 'dlpack' an sr_device lands them where asked (below).
@@ -570,6 +577,11 @@ class VectorEnv(_Base):
         if self._async:
             info["env_id"] = out[4].long()
         term, trunc = out[2].bool(), out[3].bool()
+        if self._bp.contents.nonfinite:
+            # Rows the pool flagged SR_SLOT_NONFINITE: exactly these.
+            import torch
+            info["nonfinite"] = ~(torch.isfinite(obs.reshape(obs.shape[0], -1)).all(dim=1)
+                                  & torch.isfinite(out[1]))
         if self._same_step:
             b = self._bp.contents
             if b.final_obs:
@@ -707,6 +719,10 @@ class VectorEnv(_Base):
                 self._vcache.clear()
             self._vcache[key] = out
         obs, rew, term, trunc = out
+        bad = None
+        if b.nonfinite:
+            # Rows the pool flagged SR_SLOT_NONFINITE: exactly these.
+            bad = ~(np.isfinite(obs.reshape(n, -1)).all(axis=1) & np.isfinite(rew))
         if self.copy:
             obs = obs.copy()
             rew = rew.astype(np.float64)
@@ -729,11 +745,15 @@ class VectorEnv(_Base):
                 info["_final_obs"] = done
                 info["final_info"] = {}
                 info["_final_info"] = done.copy()
+        if bad is not None:
+            info["nonfinite"] = bad
         if self._disabled:
             np.logical_or(term, trunc, out=self._ended)
         if self._torch:
             import torch
             obs, rew, term, trunc = (torch.from_numpy(x) for x in (obs, rew, term, trunc))
+            if bad is not None:
+                info["nonfinite"] = torch.from_numpy(bad)
             if "env_id" in info:
                 info["env_id"] = torch.from_numpy(info["env_id"].astype(np.int64))
         return obs, rew, term, trunc, info
@@ -1112,7 +1132,7 @@ class VectorEnv(_Base):
         """sr_pool_stats_get as a dict."""
         s = _lib.sr_pool_stats()
         check(lib.sr_pool_stats_get(self._live(), ctypes.byref(s)))
-        return {k: getattr(s, k) for k, _ in s._fields_}
+        return {k: getattr(s, k) for k, _ in s._fields_ if not k.startswith("reserved")}
 
     @_exclusive
     def worker_stats(self):
@@ -1184,7 +1204,12 @@ def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threa
     zero-copy read-only views of the ring (float32 rewards). Extra keywords:
     output='numpy'|'torch', bind, cpuset, ring_name, batch_groups (False:
     async per-env queues only), rebalance (False: each worker steps exactly
-    its own envs), max_episode_steps (None: no time limit), comm (an mpi4py
+    its own envs), max_episode_steps (None: no time limit), check_finite
+    (None: the library's default, on unless STEPRING_CHECK_FINITE=0; True /
+    False: on / off. On, a row whose obs or reward holds a NaN or an
+    infinity is flagged: info['nonfinite'], a bool per row, is there when
+    a batch has one, and stats() counts them in 'nonfinite_rows' and names
+    the first one's env in 'nonfinite_env'; see docs/envs.md), comm (an mpi4py
     communicator: num_envs, and an async batch_size, are global; every
     rank calls make_vec with the same options and gets its block of envs,
     [first_env, first_env + num_envs), seeded from (seed, global index), so

@@ -525,7 +525,9 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	/* The calling thread steps worker 0's envs: bind it like a worker. */
 	o.flags = SR_POOL_F_SEED | (cfg->no_inline ? SR_POOL_F_NO_INLINE : SR_POOL_F_BIND_CALLER) |
 		  (cfg->no_groups ? SR_POOL_F_NO_BATCH_GROUPS : 0) |
-		  (cfg->no_rebalance ? SR_POOL_F_NO_REBALANCE : 0);
+		  (cfg->no_rebalance ? SR_POOL_F_NO_REBALANCE : 0) |
+		  (cfg->check_finite == 1 ? SR_POOL_F_CHECK_FINITE : 0) |
+		  (cfg->check_finite == 2 ? SR_POOL_F_NO_CHECK_FINITE : 0);
 	o.seed = cfg->seed;
 	o.ring_capacity = cfg->ring_capacity;
 	if (cfg->cpuset) {
@@ -688,6 +690,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		struct rusage ru;
 
 		r->rounds = R;
+		r->check_finite = s1.check_finite;
+		r->nonfinite_rows = s1.nonfinite_rows;
 		r->seconds = win / 1e9;
 		r->batches = batches;
 		r->episodes = episodes;
@@ -821,7 +825,8 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		   "\"threads_used\":%u,\"batch\":%u,\"mode\":\"%s\",\"policy\":\"%s\","
 		   "\"device\":\"%s\",\"bind\":\"%s\",\"cpuset\":\"%s\",\"seed\":%llu,"
 		   "\"seconds\":%.3f,\"warmup\":%.3f,\"cooldown\":%.3f,\"checkpoint_every\":%g,"
-		   "\"no_inline\":%s,\"no_groups\":%s,\"no_rebalance\":%s,\"ring_capacity\":%llu,",
+		   "\"no_inline\":%s,\"no_groups\":%s,\"no_rebalance\":%s,\"ring_capacity\":%llu,"
+		   "\"check_finite\":%s,\"nonfinite_rows\":%llu,",
 		e_env, c->envs, c->threads, r->threads_used,
 		c->async ? (c->batch ? c->batch : c->envs / 2) : c->envs,
 		c->async ? "async" : "sync", e_pol,
@@ -830,7 +835,8 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 		(unsigned long long)c->seed, r->seconds, c->warmup, c->cooldown, c->checkpoint_every,
 		c->no_inline ? "true" : "false", c->no_groups ? "true" : "false",
 		c->no_rebalance ? "true" : "false",
-		(unsigned long long)r->ring_capacity);
+		(unsigned long long)r->ring_capacity, r->check_finite ? "true" : "false",
+		(unsigned long long)r->nonfinite_rows);
 	fprintf(f, "\"steps_per_sec\":%.1f,\"raw_steps_per_sec\":%.1f,\"efficiency\":%.4f,"
 		   "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"cpu_pct\":%.1f,"
 		   "\"rss_kb\":%llu,\"batches\":%llu,\"episodes\":%llu,"

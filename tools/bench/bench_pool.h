@@ -32,6 +32,8 @@ struct bench_pool_cfg {
 	int no_groups;        /* SR_POOL_F_NO_BATCH_GROUPS: async per-env queues only */
 	int no_rebalance;     /* SR_POOL_F_NO_REBALANCE: each worker its own envs */
 	uint64_t ring_capacity; /* slots, 0: the pool's default (4 x envs, >= 1024) */
+	int check_finite;     /* 0: the library's default, 1: SR_POOL_F_CHECK_FINITE,
+			       * 2: SR_POOL_F_NO_CHECK_FINITE */
 	int lockstep;         /* with T > 1, also T raw loops in lockstep (a round is
 			       * then longer by one raw slice) */
 };
@@ -53,6 +55,8 @@ struct bench_pool_result {
 	double share_env, share_ring, share_copy, share_policy, share_wait;
 	uint32_t threads_used;
 	uint64_t ring_capacity;   /* the pool's ring, slots */
+	uint32_t check_finite;    /* the pool's finite check was on */
+	uint64_t nonfinite_rows;  /* rows it flagged */
 	int err;                  /* 0 or -errno */
 	char msg[256];            /* why it failed */
 	uint64_t batches;         /* batches in the active window */
