@@ -7,6 +7,13 @@
  *
  * Runs are strictly one after the other: a sweep measures the machine, so
  * it never overlaps two pools.
+ *
+ * Under mpirun / srun (more than one rank) every rank runs each
+ * configuration at the same time (num_envs and threads per rank), each
+ * in its block of the node's CPUs (split as a pool across ranks splits
+ * them, unless --cpuset); rank 0 prints one table whose rows sum the
+ * ranks' steps/s and show the slowest rank's latency percentiles, and
+ * --out gets a JSON line per rank and configuration and a total line.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_mpi.h"
 #include "machine.h"
 #include "stepring.h"
 #include "tune.h"
@@ -46,6 +54,7 @@ struct sweep {
 	const char *out_path;
 	FILE *out;
 	bool progress;
+	int ranks, rank;      /* MPI: every rank runs each configuration at once */
 	/* results */
 	unsigned runs, failures;
 	double best_sps[2];
@@ -145,12 +154,12 @@ static void json_command(FILE *f, const struct sweep *s, const struct bench_pool
 		 c->env, c->envs, c->threads, batch, c->async ? "async" : "sync", c->policy,
 		 s->device_name, c->seconds, c->warmup,
 		 c->cooldown, (unsigned long long)c->seed, s->bind_name,
-		 s->cpuset ? " --cpuset " : "", s->cpuset ? s->cpuset : "");
+		 c->cpuset ? " --cpuset " : "", c->cpuset ? c->cpuset : "");
 	bench_json_str(f, cmd);
 }
 
 static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
-		       const struct bench_pool_result *r, const struct tune_shares *sh)
+		       const struct bench_pool_result *r, const struct tune_shares *sh, int rank)
 {
 	FILE *f = s->out;
 	char when[32];
@@ -161,6 +170,8 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	fputs("{\"schema\":\"stepring.sweep/1\",\"time\":", f);
 	bench_json_str(f, when);
+	if (rank >= 0)
+		fprintf(f, ",\"row\":\"rank\",\"rank\":%d,\"ranks\":%d", rank, s->ranks);
 	fputs(",\"command\":", f);
 	json_command(f, s, c);
 	fputc(',', f);
@@ -200,6 +211,116 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 	fflush(f);
 }
 
+/* Configuration errors end the sweep (exit 2); others count as a failure. */
+static bool config_error(int err)
+{
+	return err == -EINVAL || err == -ENOENT || err == -ENOSYS || err == -ENODEV;
+}
+
+/*
+ * MPI: one configuration ran on every rank at once. Every rank learns
+ * whether any failed and the total steps/s (the same on all, so --envs
+ * auto takes the same path everywhere); rank 0 prints the row (steps/s
+ * summed, the slowest rank's percentiles, the lowest efficiency, the
+ * ranks' mean shares) and writes a JSON line per rank and a total line.
+ */
+static double ranks_done(struct sweep *s, const struct bench_pool_cfg *c,
+			 struct bench_pool_result *r, int err, const char *what)
+{
+	struct bench_pool_result *all = NULL;
+	double f[2] = {err ? 1 : 0, err && config_error(err) ? 1 : 0};
+	double tot = err ? 0 : r->steps_per_sec;
+
+	r->err = err;
+	if (err && !r->msg[0])
+		snprintf(r->msg, sizeof(r->msg), "%s", sr_strerror(err));
+	char cpus[64] = "", (*allcpus)[64] = NULL;
+
+	if (s->rank == 0 && (!(all = calloc((size_t)s->ranks, sizeof(*all))) ||
+			     !(allcpus = calloc((size_t)s->ranks, sizeof(*allcpus)))))
+		cli_die("sweep: out of memory");
+	snprintf(cpus, sizeof(cpus), "%s", c->cpuset ? c->cpuset : "");
+	cli_mpi_gather(r, sizeof(*r), all);
+	cli_mpi_gather(cpus, sizeof(cpus), allcpus);
+	cli_mpi_allreduce(f, 2, '>');
+	cli_mpi_allreduce(&tot, 1, '+');
+	if (f[0]) {
+		for (int k = 0; s->rank == 0 && k < s->ranks; k++)
+			if (all[k].err)
+				fprintf(stderr, "stepring: sweep: %s: rank %d: %s\n", what, k,
+					all[k].msg);
+		free(all);
+		free(allcpus);
+		if (f[1])
+			cli_die("sweep: %s: a configuration error (above)", what);
+		s->failures++;
+		return -1;
+	}
+	s->runs++;
+	if (s->rank == 0) {
+		struct tune_row row;
+		struct tune_shares sh;
+		int slow = 0;
+
+		memset(&row, 0, sizeof(row));
+		row.envs = c->envs;
+		row.threads = all[0].threads_used ? all[0].threads_used : c->threads;
+		row.batch = c->batch;
+		row.async = c->async;
+		row.steps_per_sec = tot;
+		row.efficiency = all[0].efficiency;
+		for (int k = 0; k < s->ranks; k++) {
+			const struct bench_pool_result *q = &all[k];
+
+			row.p50_us = q->p50_us > row.p50_us ? q->p50_us : row.p50_us;
+			row.p90_us = q->p90_us > row.p90_us ? q->p90_us : row.p90_us;
+			row.p99_us = q->p99_us > row.p99_us ? q->p99_us : row.p99_us;
+			row.efficiency = q->efficiency < row.efficiency ? q->efficiency
+									: row.efficiency;
+			if (q->steps_per_sec < all[slow].steps_per_sec)
+				slow = k;
+			tune_result_shares(q, &sh);
+			row.sh.env += sh.env / s->ranks;
+			row.sh.ring += sh.ring / s->ranks;
+			row.sh.copy += sh.copy / s->ranks;
+			row.sh.policy += sh.policy / s->ranks;
+			row.sh.wait += sh.wait / s->ranks;
+		}
+		tune_table_row(stdout, &row);
+		fflush(stdout);
+		if (s->out) {
+			for (int k = 0; k < s->ranks; k++) {
+				struct bench_pool_cfg ck = *c;
+
+				ck.cpuset = allcpus[k][0] ? allcpus[k] : NULL;
+				tune_result_shares(&all[k], &sh);
+				write_json(s, &ck, &all[k], &sh, k);
+			}
+			fprintf(s->out,
+				"{\"schema\":\"stepring.sweep/1\",\"row\":\"total\",\"ranks\":%d,"
+				"\"config\":{\"env\":", s->ranks);
+			bench_json_str(s->out, c->env);
+			fprintf(s->out,
+				",\"num_envs_per_rank\":%u,\"threads\":%u,\"batch\":%u,\"mode\":\"%s\"},"
+				"\"result\":{\"steps_per_sec\":%.1f,\"slowest_rank\":%d,"
+				"\"slowest_steps_per_sec\":%.1f,\"p50_us_max\":%.2f,\"p90_us_max\":%.2f,"
+				"\"p99_us_max\":%.2f,\"efficiency_min\":%.4f,\"bound\":\"%s\"}}\n",
+				c->envs, row.threads, c->batch, c->async ? "async" : "sync", tot, slow,
+				all[slow].steps_per_sec, row.p50_us, row.p90_us, row.p99_us,
+				row.efficiency, tune_bound_name(tune_classify(&row.sh)));
+			fflush(s->out);
+		}
+	}
+	free(all);
+	free(allcpus);
+	if (tot > s->best_sps[c->async]) {
+		s->best_sps[c->async] = tot;
+		s->best_cfg[c->async] = *c;
+		s->best_cfg[c->async].threads = r->threads_used ? r->threads_used : c->threads;
+	}
+	return tot;
+}
+
 /* Run one configuration; returns its steps/s, or -1 after a failure that
  * leaves the sweep going. Configuration errors end the sweep (exit 2). */
 static double run_one(struct sweep *s, struct tune_progress *pg, uint32_t envs, uint32_t threads,
@@ -234,12 +355,16 @@ static double run_one(struct sweep *s, struct tune_progress *pg, uint32_t envs, 
 			 async ? "async" : "sync", envs, c.batch);
 	tune_progress_step(pg, what);
 	memset(&r, 0, sizeof(r));
+	if (s->ranks > 1)
+		cli_mpi_barrier(); /* every rank's pool runs at the same time */
 	err = bench_pool_run(&c, &r);
 	tune_progress_end(pg);
+	if (s->ranks > 1)
+		return ranks_done(s, &c, &r, err, what);
 	if (err) {
 		const char *msg = r.msg[0] ? r.msg : sr_strerror(err);
 
-		if (err == -EINVAL || err == -ENOENT || err == -ENOSYS || err == -ENODEV)
+		if (config_error(err))
 			cli_die("sweep: %s: %s", what, msg);
 		fprintf(stderr, "stepring: sweep: %s: %s\n", what, msg);
 		s->failures++;
@@ -259,7 +384,7 @@ static double run_one(struct sweep *s, struct tune_progress *pg, uint32_t envs, 
 	tune_table_row(stdout, &row);
 	fflush(stdout);
 	if (s->out)
-		write_json(s, &c, &r, &row.sh);
+		write_json(s, &c, &r, &row.sh, -1);
 	if (r.steps_per_sec > s->best_sps[async]) {
 		s->best_sps[async] = r.steps_per_sec;
 		s->best_cfg[async] = c;
@@ -393,6 +518,34 @@ int cmd_sweep(int argc, char **argv)
 		s.threads[0] = 0;
 		s.n_threads = 1;
 	}
+	s.ranks = cli_mpi_size();
+	s.rank = cli_mpi_rank();
+	if (s.ranks > 1) {
+		if (s.rank != 0)
+			s.progress = false;
+		if (!s.cpuset) {
+			/* This rank's block of the node's CPUs, as a pool across
+			 * the ranks places itself (docs/scale.md). */
+			static char cpus[256];
+			sr_pool_opts po;
+			sr_pool *lp;
+			uint64_t fe;
+			struct cli_mpi_pool *mp;
+
+			sr_pool_opts_init(&po);
+			po.env = s.env;
+			po.num_envs = (uint32_t)s.ranks;
+			po.num_threads = 1;
+			po.bind = SR_BIND_NONE;
+			mp = cli_mpi_pool_create("sweep", &po, &lp, &fe);
+			snprintf(cpus, sizeof(cpus), "%s", cli_mpi_pool_cpus(mp));
+			cli_mpi_pool_destroy(mp);
+			if (cpus[0])
+				s.cpuset = cpus;
+		}
+		if (s.rank != 0)
+			s.out_path = NULL; /* rank 0 writes every rank's lines */
+	}
 	if (s.out_path) {
 		s.out = fopen(s.out_path, "w");
 		if (!s.out)
@@ -403,11 +556,18 @@ int cmd_sweep(int argc, char **argv)
 				   ((s.sync ? 1 : 0) + (s.async ? (s.n_batch ? s.n_batch : 1) : 0)));
 	tune_progress_init(&pg, total, s.progress);
 
-	printf("sweep %s: policy %s, device %s, %gs per configuration (+%gs warm-up, %gs "
-	       "cool-down)\n",
-	       spec.id, s.policy, s.device_name, s.seconds, s.warmup, s.cooldown);
-	tune_table_header(stdout);
-	fflush(stdout);
+	if (s.rank == 0) {
+		printf("sweep %s: policy %s, device %s, %gs per configuration (+%gs warm-up, %gs "
+		       "cool-down)\n",
+		       spec.id, s.policy, s.device_name, s.seconds, s.warmup, s.cooldown);
+		if (s.ranks > 1)
+			printf("%d ranks, each running every configuration at once (num_envs and "
+			       "threads per rank): steps/s summed over the ranks, latency of the "
+			       "slowest rank, efficiency of the lowest, shares the ranks' mean\n",
+			       s.ranks);
+		tune_table_header(stdout);
+		fflush(stdout);
+	}
 	for (int m = 0; m < 2; m++) {
 		bool async = m == 1;
 
@@ -424,7 +584,7 @@ int cmd_sweep(int argc, char **argv)
 				run_series(&s, &pg, (uint32_t)s.threads[t], (uint32_t)s.batch[b], true);
 		}
 	}
-	for (int m = 0; m < 2; m++)
+	for (int m = 0; m < 2 && s.rank == 0; m++)
 		if (s.best_sps[m] > 0)
 			printf("best %-5s %.0f steps/s at num_envs=%u threads=%u batch=%u\n",
 			       m ? "async" : "sync", s.best_sps[m], s.best_cfg[m].envs,
@@ -445,7 +605,8 @@ int cmd_sweep(int argc, char **argv)
 			return 1;
 		}
 		printf("wrote %u JSON lines to %s (plot: /usr/bin/python3 tools/plot_sweep.py %s)\n",
-		       s.runs, s.out_path, s.out_path);
+		       s.ranks > 1 ? s.runs * (unsigned)(s.ranks + 1) : s.runs, s.out_path,
+		       s.out_path);
 	}
 	if (s.runs == 0) {
 		fprintf(stderr, "stepring: sweep: no configuration ran (%u failed, the rest "

@@ -42,6 +42,11 @@ def load(path):
                 d = json.loads(line)
             except json.JSONDecodeError as e:
                 sys.exit(f"plot_sweep: {path}:{n}: not JSON ({e.msg})")
+            # a sweep under mpirun: a line per rank and a total line per
+            # configuration; rank 0's lines are plotted (the table at
+            # rank 0 has the totals)
+            if d.get("row") == "total" or d.get("rank", 0) != 0:
+                continue
             if "config" not in d or "result" not in d:
                 sys.exit(f"plot_sweep: {path}:{n}: not a stepring sweep line "
                          "(no config/result)")
