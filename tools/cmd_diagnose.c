@@ -10,6 +10,14 @@
  *   4. the closed loop in the other mode, for comparison.
  * and hands the figures to tune_diagnose() (tools/cmd_tune.c), whose rules
  * docs/tuning.md explains with measured examples.
+ *
+ * Under mpirun / srun (more than one rank) every rank runs each of these
+ * at the same time, with its own pool of --envs envs in its block of the
+ * node's CPUs (split as a pool across ranks splits them); rank 0 prints
+ * one table whose rows sum the ranks' steps/s (latency: the slowest
+ * rank's; efficiency: the lowest; shares: the ranks' mean), a row per
+ * rank, and the verdict on the slowest rank's closed loop; --out gets a
+ * JSON line per rank and env and a total line.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -19,6 +27,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_mpi.h"
 #include "machine.h"
 #include "stepring.h"
 #include "mlp.h"
@@ -42,6 +51,10 @@ struct diag {
 	int device;
 	double seconds, warmup, cooldown;
 	uint64_t seed;
+	int ranks, rank;     /* MPI: every rank runs each measurement at once */
+	const char *cpuset;  /* MPI: this rank's block of the node's CPUs */
+	const char *out_path;
+	FILE *out;           /* rank 0: JSON lines */
 };
 
 /* Say how a pool of these options picks its threads (the default comes
@@ -84,7 +97,9 @@ static void usage(FILE *f)
 		"  --policy P    mlp:WxD synthetic policy (default mlp:64x2)\n"
 		"  --device D    host, cuda or auto (default host)\n"
 		"  --seconds S   active window of each run (default 1)\n"
-		"  --seed N      seed (default 0)\n");
+		"  --seed N      seed (default 0)\n"
+		"  --out FILE    write a JSON line per env (under mpirun: per rank and env,\n"
+		"                and a total line)\n");
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -245,8 +260,12 @@ static bool bench(const struct diag *d, const char *env, const char *policy, boo
 	c.warmup = d->warmup;
 	c.cooldown = d->cooldown;
 	c.seed = d->seed;
+	c.cpuset = d->cpuset;
 	memset(r, 0, sizeof(*r));
-	fprintf(stderr, "diagnose %s: %s ...\n", env, what);
+	if (d->rank == 0)
+		fprintf(stderr, "diagnose %s: %s ...\n", env, what);
+	if (d->ranks > 1)
+		cli_mpi_barrier(); /* the ranks' pools run at the same time */
 	err = bench_pool_run(&c, r);
 	if (err == -ENOSYS && strcmp(policy, "none") != 0) {
 		/* This build's pool benchmark cannot put a policy in the loop. */
@@ -396,6 +415,216 @@ static void print_row(const char *name, const struct bench_pool_result *r)
 	       tune_bound_name(tune_classify(&sh)));
 }
 
+/* The ranks' results of one run merged into one row: steps/s summed, the
+ * slowest rank's percentiles, the lowest efficiency, per-batch times
+ * averaged (so the shares are the ranks' mean). */
+static void merge_ranks(const struct bench_pool_result *all, int n, struct bench_pool_result *m)
+{
+	*m = all[0];
+	m->steps_per_sec = 0;
+	m->ns_env_step = m->ns_ring = m->ns_copy = m->ns_policy = m->ns_wait = m->ns_send = 0;
+	for (int k = 0; k < n; k++) {
+		const struct bench_pool_result *q = &all[k];
+
+		m->steps_per_sec += q->steps_per_sec;
+		m->p50_us = q->p50_us > m->p50_us ? q->p50_us : m->p50_us;
+		m->p90_us = q->p90_us > m->p90_us ? q->p90_us : m->p90_us;
+		m->p99_us = q->p99_us > m->p99_us ? q->p99_us : m->p99_us;
+		m->efficiency = q->efficiency < m->efficiency ? q->efficiency : m->efficiency;
+		m->ns_env_step += q->ns_env_step / n;
+		m->ns_ring += q->ns_ring / n;
+		m->ns_copy += q->ns_copy / n;
+		m->ns_policy += q->ns_policy / n;
+		m->ns_wait += q->ns_wait / n;
+		m->ns_send += q->ns_send / n;
+	}
+}
+
+static void json_run(FILE *f, const char *name, const struct bench_pool_result *r)
+{
+	struct tune_shares sh;
+
+	tune_result_shares(r, &sh);
+	fprintf(f, ",\"%s\":{\"steps_per_sec\":%.1f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
+		   "\"efficiency\":%.4f,\"threads_used\":%u,\"shares\":{\"env\":%.4f,\"ring\":%.4f,"
+		   "\"copy\":%.4f,\"policy\":%.4f,\"wait\":%.4f},\"bound\":\"%s\"}",
+		name, r->steps_per_sec, r->p50_us, r->p99_us, r->efficiency, r->threads_used,
+		sh.env, sh.ring, sh.copy, sh.policy, sh.wait, tune_bound_name(tune_classify(&sh)));
+}
+
+/* One JSON line: rank @rank's runs (-1: the total over the ranks). */
+static void json_line(const struct diag *d, const sr_env_spec *spec, int rank, const char *cpus,
+		      const struct bench_pool_result *env_only, double policy_sps,
+		      const struct bench_pool_result *loop, const struct bench_pool_result *other,
+		      const struct tune_verdict *v)
+{
+	FILE *f = d->out;
+
+	fprintf(f, "{\"schema\":\"stepring.diagnose/1\",\"row\":\"%s\"",
+		rank < 0 ? "total" : "rank");
+	if (rank >= 0)
+		fprintf(f, ",\"rank\":%d", rank);
+	fprintf(f, ",\"ranks\":%d,\"env\":", d->ranks);
+	bench_json_str(f, spec->id);
+	fprintf(f, ",\"num_envs\":%u,\"mode\":\"%s\",\"policy\":", d->num_envs,
+		d->async ? "async" : "sync");
+	bench_json_str(f, d->policy);
+	if (cpus) {
+		fputs(",\"cpuset\":", f);
+		bench_json_str(f, cpus);
+	}
+	json_run(f, "envs_only", env_only);
+	fprintf(f, ",\"policy_only_rows_per_sec\":%.1f", policy_sps);
+	json_run(f, "closed_loop", loop);
+	if (other)
+		json_run(f, "other_mode", other);
+	if (v)
+		fprintf(f, ",\"verdict\":\"%s\"", tune_verdict_name(v->bound));
+	fputs("}\n", f);
+	fflush(f);
+}
+
+/* The verdict's inputs from one rank's runs (as diagnose_env has them). */
+static void diag_inputs(const struct diag *d, uint32_t batch, const char *where,
+			const struct bench_pool_result *env_only, double policy_sps,
+			const struct bench_pool_result *loop, const struct bench_pool_result *other,
+			struct tune_diag_in *in)
+{
+	uint32_t cores = bench_physical_cores(), cpus = bench_allowed_cpus();
+
+	memset(in, 0, sizeof(*in));
+	in->envs = d->num_envs;
+	in->threads = loop->threads_used ? loop->threads_used : d->threads;
+	in->batch = batch;
+	in->cores = cores < cpus ? cores : cpus;
+	in->async = d->async;
+	in->cuda = !strcmp(where, "cuda");
+	in->env_only_sps = env_only->steps_per_sec;
+	in->policy_only_sps = policy_sps;
+	in->loop_sps = loop->steps_per_sec;
+	in->batch_groups = loop->batch_groups;
+	tune_result_shares(loop, &in->loop);
+	in->other_mode_sps = other ? other->steps_per_sec : 0;
+	in->loadavg = bench_loadavg();
+	in->cpus = cpus;
+	if (loop->batches && loop->seconds > 0) {
+		in->median_batch_us = loop->p50_us + loop->ns_policy / 1e3;
+		in->mean_batch_us = loop->seconds * 1e6 / (double)loop->batches;
+	}
+	in->cpu_balance = env_only->cpu_balance;
+	for (uint32_t w = 0; w < env_only->nworkers; w++) {
+		const struct bench_worker_result *br = &env_only->workers[w];
+		double ns = br->ns_env_per_step + br->ns_ring_per_step;
+
+		if (!(ns > 0))
+			continue;
+		if (!(in->worker_fast_ns > 0) || ns < in->worker_fast_ns) {
+			in->worker_fast_ns = ns;
+			in->worker_fast = w;
+		}
+		if (ns > in->worker_slow_ns) {
+			in->worker_slow_ns = ns;
+			in->worker_slow = w;
+			in->worker_slow_cpu = br->cpu;
+		}
+	}
+}
+
+/*
+ * MPI: every rank measured the same runs at once. Rank 0 prints the runs
+ * merged over the ranks, a row per rank, and the verdict on the slowest
+ * rank's closed loop (the one every synchronous step of a data-parallel
+ * job waits for); --out gets a line per rank and a total.
+ */
+static void diagnose_ranks(const struct diag *d, const sr_env_spec *spec, uint32_t batch,
+			   const struct bench_pool_result *env_only, double policy_sps,
+			   double us_call, const char *where, const char *note,
+			   const struct bench_pool_result *loop,
+			   const struct bench_pool_result *other, bool own)
+{
+	const int N = d->ranks;
+	struct bench_pool_result *all = NULL, m_env, m_loop, m_other;
+	double *pol = NULL, pol_sum = policy_sps;
+	char cpus[64] = "", (*allcpus)[64] = NULL, name[64];
+	struct tune_diag_in in;
+	struct tune_verdict v;
+	int slow = 0;
+
+	if (d->rank == 0 && (!(all = calloc(3 * (size_t)N, sizeof(*all))) ||
+			     !(pol = calloc((size_t)N, sizeof(*pol))) ||
+			     !(allcpus = calloc((size_t)N, sizeof(*allcpus)))))
+		cli_die("diagnose: out of memory");
+	snprintf(cpus, sizeof(cpus), "%s", d->cpuset ? d->cpuset : "");
+	cli_mpi_gather(env_only, sizeof(*env_only), all);
+	cli_mpi_gather(loop, sizeof(*loop), all ? all + N : NULL);
+	if (other)
+		cli_mpi_gather(other, sizeof(*other), all ? all + 2 * N : NULL);
+	cli_mpi_gather(&policy_sps, sizeof(policy_sps), pol);
+	cli_mpi_gather(cpus, sizeof(cpus), allcpus);
+	cli_mpi_allreduce(&pol_sum, 1, '+');
+	if (d->rank != 0)
+		return;
+	merge_ranks(all, N, &m_env);
+	merge_ranks(all + N, N, &m_loop);
+	if (other)
+		merge_ranks(all + 2 * N, N, &m_other);
+	for (int k = 1; k < N; k++)
+		if (all[N + k].steps_per_sec < all[N + slow].steps_per_sec)
+			slow = k;
+
+	printf("\ndiagnose %s across %d ranks: %u envs, %u threads, batch %u per rank, %s, "
+	       "policy %s on %s, %gs per run\n", spec->id, N, d->num_envs,
+	       loop->threads_used ? loop->threads_used : d->threads, batch,
+	       d->async ? "async" : "sync", d->policy, where, d->seconds);
+	printf("(every rank ran each measurement at once: steps/s summed over the ranks, latency "
+	       "of the slowest rank, efficiency of the lowest, shares the ranks' mean)\n\n");
+	printf("%-24s %12s %9s %9s %5s %4s %4s %4s %6s %4s %6s\n", "run", "steps/s", "p50_us",
+	       "p99_us", "eff", "env", "ring", "copy", "policy", "wait", "bound");
+	print_row("envs only (no policy)", &m_env);
+	snprintf(name, sizeof(name), "policy only (%u rows)", batch);
+	if (pol_sum > 0)
+		printf("%-24s %12.0f   rows/s summed, %.1f us per forward on %s (rank 0)%s%s\n",
+		       name, pol_sum, us_call, where, note[0] ? "; " : "", note);
+	else
+		printf("%-24s %12s   (%s)\n", name, "-", note[0] ? note : "not measured");
+	snprintf(name, sizeof(name), "closed loop (%s)", d->async ? "async" : "sync");
+	print_row(name, &m_loop);
+	if (other) {
+		snprintf(name, sizeof(name), "closed loop (%s)", d->async ? "sync" : "async");
+		print_row(name, &m_other);
+	}
+	if (own)
+		printf("(closed loops measured by diagnose itself, policy on the host: this "
+		       "build's pool benchmark has no policy)\n");
+	printf("\n%-5s %-10s %14s %14s %9s %9s %6s\n", "rank", "cpus", "envs only/s",
+	       "closed loop/s", "p50_us", "p99_us", "bound");
+	for (int k = 0; k < N; k++) {
+		struct tune_shares sh;
+
+		tune_result_shares(&all[N + k], &sh);
+		printf("%-5d %-10s %14.0f %14.0f %9.1f %9.1f %6s%s\n", k,
+		       allcpus[k][0] ? allcpus[k] : "-", all[k].steps_per_sec,
+		       all[N + k].steps_per_sec, all[N + k].p50_us, all[N + k].p99_us,
+		       tune_bound_name(tune_classify(&sh)), k == slow ? "  (slowest)" : "");
+	}
+	printf("\nverdict on rank %d's closed loop (the slowest):\n", slow);
+	diag_inputs(d, batch, where, &all[slow], pol[slow], &all[N + slow],
+		    other ? &all[2 * N + slow] : NULL, &in);
+	tune_diagnose(&in, &v);
+	tune_print_verdict(stdout, &v);
+	fflush(stdout);
+	if (d->out) {
+		for (int k = 0; k < N; k++)
+			json_line(d, spec, k, allcpus[k], &all[k], pol[k], &all[N + k],
+				  other ? &all[2 * N + k] : NULL, NULL);
+		json_line(d, spec, -1, NULL, &m_env, pol_sum, &m_loop, other ? &m_other : NULL,
+			  &v);
+	}
+	free(all);
+	free(pol);
+	free(allcpus);
+}
+
 static void diagnose_env(const struct diag *d, const char *env_id)
 {
 	struct bench_pool_result env_only, loop, other;
@@ -419,6 +648,11 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 		/* Fallback: the loop's own policy time per batch. */
 		policy_sps = batch / (loop.ns_policy * 1e-9);
 		us_call = loop.ns_policy / 1e3;
+	}
+	if (d->ranks > 1) {
+		diagnose_ranks(d, &spec, batch, &env_only, policy_sps, us_call, where, note, &loop,
+			       have_other ? &other : NULL, own);
+		return;
 	}
 
 	printf("\ndiagnose %s: %u envs, %u threads, batch %u, %s, policy %s on %s, %gs per run\n",
@@ -497,6 +731,9 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	tune_diagnose(&in, &v);
 	tune_print_verdict(stdout, &v);
 	fflush(stdout);
+	if (d->out)
+		json_line(d, &spec, 0, NULL, &env_only, policy_sps, &loop,
+			  have_other ? &other : NULL, &v);
 }
 
 int cmd_diagnose(int argc, char **argv)
@@ -543,6 +780,8 @@ int cmd_diagnose(int argc, char **argv)
 			d.seconds = cli_double("--seconds", val, 0.01, 3600);
 		} else if (cli_opt(argc, argv, &i, "--seed", &val)) {
 			d.seed = (uint64_t)cli_int("--seed", val, 0, INT64_MAX);
+		} else if (cli_opt(argc, argv, &i, "--out", &val)) {
+			d.out_path = val;
 		} else {
 			cli_unknown("diagnose", argv[i]);
 		}
@@ -568,7 +807,37 @@ int cmd_diagnose(int argc, char **argv)
 		cli_die("--batch: %u must be < num_envs (%u) in async mode", d.batch, d.num_envs);
 	if (d.async && d.num_envs < 2)
 		cli_die("--envs: async mode needs at least 2 envs");
+	d.ranks = cli_mpi_size();
+	d.rank = cli_mpi_rank();
+	if (d.ranks > 1) {
+		/* This rank's block of the node's CPUs, as a pool across the
+		 * ranks places itself (docs/scale.md). */
+		static char cpus[256];
+		sr_pool_opts po;
+		sr_pool *lp;
+		uint64_t fe;
+		struct cli_mpi_pool *mp;
+
+		sr_pool_opts_init(&po);
+		po.env = d.envs_id[0];
+		po.num_envs = (uint32_t)d.ranks;
+		po.num_threads = 1;
+		po.bind = SR_BIND_NONE;
+		mp = cli_mpi_pool_create("diagnose", &po, &lp, &fe);
+		snprintf(cpus, sizeof(cpus), "%s", cli_mpi_pool_cpus(mp));
+		cli_mpi_pool_destroy(mp);
+		d.cpuset = cpus[0] ? cpus : NULL;
+	}
+	if (d.out_path && d.rank == 0) {
+		d.out = fopen(d.out_path, "w");
+		if (!d.out)
+			cli_die("--out: cannot write '%s': %s", d.out_path, strerror(errno));
+	}
 	for (int i = 0; i < d.n_env; i++)
 		diagnose_env(&d, d.envs_id[i]);
+	if (d.out && (ferror(d.out) | fclose(d.out))) {
+		fprintf(stderr, "stepring: diagnose: --out: writing '%s' failed\n", d.out_path);
+		return 1;
+	}
 	return 0;
 }
