@@ -929,52 +929,32 @@ void sr__pool_quiesce(sr_pool *p)
 		sr__collect_drain(p);
 }
 
-const sr_env_spec *sr_pool_spec(const sr_pool *p)
+int sr_pool_info_get(const sr_pool *p, sr_pool_info *info)
 {
-	return p ? &p->spec : NULL;
-}
+	sr_pool_info o;
+	uint32_t size;
 
-sr_ring *sr_pool_ring(const sr_pool *p)
-{
-	return p ? p->ring : NULL;
-}
-
-uint32_t sr_pool_num_envs(const sr_pool *p)
-{
-	return p ? p->num_envs : 0;
-}
-
-const char *sr_pool_threads_note(const sr_pool *p)
-{
-	return p ? p->threads_note : "";
-}
-
-uint32_t sr_pool_num_threads(const sr_pool *p)
-{
-	return p ? p->num_threads : 0;
-}
-
-int sr_pool_worker_cpu(const sr_pool *p, uint32_t worker)
-{
-	if (!p || worker >= p->num_threads)
-		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker,
-				  p ? p->num_threads : 0);
-	if (worker == 0 && p->first_thread && !p->place.caller_bound)
-		return sr__errorf(-ENOENT, "worker 0 is the calling thread, which the pool "
-					   "did not bind (SR_POOL_F_BIND_CALLER)");
-	if (p->workers[worker].cpu < 0 || !p->place.plan->w[worker].cpus[0])
-		return sr__errorf(-ENOENT, "worker %u is not bound to one CPU", worker);
-	return p->workers[worker].cpu;
-}
-
-uint32_t sr_pool_batch_groups(const sr_pool *p)
-{
-	return p && p->async ? p->cmds.ngroups : 0; /* a sync pool's one group is not a batch group */
-}
-
-uint32_t sr_pool_batch_size(const sr_pool *p)
-{
-	return p ? p->batch_size : 0;
+	if (!p || !info || info->size < offsetof(sr_pool_info, num_threads))
+		return sr__errorf(-EINVAL, "pool info: NULL argument, or info->size not set");
+	memset(&o, 0, sizeof(o));
+	o.num_envs = p->num_envs;
+	o.num_threads = p->num_threads;
+	o.batch_size = p->batch_size;
+	/* A sync pool's one command group is not a batch group. */
+	o.batch_groups = p->async ? p->cmds.ngroups : 0;
+	o.autoreset = p->autoreset;
+	o.device = p->col.dev ? SR_DEVICE_CUDA : SR_DEVICE_HOST;
+	o.first_env = p->env_base;
+	o.spec = &p->spec;
+	o.ring = p->ring;
+	o.threads_note = p->threads_note;
+	/* What both sides know; zeroes beyond. */
+	size = info->size;
+	memcpy(info, &o, size < sizeof(o) ? size : sizeof(o));
+	if (size > sizeof(o))
+		memset((char *)info + sizeof(o), 0, size - sizeof(o));
+	info->size = size;
+	return 0;
 }
 
 int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_stats *out)
@@ -997,7 +977,7 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 	out->rows = sr__worker_rows(p, worker);
 	if (p->kind->worker_info)
 		p->kind->worker_info(p, worker, out);
-	/* sr_pool_worker_cpu's answer, without setting the last error. */
+	/* -ENOENT: not bound to one CPU (the calling thread unless bound). */
 	out->cpu = (worker == 0 && p->first_thread && !p->place.caller_bound) || w->cpu < 0 ||
 				   !p->place.plan->w[worker].cpus[0]
 			   ? -ENOENT

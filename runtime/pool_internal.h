@@ -396,7 +396,7 @@ struct sr_pool {
 	/* --- configuration --- */
 	sr_env_spec spec;
 	uint32_t num_envs, num_threads, batch_size;
-	char threads_note[200]; /* how num_threads was chosen (sr_pool_threads_note) */
+	char threads_note[200]; /* how num_threads was chosen (sr_pool_info) */
 	bool async;
 	uint32_t autoreset;
 	bool keep_final;  /* final_obs kept (SAME_STEP or SR_POOL_F_FINAL_OBS) */

@@ -53,9 +53,10 @@ int main(int argc, char **argv)
 	{
 		uint64_t f;
 		uint32_t n;
+		sr_pool_info pi = {.size = sizeof(pi)};
 		CHECK(sr_mpi_env_range(N, (uint32_t)size, in.rank, &f, &n) == 0);
 		CHECK(f == in.first_env && n == in.local_envs);
-		CHECK(sr_pool_num_envs(sr_mpi_pool_local(mp)) == n);
+		CHECK(sr_pool_info_get(sr_mpi_pool_local(mp), &pi) == 0 && pi.num_envs == n);
 	}
 	if (g_rank == 0) {
 		/* one pool of all N envs, stepped with the same actions */

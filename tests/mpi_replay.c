@@ -107,6 +107,14 @@ static double prio_of(uint32_t k, uint64_t q)
 	return (1.0 + k) * (q & 1 ? 3.0 : 1.0);
 }
 
+/* The ring of this rank's pool. */
+static sr_ring *local_ring(sr_mpi_pool *mp)
+{
+	sr_pool_info pi = {.size = sizeof(pi)};
+
+	return sr_pool_info_get(sr_mpi_pool_local(mp), &pi) ? NULL : pi.ring;
+}
+
 /*
  * prio: the rings stand still; rank 0's prioritized sampler over every
  * rank's slots gets each live slot's priority from prio_of (keys from
@@ -124,7 +132,7 @@ static void run_prio(sr_mpi_pool *mp, sr_mpi_replay *rp, sr_mpi_sample *smp, int
 	long bad = 0, checked = 0;
 	int err;
 
-	sr_ring_info_get(sr_pool_ring(sr_mpi_pool_local(mp)), &ri);
+	sr_ring_info_get(local_ring(mp), &ri);
 	hc[0] = ri.head;
 	hc[1] = ri.cursor;
 	hc[2] = ri.capacity;
@@ -138,7 +146,7 @@ static void run_prio(sr_mpi_pool *mp, sr_mpi_replay *rp, sr_mpi_sample *smp, int
 		ftot += cnt[k];
 	}
 	uint8_t *flags = malloc((size_t)ftot);
-	MPI_Gatherv(sr_ring_flags_col(sr_pool_ring(sr_mpi_pool_local(mp))), (int)ri.capacity,
+	MPI_Gatherv(sr_ring_flags_col(local_ring(mp)), (int)ri.capacity,
 		    MPI_UINT8_T, flags, cnt, at, MPI_UINT8_T, 0, MPI_COMM_WORLD);
 	if (g_rank == 0) {
 		double *want = calloc(2 * (size_t)size, sizeof(double)), tot = 0, chi = 0;
@@ -250,7 +258,7 @@ static void run_limit(sr_mpi_pool *mp, sr_mpi_replay *rp, sr_mpi_sample *smp, in
 		if (err)
 			die("step", err);
 	}
-	sr_ring_info_get(sr_pool_ring(sr_mpi_pool_local(mp)), &ri);
+	sr_ring_info_get(local_ring(mp), &ri);
 	mine = ri.cursor - cursor0;
 	MPI_Allreduce(&mine, &ins, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
 	if (g_rank == 0) {
@@ -354,7 +362,7 @@ int main(int argc, char **argv)
 	if (err)
 		die("step", err);
 	sr_ring_info ri0 = {.size = sizeof(ri0)};
-	sr_ring_info_get(sr_pool_ring(sr_mpi_pool_local(mp)), &ri0);
+	sr_ring_info_get(local_ring(mp), &ri0);
 	err = sr_mpi_replay_create(mp, force || bench ? SR_MPI_REPLAY_F_FORCE_MPI
 						      : noshm ? SR_MPI_REPLAY_F_NO_SHM : 0, &rp);
 	if (err)
@@ -458,7 +466,7 @@ int main(int argc, char **argv)
 		 * with osc/pt2pt their progress engine answers the gets). */
 		enum { ROUNDS = 7 };
 		double gl[ROUNDS], gd[ROUNDS], gs[ROUNDS], gp[ROUNDS], rdl[ROUNDS], ratio[ROUNDS];
-		sr_ring *ring = sr_pool_ring(sr_mpi_pool_local(mp));
+		sr_ring *ring = local_ring(mp);
 		sr_ring_info ri = {.size = sizeof(ri)};
 		size_t len;
 		unsigned char *base;

@@ -20,6 +20,7 @@
 #include "stepring.h"
 #include "stepring/checkpoint.h"
 #include "ckpt_internal.h"
+#include "helpers.h"
 
 static char dir[256];
 /* The env of mk_pool's pools (the Box2D tests switch it). */
@@ -64,25 +65,6 @@ static sr_pool *mk_pool(uint32_t n, uint32_t threads, uint64_t ring_cap, uint32_
 	return p;
 }
 
-static uint64_t fnv(uint64_t h, const void *d, size_t n)
-{
-	const uint8_t *p = d;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ull;
-	return h;
-}
-
-static uint64_t hash_batch(uint64_t h, const sr_batch *b)
-{
-	h = fnv(h, b->obs, (size_t)b->n * b->obs_dim * 4);
-	h = fnv(h, b->reward, (size_t)b->n * 4);
-	h = fnv(h, b->terminated, b->n);
-	h = fnv(h, b->truncated, b->n);
-	h = fnv(h, b->env_id, (size_t)b->n * 4);
-	return fnv(h, &b->first_seq, 8);
-}
-
 /* Actions depend only on the step number: both runs send the same ones.
  * Discrete: 0 .. act_n - 1 (CartPole: the top bit); box: within bounds. */
 static void actions_for(const sr_env_spec *sp, uint64_t step, void *act, uint32_t n)
@@ -106,16 +88,16 @@ static void actions_for(const sr_env_spec *sp, uint64_t step, void *act, uint32_
 /* Step @m times from step number @k; returns the hash of every batch. */
 static uint64_t run(sr_pool *p, uint64_t k, uint64_t m)
 {
-	uint32_t n = sr_pool_num_envs(p);
-	const sr_env_spec *sp = sr_pool_spec(p);
+	uint32_t n = t_pool_info(p).num_envs;
+	const sr_env_spec *sp = t_pool_info(p).spec;
 	void *a = malloc(n * sr_env_action_size(sp));
 	const sr_batch *b;
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = T_FNV_INIT;
 
 	for (uint64_t s = k; s < k + m; s++) {
 		actions_for(sp, s, a, n);
 		assert_int_equal(sr_pool_step(p, a, &b), 0);
-		h = hash_batch(h, b);
+		h = t_hash_batch(h, b);
 	}
 	free(a);
 	return h;
@@ -259,7 +241,7 @@ static void test_replay_window(void **st)
 
 	c = mk_pool(NENV, 1, cap, 0);
 	assert_int_equal(sr_pool_restore(c, path), 0);
-	sr_ring *ra = sr_pool_ring(a), *rc = sr_pool_ring(c);
+	sr_ring *ra = t_pool_info(a).ring, *rc = t_pool_info(c).ring;
 	assert_int_equal(sr_ring_head(ra), sr_ring_head(rc));
 	assert_int_equal(sr_ring_cursor(ra), sr_ring_cursor(rc));
 	uint64_t h = sr_ring_head(ra);
@@ -356,7 +338,7 @@ static void test_refused_untouched(void **st)
 	assert_int_equal(sr_pool_restore(x, bad), -EBADMSG);
 	snprintf(bad, sizeof(bad), "%s/missing.ckpt", dir);
 	assert_int_equal(sr_pool_restore(x, bad), -ENOENT);
-	assert_int_equal(sr_ring_head(sr_pool_ring(x)), sr_ring_head(sr_pool_ring(twin)));
+	assert_int_equal(sr_ring_head(t_pool_info(x).ring), sr_ring_head(t_pool_info(twin).ring));
 	assert_int_equal(run(x, 20, 100), run(twin, 20, 100));
 	sr_pool_destroy(x);
 	sr_pool_destroy(twin);
@@ -486,7 +468,7 @@ static int read_fault(void *buf, size_t len, uint64_t off)
 
 static void assert_rings_equal(sr_pool *x, sr_pool *y, uint64_t cap)
 {
-	sr_ring *rx = sr_pool_ring(x), *ry = sr_pool_ring(y);
+	sr_ring *rx = t_pool_info(x).ring, *ry = t_pool_info(y).ring;
 
 	assert_int_equal(sr_ring_head(rx), sr_ring_head(ry));
 	assert_int_equal(sr_ring_cursor(rx), sr_ring_cursor(ry));
@@ -643,7 +625,7 @@ static void test_box2d_resume(void **st)
 	float act[6 * 4];
 	uint32_t ids[6] = {0, 1, 2, 3, 4, 5};
 	for (int t = 0; t < 20; t++) { /* some steps before the checkpoint */
-		actions_for(sr_pool_spec(p), (uint64_t)t, act, 6);
+		actions_for(t_pool_info(p).spec, (uint64_t)t, act, 6);
 		assert_int_equal(sr_pool_send(p, act, ids, 6), 0);
 		assert_int_equal(sr_pool_recv(p, &b), 0);
 		assert_int_equal(sr_pool_recv(p, &b), 0);
@@ -654,7 +636,7 @@ static void test_box2d_resume(void **st)
 	assert_int_equal(sr_pool_restore(q, path), 0);
 	float oa[6][24], oq[6][24];
 	for (int t = 20; t < 40; t++) {
-		actions_for(sr_pool_spec(p), (uint64_t)t, act, 6);
+		actions_for(t_pool_info(p).spec, (uint64_t)t, act, 6);
 		assert_int_equal(sr_pool_send(p, act, ids, 6), 0);
 		assert_int_equal(sr_pool_send(q, act, ids, 6), 0);
 		for (int r = 0; r < 2; r++) {

@@ -20,6 +20,7 @@
 #include "refcsv.h"
 #include "envs.h"
 #include "np_random.h"
+#include "helpers.h"
 
 /* Cache-line aligned memory (C11 aligned_alloc wants a multiple of 64). */
 static void *alloc64(size_t n)
@@ -590,8 +591,8 @@ static void test_validate_v1(void **st)
 	po.num_envs = 4;
 	po.num_threads = 1;
 	assert_int_equal(sr_pool_create(&po, &pool), 0);
-	assert_int_equal(sr_pool_spec(pool)->abi_version, SR_ENV_ABI_VERSION);
-	assert_null(sr_pool_spec(pool)->create);
+	assert_int_equal(t_pool_info(pool).spec->abi_version, SR_ENV_ABI_VERSION);
+	assert_null(t_pool_info(pool).spec->create);
 	sr_pool_destroy(pool);
 	v1->spec_size = 16;
 	memset(&out, 0x5a, sizeof(out));

@@ -19,6 +19,7 @@
 #include "stepring/pool.h"
 #include "stepring/stats.h"
 #include "pool_internal.h"
+#include "helpers.h"
 
 /* ---- hand-made env: x starts at 10 * index (from the seed call), each
  * step adds the action (0, 1 or 2) and rewards it; terminated when the
@@ -119,6 +120,16 @@ static sr_pool *mk(const sr_env_spec *spec, uint32_t envs, uint32_t threads, uin
 	return p;
 }
 
+/* The CPU worker @w is bound to (sr_pool_worker_stats.cpu), or the
+ * -errno of sr_pool_worker_stats_get (-EINVAL: no such worker). */
+static int worker_cpu(const sr_pool *p, uint32_t w)
+{
+	sr_pool_worker_stats ws;
+	int err = sr_pool_worker_stats_get(p, w, &ws);
+
+	return err ? err : ws.cpu;
+}
+
 /* Threads the machine allows: 3-thread tests need 3 PUs for bind none too. */
 static uint32_t cpus(void)
 {
@@ -195,7 +206,7 @@ static void test_next_step(void **st)
 	sr_pool *p = mk(&s, 2, thr(2), 0, SR_AUTORESET_NEXT_STEP);
 	const sr_batch *b;
 	int32_t act[2] = {1, 2};
-	sr_ring *r = sr_pool_ring(p);
+	sr_ring *r = t_pool_info(p).ring;
 	uint64_t mask = sr_ring_capacity(r) - 1;
 
 	assert_int_equal(sr_pool_reset(p, &b), 0);
@@ -251,7 +262,7 @@ static void test_same_step(void **st)
 	sr_pool *p = mk(&s, 3, thr(2), 0, SR_AUTORESET_SAME_STEP);
 	const sr_batch *b;
 	int32_t act[3] = {1, 2, 0};
-	sr_ring *r = sr_pool_ring(p);
+	sr_ring *r = t_pool_info(p).ring;
 	uint64_t mask = sr_ring_capacity(r) - 1, q, h;
 
 	assert_int_equal(sr_pool_reset(p, &b), 0);
@@ -352,7 +363,7 @@ static uint64_t hash_run_f(const char *env, const sr_env_spec *spec, uint32_t en
 	o.autoreset = autoreset;
 	o.bind = SR_BIND_NONE;
 	assert_int_equal(sr_pool_create(&o, &p), 0);
-	sp = sr_pool_spec(p);
+	sp = t_pool_info(p).spec;
 	for (uint32_t i = 0; i < envs; i++)
 		sr_rng_seed(&rng[i], 7, i);
 	assert_int_equal(sr_pool_reset(p, &b), 0);
@@ -627,25 +638,50 @@ static void test_default_threads(void **st)
 	o.num_envs = 8;
 	o.bind = SR_BIND_NONE;
 	assert_int_equal(sr_pool_create(&o, &p), 0);
-	assert_int_equal(sr_pool_num_threads(p), 1);
-	assert_non_null(strstr(sr_pool_threads_note(p), "1 (default: 8 envs x "));
-	assert_non_null(strstr(sr_pool_threads_note(p), "calling thread"));
+	assert_int_equal(t_pool_info(p).num_threads, 1);
+	assert_non_null(strstr(t_pool_info(p).threads_note, "1 (default: 8 envs x "));
+	assert_non_null(strstr(t_pool_info(p).threads_note, "calling thread"));
 	sr_pool_destroy(p);
 
 	o.env = "spin:cost_us=300";
 	o.num_envs = 16; /* 4.8 ms a batch: one per core */
 	assert_int_equal(sr_pool_create(&o, &p), 0);
 	if (cpus() >= 2) {
-		assert_true(sr_pool_num_threads(p) >= 2);
-		assert_non_null(strstr(sr_pool_threads_note(p), "up to one per core"));
+		assert_true(t_pool_info(p).num_threads >= 2);
+		assert_non_null(strstr(t_pool_info(p).threads_note, "up to one per core"));
 	}
 	sr_pool_destroy(p);
 
 	o.num_threads = 1; /* asked for: said so */
 	assert_int_equal(sr_pool_create(&o, &p), 0);
-	assert_string_equal(sr_pool_threads_note(p), "1 (asked for)");
+	assert_string_equal(t_pool_info(p).threads_note, "1 (asked for)");
+	{
+		/* The info's size contract: an older, shorter struct gets its
+		 * prefix; a newer, longer one zeroes beyond what we know. */
+		struct {
+			sr_pool_info in;
+			uint64_t more;
+		} big;
+		sr_pool_info in;
+
+		memset(&in, 0xa5, sizeof(in));
+		in.size = offsetof(sr_pool_info, batch_size);
+		assert_int_equal(sr_pool_info_get(p, &in), 0);
+		assert_int_equal(in.num_envs, 16);
+		assert_int_equal(in.num_threads, 1);
+		assert_int_equal(in.batch_size, 0xa5a5a5a5u);
+		memset(&big, 0xa5, sizeof(big));
+		big.in.size = sizeof(big);
+		assert_int_equal(sr_pool_info_get(p, &big.in), 0);
+		assert_int_equal(big.in.size, sizeof(big));
+		assert_int_equal(big.in.batch_size, 16);
+		assert_int_equal(big.more, 0);
+		in.size = 4;
+		assert_int_equal(sr_pool_info_get(p, &in), -EINVAL);
+		in.size = sizeof(in);
+		assert_int_equal(sr_pool_info_get(NULL, &in), -EINVAL);
+	}
 	sr_pool_destroy(p);
-	assert_string_equal(sr_pool_threads_note(NULL), "");
 }
 
 static void test_async_ready(void **st)
@@ -761,7 +797,7 @@ static void test_async_ring_order(void **st)
 	sr_env_spec s = cnt_spec(7, 0);
 	const uint32_t N = 64, B = 16;
 	sr_pool *p = mk(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP);
-	sr_ring *r = sr_pool_ring(p);
+	sr_ring *r = t_pool_info(p).ring;
 	const uint64_t mask = sr_ring_capacity(r) - 1;
 	const sr_batch *b;
 	int32_t act[16] = {0};
@@ -797,7 +833,7 @@ static void group_ids(sr_pool *p, uint32_t G, uint32_t g, uint32_t *ids)
 {
 	uint32_t row = 0;
 
-	for (uint32_t w = 0; w < sr_pool_num_threads(p); w++) {
+	for (uint32_t w = 0; w < t_pool_info(p).num_threads; w++) {
 		sr_pool_worker_stats ws;
 		uint32_t m;
 
@@ -807,7 +843,7 @@ static void group_ids(sr_pool *p, uint32_t G, uint32_t g, uint32_t *ids)
 		for (uint32_t j = 0; j < m; j++)
 			ids[row++] = ws.first_env + g * m + j;
 	}
-	assert_int_equal(row, sr_pool_batch_size(p));
+	assert_int_equal(row, t_pool_info(p).batch_size);
 }
 
 /* Check batch @b: the rows are group @g (a view of the ring's own slots,
@@ -816,12 +852,12 @@ static void group_ids(sr_pool *p, uint32_t G, uint32_t g, uint32_t *ids)
 static void check_group(sr_pool *p, const sr_batch *b, uint32_t G, uint32_t g, double *sum,
 			int32_t *act, int it)
 {
-	sr_ring *r = sr_pool_ring(p);
+	sr_ring *r = t_pool_info(p).ring;
 	const uint64_t mask = sr_ring_capacity(r) - 1;
 	uint32_t ids[64];
 
 	group_ids(p, G, g, ids);
-	assert_int_equal(b->n, sr_pool_batch_size(p));
+	assert_int_equal(b->n, t_pool_info(p).batch_size);
 	assert_ptr_equal(b->obs, sr_ring_obs_col(r) + (b->first_seq & mask) * 3);
 	assert_int_equal(sr_ring_cursor(r), b->first_seq + b->n);
 	for (uint32_t i = 0; i < b->n; i++) {
@@ -967,24 +1003,23 @@ static void test_async_groups(void **st)
 	/* Which pools have groups: the batch tiles the envs, and has a row
 	 * for every thread. */
 	p = mk(&s, 64, thr(2), 16, SR_AUTORESET_NEXT_STEP);
-	assert_int_equal(sr_pool_batch_groups(p), 4);
+	assert_int_equal(t_pool_info(p).batch_groups, 4);
 	sr_pool_destroy(p);
 	p = mk(&s, 64, thr(2), 24, SR_AUTORESET_NEXT_STEP); /* 64 % 24 != 0 */
-	assert_int_equal(sr_pool_batch_groups(p), 0);
+	assert_int_equal(t_pool_info(p).batch_groups, 0);
 	sr_pool_destroy(p);
 	p = mk(&s, 64, thr(2), 0, SR_AUTORESET_NEXT_STEP); /* sync */
-	assert_int_equal(sr_pool_batch_groups(p), 0);
+	assert_int_equal(t_pool_info(p).batch_groups, 0);
 	sr_pool_destroy(p);
 	p = mk3(&s, 12, 2, 0); /* 2 rows, 3 threads */
-	assert_int_equal(sr_pool_batch_groups(p), 0);
+	assert_int_equal(t_pool_info(p).batch_groups, 0);
 	sr_pool_destroy(p);
 	p = mk3(&s, 12, 3, 0); /* 3 threads, 4 envs each: 4 groups */
-	assert_int_equal(sr_pool_batch_groups(p), 4);
+	assert_int_equal(t_pool_info(p).batch_groups, 4);
 	sr_pool_destroy(p);
 	p = mk3(&s, 12, 3, SR_POOL_F_NO_BATCH_GROUPS); /* asked not to */
-	assert_int_equal(sr_pool_batch_groups(p), 0);
+	assert_int_equal(t_pool_info(p).batch_groups, 0);
 	sr_pool_destroy(p);
-	assert_int_equal(sr_pool_batch_groups(NULL), 0);
 }
 
 /*
@@ -1012,7 +1047,7 @@ static void mixed_run(uint32_t flags, uint64_t seed, bool same_step)
 	mk_flags = flags;
 	p = mk(&s, N, thr(2), B, same_step ? SR_AUTORESET_SAME_STEP : SR_AUTORESET_NEXT_STEP);
 	mk_flags = 0;
-	assert_int_equal(sr_pool_batch_groups(p), G);
+	assert_int_equal(t_pool_info(p).batch_groups, G);
 	sr_rng_seed(&rng, seed, 0);
 	assert_int_equal(sr_pool_reset(p, NULL), 0);
 	for (uint32_t e = 0; e < N; e++)
@@ -1129,7 +1164,7 @@ static sr_pool *mk3_ar(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint
 	o.flags = SR_POOL_F_TOPOLOGY | flags;
 	o.topology = "core:4 pu:1";
 	assert_int_equal(sr_pool_create(&o, &p), 0);
-	assert_int_equal(sr_pool_num_threads(p), 3);
+	assert_int_equal(t_pool_info(p).num_threads, 3);
 	return p;
 }
 
@@ -1366,7 +1401,7 @@ static void test_many_envs_threads(void **st)
 	const sr_batch *b;
 	int32_t a = 1;
 
-	assert_int_equal(sr_pool_num_threads(p), 1);
+	assert_int_equal(t_pool_info(p).num_threads, 1);
 	assert_int_equal(sr_pool_reset(p, &b), 0);
 	for (int i = 0; i < 100; i++)
 		assert_int_equal(sr_pool_step(p, &a, &b), 0);
@@ -1495,8 +1530,8 @@ static void test_bind_caller(void **st)
 	assert_int_equal(CPU_COUNT(&after), 1);
 	assert_true(CPU_ISSET(0, &after));
 	assert_int_equal(sr_pool_reset(p, &b), 0);
-	assert_int_equal(sr_pool_worker_cpu(p, 0), 0);
-	assert_int_equal(sr_pool_worker_cpu(p, 1), -EINVAL);
+	assert_int_equal(worker_cpu(p, 0), 0);
+	assert_int_equal(worker_cpu(p, 1), -EINVAL);
 	sr_pool_destroy(p);
 	assert_int_equal(sched_setaffinity(0, sizeof(before), &before), 0);
 }
@@ -1562,7 +1597,7 @@ static void rebalance_run(uint32_t batch)
 	s.params[1] = 32; /* worker 2 owns envs 32-47 */
 	a = mk3_ar(&s, N, batch, 0, SR_AUTORESET_SAME_STEP);
 	b = mk3_ar(&s, N, batch, SR_POOL_F_NO_REBALANCE, SR_AUTORESET_SAME_STEP);
-	assert_int_equal(sr_pool_batch_groups(a), batch ? 2 : 0);
+	assert_int_equal(t_pool_info(a).batch_groups, batch ? 2 : 0);
 	assert_int_equal(sr_pool_reset(a, &ba), 0);
 	assert_int_equal(sr_pool_reset(b, &bb), 0);
 	for (uint32_t k = 0; k < K; k++) {
@@ -1668,7 +1703,8 @@ static void test_worker_stats(void **st)
 	sr_pool_destroy(p);
 }
 
-/* sr_pool_worker_cpu: where each worker runs, and when it is not one CPU. */
+/* sr_pool_worker_stats.cpu: where each worker runs, and when it is not one
+ * CPU. */
 static void test_worker_cpu(void **st)
 {
 	sr_env_spec s = cnt_spec(3, 0);
@@ -1688,29 +1724,28 @@ static void test_worker_cpu(void **st)
 	o.bind = SR_BIND_CORE;
 	o.flags = SR_POOL_F_BIND_CALLER;
 	assert_int_equal(sr_pool_create(&o, &p), 0);
-	c0 = sr_pool_worker_cpu(p, 0);
-	c1 = sr_pool_worker_cpu(p, 1);
+	c0 = worker_cpu(p, 0);
+	c1 = worker_cpu(p, 1);
 	assert_true(c0 >= 0 && c1 >= 0 && c0 != c1);
 	assert_true(CPU_ISSET(c0, &before) && CPU_ISSET(c1, &before));
-	assert_int_equal(sr_pool_worker_cpu(p, 2), -EINVAL);
-	assert_int_equal(sr_pool_worker_cpu(NULL, 0), -EINVAL);
+	assert_int_equal(worker_cpu(p, 2), -EINVAL);
+	assert_int_equal(worker_cpu(NULL, 0), -EINVAL);
 	sr_pool_destroy(p);
 	assert_int_equal(sched_setaffinity(0, sizeof(before), &before), 0);
 
 	/* The calling thread, not bound: no CPU to report. */
 	o.flags = 0;
 	assert_int_equal(sr_pool_create(&o, &p), 0);
-	assert_int_equal(sr_pool_worker_cpu(p, 0), -ENOENT);
-	assert_true(sr_pool_worker_cpu(p, 1) >= 0);
+	assert_int_equal(worker_cpu(p, 0), -ENOENT);
+	assert_true(worker_cpu(p, 1) >= 0);
 	sr_pool_destroy(p);
 
 	/* bind none: nobody is. */
 	o.bind = SR_BIND_NONE;
 	o.flags = SR_POOL_F_BIND_CALLER;
 	assert_int_equal(sr_pool_create(&o, &p), 0);
-	assert_int_equal(sr_pool_worker_cpu(p, 0), -ENOENT);
-	assert_int_equal(sr_pool_worker_cpu(p, 1), -ENOENT);
-	assert_non_null(strstr(sr_last_error(), "not bound"));
+	assert_int_equal(worker_cpu(p, 0), -ENOENT);
+	assert_int_equal(worker_cpu(p, 1), -ENOENT);
 	sr_pool_destroy(p);
 	assert_int_equal(sched_setaffinity(0, sizeof(before), &before), 0);
 }

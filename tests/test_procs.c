@@ -24,6 +24,7 @@
 
 #include "stepring.h"
 #include "stepring/proc.h"
+#include "helpers.h"
 
 #define FAULTY SR_PLUGIN_FAULTY
 
@@ -177,7 +178,7 @@ static void test_same_as_threads(void **state)
  * same env, and Faulty's step counter (obs[1]) grew by one along it. */
 static uint64_t check_replay(sr_pool *p)
 {
-	sr_ring *r = sr_pool_ring(p);
+	sr_ring *r = t_pool_info(p).ring;
 	sr_ring_info ri = {.size = sizeof(ri)};
 	uint64_t head, lo, mask;
 	const float *obs = sr_ring_obs_col(r);
@@ -220,7 +221,7 @@ static uint64_t fault_run(uint64_t mode, uint32_t timeout_ms, int kind)
 {
 	sr_env_spec f = faulty(mode);
 	sr_pool *p = mk(&f, NULL, 8, 2, kind, SR_AUTORESET_NEXT_STEP, timeout_ms, 10);
-	sr_ring *r = sr_pool_ring(p);
+	sr_ring *r = t_pool_info(p).ring;
 	const sr_batch *b;
 	sr_pool_faults fs;
 	sr_pool_worker_stats ws;
@@ -352,7 +353,7 @@ static void test_long_run(void **state)
 	sr_env_spec f = faulty(M_SEGV);
 	const uint32_t N = 16, K = 10000;
 	sr_pool *p = mk(&f, NULL, N, 2, K_PROCS, SR_AUTORESET_NEXT_STEP, 0, 1000);
-	sr_ring *r = sr_pool_ring(p);
+	sr_ring *r = t_pool_info(p).ring;
 	const uint8_t *fl = sr_ring_flags_col(r);
 	const uint64_t m = sr_ring_capacity(r) - 1;
 	const sr_batch *b;
@@ -604,7 +605,7 @@ static void test_inline_fn(void **state)
 	o.proc_inline = inline_cb;
 	o.proc_inline_arg = &x;
 	assert_int_equal(sr_pool_create(&o, &p), 0);
-	r = sr_pool_ring(p);
+	r = t_pool_info(p).ring;
 	m = sr_ring_capacity(r) - 1;
 	assert_int_equal(sr_pool_reset(p, &b), 0);
 	assert_int_equal(x.first, 0);
@@ -693,8 +694,8 @@ static void test_errors(void **state)
 		ro.mask = mask;
 		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
 		assert_int_equal(b->n, 8);
-		flags = sr_ring_flags_col(sr_pool_ring(p));
-		cap = sr_ring_capacity(sr_pool_ring(p));
+		flags = sr_ring_flags_col(t_pool_info(p).ring);
+		cap = sr_ring_capacity(t_pool_info(p).ring);
 		for (uint32_t i = 0; i < 8; i++)
 			assert_int_equal(flags[(b->first_seq + i) & (cap - 1)],
 					 mask[i] ? SR_SLOT_FIRST : SR_SLOT_PAD);

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "stepring.h"
+#include "helpers.h"
 
 #define CLI SR_BINARY_DIR "/stepring"
 
@@ -29,7 +30,7 @@ struct live {
 static void *stepper(void *arg)
 {
 	struct live *l = arg;
-	uint32_t n = sr_pool_num_envs(l->pool);
+	uint32_t n = t_pool_info(l->pool).num_envs;
 	int32_t *act = calloc(n, sizeof(*act));
 	const sr_batch *b;
 	uint64_t i = 0;

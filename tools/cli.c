@@ -114,6 +114,15 @@ void cli_env(const char *name, struct sr_env_spec *out)
 		cli_die("%s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
 }
 
+sr_pool_info cli_pool_info(const sr_pool *p)
+{
+	sr_pool_info in = {.size = sizeof(in)};
+
+	if (sr_pool_info_get(p, &in))
+		cli_die("pool info: %s", sr_last_error());
+	return in;
+}
+
 uint64_t cli_now_ns(void)
 {
 	struct timespec ts;

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "stepring/pool.h"
+
 /* Subcommands: int cmd_NAME(int argc, char **argv), each in tools/cmd_*.c,
  * listed by the dispatcher (tools/stepring.c). */
 typedef int (*sr_cmd_fn)(int argc, char **argv);
@@ -40,6 +42,9 @@ int cli_device(const char *v);
 /* Resolve an env id or dies listing the known ones. */
 struct sr_env_spec;
 void cli_env(const char *name, struct sr_env_spec *out);
+
+/* sr_pool_info of @p (dies if it cannot be read: a bug). */
+sr_pool_info cli_pool_info(const sr_pool *p);
 
 /* Monotonic clock in ns. */
 uint64_t cli_now_ns(void);

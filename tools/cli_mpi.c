@@ -135,7 +135,7 @@ void cli_mpi_gather_envs(struct cli_mpi_pool *c, const void *local, size_t size,
 	int err;
 
 	if (!c->mp) {
-		memcpy(out, local, (size_t)sr_pool_num_envs(c->pool) * size);
+		memcpy(out, local, (size_t)cli_pool_info(c->pool).num_envs * size);
 		return;
 	}
 	err = sr_mpi_pool_gather_envs(c->mp, local, size, out, 0);

@@ -266,7 +266,7 @@ int bench_checkpoint(int argc, char **argv)
 	if (!json)
 		fprintf(stderr, "filling a %llu-slot ring (%.0f MiB window) with %s x %u...\n",
 			(unsigned long long)cap, (double)(cap * slot) / (1 << 20), spec.id, envs);
-	while (sr_ring_head(sr_pool_ring(p)) < cap)
+	while (sr_ring_head(cli_pool_info(p).ring) < cap)
 		step(p, acts, envs, spec.act_n);
 
 	sr_ckpt_opts co;
@@ -379,7 +379,7 @@ int bench_checkpoint(int argc, char **argv)
 	}
 
 	unlink(path);
-	uint32_t used_threads = sr_pool_num_threads(p);
+	uint32_t used_threads = cli_pool_info(p).num_threads;
 	sr_pool_destroy(p);
 	free(acts);
 	free(lat.v);

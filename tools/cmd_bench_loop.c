@@ -156,6 +156,7 @@ static void run_loop(const struct loop_cfg *c)
 {
 	sr_pool_opts o;
 	sr_pool *p = NULL;
+	sr_pool_info pi;
 	sr_env_spec spec;
 	struct bench_policy *bp = NULL;
 	sr_device_info info;
@@ -185,8 +186,9 @@ static void run_loop(const struct loop_cfg *c)
 	err = sr_pool_create(&o, &p);
 	if (err)
 		cli_die("bench loop: %s", sr_last_error());
-	r.threads = sr_pool_num_threads(p);
-	r.rows = sr_pool_batch_size(p);
+	pi = cli_pool_info(p);
+	r.threads = pi.num_threads;
+	r.rows = pi.batch_size;
 
 	err = bench_policy_open(c->policy, p, c->device, c->seed, &bp, msg, sizeof(msg));
 	if (err || !bp)

@@ -138,6 +138,7 @@ int bench_mpi_pool(int argc, char **argv)
 	uint32_t per_rank = 1024, glob = 0, threads = 1, rounds = 5;
 	double sec = 0.5;
 	uint64_t seed = 0, first;
+	sr_pool_info pi;
 	bool json = false;
 	int N = cli_mpi_size(), me = cli_mpi_rank();
 	sr_pool_opts o;
@@ -183,8 +184,9 @@ int bench_mpi_pool(int argc, char **argv)
 	o.flags = SR_POOL_F_SEED;
 	o.seed = seed;
 	mp = cli_mpi_pool_create("bench pool", &o, &s.p, &first);
-	s.spec = sr_pool_spec(s.p);
-	s.n = sr_pool_num_envs(s.p);
+	pi = cli_pool_info(s.p);
+	s.spec = pi.spec;
+	s.n = pi.num_envs;
 	s.asz = sr_env_action_size(s.spec);
 	s.acts = malloc((size_t)s.n * s.asz);
 	h = calloc(HB, sizeof(*h));
@@ -230,7 +232,7 @@ int bench_mpi_pool(int argc, char **argv)
 	row.p50 = hpct(h, 0.50);
 	row.p99 = hpct(h, 0.99);
 	row.envs = s.n;
-	row.threads = sr_pool_num_threads(s.p);
+	row.threads = pi.num_threads;
 	row.first_env = (double)first;
 	snprintf(row.cpus, sizeof(row.cpus), "%s", cli_mpi_pool_cpus(mp));
 	cli_mpi_gather(&row, sizeof(row), rows);

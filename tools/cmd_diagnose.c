@@ -58,7 +58,7 @@ struct diag {
 };
 
 /* Say how a pool of these options picks its threads (the default comes
- * from the work: sr_pool_threads_note). */
+ * from the work: sr_pool_info.threads_note). */
 static void threads_note(const struct diag *d, const char *env_id, uint32_t batch)
 {
 	sr_pool_opts o;
@@ -72,7 +72,7 @@ static void threads_note(const struct diag *d, const char *env_id, uint32_t batc
 	o.flags = SR_POOL_F_SEED;
 	o.seed = d->seed;
 	if (sr_pool_create(&o, &p) == 0) {
-		printf("(threads: %s)\n", sr_pool_threads_note(p));
+		printf("(threads: %s)\n", cli_pool_info(p).threads_note);
 		sr_pool_destroy(p);
 	}
 }
@@ -151,7 +151,7 @@ static int own_loop(const struct bench_pool_cfg *c, struct bench_pool_result *r)
 	o.seed = c->seed;
 	if ((err = sr_pool_create(&o, &p)))
 		goto fail;
-	T = sr_pool_num_threads(p);
+	T = cli_pool_info(p).num_threads;
 	acts = malloc((size_t)c->envs * sr_env_action_size(&spec));
 	lat = malloc(MAX_LAT * sizeof(float));
 	if (!acts || !lat) {

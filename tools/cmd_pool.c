@@ -111,6 +111,7 @@ int cmd_rollout(int argc, char **argv)
 {
 	sr_pool_opts o;
 	sr_pool *p;
+	sr_pool_info pi;
 	sr_env_spec spec;
 	const sr_batch *b;
 	const char *v, *env = NULL, *mode = "sync";
@@ -196,9 +197,10 @@ int cmd_rollout(int argc, char **argv)
 	nglob = o.num_envs;
 	mp = cli_mpi_pool_create("rollout", &o, &p, &first_env);
 
-	R.n = sr_pool_num_envs(p);
+	pi = cli_pool_info(p);
+	R.n = pi.num_envs;
 	R.od = spec.obs_dim;
-	R.spec = sr_pool_spec(p);
+	R.spec = pi.spec;
 	R.asz = sr_env_action_size(R.spec);
 	R.h = malloc(R.n * sizeof(*R.h));
 	R.cnt = calloc(R.n, sizeof(*R.cnt));
@@ -264,10 +266,10 @@ int cmd_rollout(int argc, char **argv)
 		printf("%016llx\n", (unsigned long long)all);
 	} else {
 		printf("rollout %s: %u envs x %llu steps, %u threads, %s", spec.id, nglob,
-		       (unsigned long long)steps, sr_pool_num_threads(p), mode);
+		       (unsigned long long)steps, pi.num_threads, mode);
 		if (cli_mpi_size() > 1)
 			printf(", %d ranks (rank 0: %u envs, %u threads; statistics below are "
-			       "rank 0's)", cli_mpi_size(), R.n, sr_pool_num_threads(p));
+			       "rank 0's)", cli_mpi_size(), R.n, pi.num_threads);
 		printf("\n");
 		printf("  episodes %llu  mean return %.3f  mean length %.1f (last 100)\n",
 		       (unsigned long long)st.episodes, st.mean_return, st.mean_length);

@@ -115,7 +115,7 @@ struct tune_diag_in {
 	 * env loop, all the workers' CPUs at once, no pool; <= 0: not
 	 * measured). Below 1 / TUNE_WORKER_SPREAD the CPUs themselves differ. */
 	double cpu_balance;
-	/* Added: the closed loop's sr_pool_batch_groups() (async: 0 means
+	/* Added: the closed loop's sr_pool_info.batch_groups (async: 0 means
 	 * per-env queues, a send and a recv touch every row). */
 	uint32_t batch_groups;
 };

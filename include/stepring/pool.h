@@ -108,7 +108,7 @@ typedef struct sr_pool_opts {
 	const sr_env_spec *spec; /* or a spec (e.g. from sr_env_load_plugin) */
 	uint32_t num_threads;    /* 0: chosen from the work (num_envs x the env's step
 				  * cost measured at create: one thread per 100 us of
-				  * it, 1 to one per core; sr_pool_threads_note) */
+				  * it, 1 to one per core; sr_pool_info.threads_note) */
 	uint32_t batch_size;     /* 0 or num_envs: sync; < num_envs: async */
 	uint64_t seed;           /* with SR_POOL_F_SEED; default 0 */
 	uint32_t autoreset;      /* enum sr_autoreset */
@@ -298,24 +298,40 @@ SR_EXPORT void sr_pool_reset_opts_init(sr_pool_reset_opts *o);
  */
 SR_EXPORT int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **out);
 
-SR_EXPORT const sr_env_spec *sr_pool_spec(const sr_pool *p);
-SR_EXPORT sr_ring *sr_pool_ring(const sr_pool *p);
-SR_EXPORT uint32_t sr_pool_num_envs(const sr_pool *p);
-SR_EXPORT uint32_t sr_pool_num_threads(const sr_pool *p);
-/** How the thread count was chosen, for people: "1 (default: 8 envs x 31 ns
- * a step = 0.2 us a batch; ...)" or "4 (asked for)". Valid for the pool's
- * life; "" for NULL. */
-SR_EXPORT const char *sr_pool_threads_note(const sr_pool *p);
-SR_EXPORT uint32_t sr_pool_batch_size(const sr_pool *p);
-/** Async: how many batch groups the envs form (num_envs / batch_size when
- * batch_size divides num_envs and is at least num_threads: sends of a
- * whole batch then go by group, see the contract above); 0 for a sync pool,
- * a batch that does not tile the envs, or NULL. */
-SR_EXPORT uint32_t sr_pool_batch_groups(const sr_pool *p);
-/** The CPU worker @worker is bound to (worker 0 is the calling thread
- * unless SR_POOL_F_NO_INLINE): >= 0, -ENOENT when it is not bound to one
- * CPU (bind numa or none), -EINVAL for a worker that does not exist. */
-SR_EXPORT int sr_pool_worker_cpu(const sr_pool *p, uint32_t worker);
+/* What a pool is, from sr_pool_info_get(). Fields may be added at the end:
+ * a caller sets size to the sizeof it was compiled with. */
+typedef struct sr_pool_info {
+	uint32_t size;            /* in: sizeof(sr_pool_info) as the caller knows it */
+	uint32_t num_envs;
+	uint32_t num_threads;     /* workers; worker 0 runs on the calling thread
+				   * unless the pool was planned without it */
+	uint32_t batch_size;      /* rows per batch: num_envs for a sync pool */
+	uint32_t batch_groups;    /* async: how many batch groups the envs form
+				   * (num_envs / batch_size when batch_size divides
+				   * num_envs and is at least num_threads: sends of a
+				   * whole batch then go by group, see the contract
+				   * above); 0 for a sync pool or a batch that does
+				   * not tile the envs */
+	uint32_t autoreset;       /* enum sr_autoreset */
+	uint32_t device;          /* SR_DEVICE_HOST or SR_DEVICE_CUDA (AUTO resolved) */
+	uint32_t reserved0;
+	uint64_t first_env;       /* the global index of env 0 (SR_POOL_F_FIRST_ENV), or 0 */
+	const sr_env_spec *spec;  /* the env; valid for the pool's life */
+	sr_ring *ring;            /* the ring the batches are views of (replay reads
+				   * it); owned by the pool */
+	const char *threads_note; /* how the thread count was chosen, for people:
+				   * "1 (default: 8 envs x 31 ns a step = 0.2 us a
+				   * batch; ...)" or "4 (asked for)"; valid for the
+				   * pool's life */
+} sr_pool_info;
+
+/**
+ * Describe @p into @info: set info->size first; the library fills what
+ * both sides know and zeroes the rest. Returns 0, or -EINVAL (NULL
+ * argument, info->size smaller than the first two fields). Pool thread,
+ * like every call on the pool; never blocks.
+ */
+SR_EXPORT int sr_pool_info_get(const sr_pool *p, sr_pool_info *info);
 
 typedef struct sr_pool_stats {
 	uint64_t steps;           /* env steps since create */
@@ -359,7 +375,9 @@ typedef struct sr_pool_worker_stats {
 	uint64_t ns_idle;         /* waiting for work (worker 0 inline: not stepping) */
 	uint32_t first_env;       /* its envs: [first_env, first_env + num_envs) */
 	uint32_t num_envs;
-	int32_t cpu;              /* as sr_pool_worker_cpu: >= 0, or -ENOENT */
+	int32_t cpu;              /* the CPU it is bound to, or -ENOENT when it is not
+				   * bound to one CPU (bind numa or none; worker 0,
+				   * the calling thread, unless SR_POOL_F_BIND_CALLER) */
 	uint32_t rows;            /* envs it steps now in each sync batch (batch
 				   * groups: each round of the groups): its own
 				   * less or plus what rebalancing moved to or from
@@ -370,7 +388,7 @@ typedef struct sr_pool_worker_stats {
 	uint32_t restarts;        /* SR_POOL_F_PROCS: times it was restarted */
 } sr_pool_worker_stats;
 
-/** Statistics of worker @worker (0 .. sr_pool_num_threads - 1); -EINVAL
+/** Statistics of worker @worker (0 .. num_threads - 1); -EINVAL
  * for a worker that does not exist. Counters are read without stopping the
  * worker (each is exact, the set is not a snapshot). */
 SR_EXPORT int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker,

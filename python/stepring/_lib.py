@@ -240,6 +240,16 @@ class sr_mpi_pool_info(ctypes.Structure):
     ]
 
 
+class sr_pool_info(ctypes.Structure):
+    """include/stepring/pool.h; pool_info() sets size."""
+    _fields_ = [
+        ("size", c_u32), ("num_envs", c_u32), ("num_threads", c_u32),
+        ("batch_size", c_u32), ("batch_groups", c_u32), ("autoreset", c_u32),
+        ("device", c_u32), ("reserved0", c_u32), ("first_env", c_u64),
+        ("spec", ctypes.POINTER(sr_env_spec)), ("ring", c_vp), ("threads_note", c_cp),
+    ]
+
+
 class sr_pool_worker_stats(ctypes.Structure):
     _fields_ = [
         ("steps", c_u64),
@@ -384,14 +394,7 @@ _OPTIONAL = {
     "sr_pool_reset_mask": (ctypes.c_int, [c_vp, c_vp, _PPBATCH]),
     "sr_pool_reset_opts_init": (None, [ctypes.POINTER(sr_pool_reset_opts)]),
     "sr_pool_reset_ex": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_pool_reset_opts), _PPBATCH]),
-    "sr_pool_spec": (ctypes.POINTER(sr_env_spec), [c_vp]),
-    "sr_pool_ring": (c_vp, [c_vp]),
-    "sr_pool_num_envs": (c_u32, [c_vp]),
-    "sr_pool_num_threads": (c_u32, [c_vp]),
-    "sr_pool_threads_note": (c_cp, [c_vp]),
-    "sr_pool_worker_cpu": (ctypes.c_int, [c_vp, c_u32]),
-    "sr_pool_batch_size": (c_u32, [c_vp]),
-    "sr_pool_batch_groups": (c_u32, [c_vp]),
+    "sr_pool_info_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_pool_info)]),
     "sr_pool_stats_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_pool_stats)]),
     "sr_pool_worker_stats_get": (ctypes.c_int, [c_vp, c_u32,
                                                 ctypes.POINTER(sr_pool_worker_stats)]),
@@ -699,6 +702,14 @@ def dlpack_capsule(managed):
     torch.utils.dlpack.from_dlpack, which takes ownership (it calls the
     tensor's deleter when the tensor dies)."""
     return _capsule_new(managed, b"dltensor", None)
+
+
+def pool_info(pool):
+    """sr_pool_info of the pool handle @pool (raises on error)."""
+    info = sr_pool_info()
+    info.size = ctypes.sizeof(info)
+    check(lib.sr_pool_info_get(pool, ctypes.byref(info)), "sr_pool_info_get")
+    return info
 
 
 def ring_info(ring):

@@ -165,7 +165,7 @@ class ProcVectorEnv(_Base):
         _lib.check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
         self._pool = ptr
         self._seed = seed
-        ring = lib.sr_pool_ring(ptr)
+        ring = _lib.pool_info(ptr).ring
         cap = lib.sr_ring_capacity(ring)
         self._mask = cap - 1
         self._flags = np.ctypeslib.as_array(

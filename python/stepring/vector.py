@@ -366,7 +366,7 @@ class VectorEnv(_Base):
         self._ended = np.zeros(num_envs, bool)  # disabled mode: ended, not reset since
         self._create(seed)
 
-        spec = lib.sr_pool_spec(self._handle.ptr).contents
+        spec = _lib.pool_info(self._handle.ptr).spec.contents
         self.spec = EnvSpec(spec)
         self._discrete = spec.act_kind == _lib.SR_SPACE_DISCRETE
         self._act_dim = spec.act_dim
@@ -484,7 +484,7 @@ class VectorEnv(_Base):
 
     def _setup_views(self):
         h = self._handle
-        spec = lib.sr_pool_spec(h.ptr).contents
+        spec = _lib.pool_info(h.ptr).spec.contents
         d = int(spec.obs_dim)
         # torch.from_numpy wants writeable arrays (copies are anyway)
         w = self.output == "torch" and not self.copy
@@ -495,7 +495,7 @@ class VectorEnv(_Base):
         self._c_trunc = _Column(np.bool_, 0, h, w)
         self._c_id = _Column(np.uint32, 0, h, w)
         self._vcache = {}
-        self._ring = lib.sr_pool_ring(h.ptr)
+        self._ring = _lib.pool_info(h.ptr).ring
         if self._ring:
             r = self._ring
             cap = int(lib.sr_ring_capacity(r))
@@ -525,7 +525,7 @@ class VectorEnv(_Base):
         self._ids_ptr = self._ids.ctypes.data
 
     def _open_device(self):
-        spec = lib.sr_pool_spec(self._handle.ptr).contents
+        spec = _lib.pool_info(self._handle.ptr).spec.contents
         o = _lib.sr_device_opts()
         lib.sr_device_opts_init(ctypes.byref(o))
         o.kind = _DEVICE[self.device]
@@ -675,21 +675,21 @@ class VectorEnv(_Base):
 
     @property
     def num_threads(self):
-        return int(lib.sr_pool_num_threads(self._live()))
+        return int(_lib.pool_info(self._live()).num_threads)
 
     @property
     def threads_note(self):
         """How num_threads was chosen (the default comes from the work:
         num_envs x the env's measured step cost), e.g. "1 (default: 8 envs x
         23 ns a step = 0.2 us a batch; ...)"."""
-        return (lib.sr_pool_threads_note(self._live()) or b"").decode()
+        return (_lib.pool_info(self._live()).threads_note or b"").decode()
 
     @property
     def batch_groups(self):
         """Async: how many fixed batch groups the envs form (step() then
         cycles through them), 0 when batch_size does not tile num_envs (or
         is below the thread count) and in sync mode."""
-        return int(lib.sr_pool_batch_groups(self._live()))
+        return int(_lib.pool_info(self._live()).batch_groups)
 
     def worker_cpus(self):
         """The CPU each worker thread is bound to, None where it is not bound
@@ -697,11 +697,10 @@ class VectorEnv(_Base):
         does not bind): for placing the trainer's own threads elsewhere."""
         out = []
         for w in range(self.num_threads):
-            c = lib.sr_pool_worker_cpu(self._live(), w)
-            if c == -errno.ENOENT:
-                out.append(None)
-            else:
-                out.append(_lib.check(c, "sr_pool_worker_cpu"))
+            ws = _lib.sr_pool_worker_stats()
+            _lib.check(lib.sr_pool_worker_stats_get(self._live(), w, ctypes.byref(ws)),
+                       "sr_pool_worker_stats_get")
+            out.append(None if ws.cpu == -errno.ENOENT else int(ws.cpu))
         return out
 
     # --- batches -----------------------------------------------------------
@@ -1150,7 +1149,7 @@ class VectorEnv(_Base):
 
     def ring_memory(self):
         """(address, length) of the ring's shared-memory segment."""
-        info = _lib.ring_info(lib.sr_pool_ring(self._live()))
+        info = _lib.ring_info(_lib.pool_info(self._live()).ring)
         return info.base, info.bytes
 
     def __repr__(self):

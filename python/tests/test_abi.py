@@ -16,6 +16,7 @@ STRUCTS = {
     "sr_batch": _lib.sr_batch,
     "sr_pool_reset_opts": _lib.sr_pool_reset_opts,
     "sr_pool_stats": _lib.sr_pool_stats,
+    "sr_pool_info": _lib.sr_pool_info,
     "sr_pool_worker_stats": _lib.sr_pool_worker_stats,
     "sr_replay_opts": _lib.sr_replay_opts,
     "sr_replay_batch": _lib.sr_replay_batch,

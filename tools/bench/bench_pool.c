@@ -331,8 +331,11 @@ static double raw_parallel(sr_pool *p, const sr_env_spec *s, uint32_t T, uint32_
 		return -ENOMEM;
 	}
 	for (uint32_t k = 0; k < T; k++) {
+		sr_pool_worker_stats ws;
+
+		sr_pool_worker_stats_get(p, k, &ws);
 		rp[k] = (struct raw_par){.spec = s, .n = n, .seconds = seconds,
-					 .seed = seed + k, .cpu = sr_pool_worker_cpu(p, k),
+					 .seed = seed + k, .cpu = ws.cpu,
 					 .go = &go, .ls = chunk ? &ls : NULL, .idx = k};
 	}
 	/* Worker 0's share runs here, on the calling thread (bound already). */
@@ -485,6 +488,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 {
 	sr_pool_opts o;
 	sr_pool *p = NULL;
+	sr_pool_info pi = {.size = sizeof(pi)};
 	sr_env_spec spec;
 	sr_pool_stats s0, s1;
 	struct drive d = {.cfg = cfg};
@@ -546,12 +550,13 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		r->err = err;
 		goto out;
 	}
-	T = sr_pool_num_threads(p);
+	sr_pool_info_get(p, &pi);
+	T = pi.num_threads;
 	r->threads_used = T;
-	r->ring_capacity = sr_pool_ring(p) ? sr_ring_capacity(sr_pool_ring(p)) : 0;
+	r->ring_capacity = pi.ring ? sr_ring_capacity(pi.ring) : 0;
 	n_per = (cfg->envs + T - 1) / T;
-	d.rows = sr_pool_batch_size(p);
-	r->batch_groups = sr_pool_batch_groups(p);
+	d.rows = pi.batch_size;
+	r->batch_groups = pi.batch_groups;
 	d.asz = sr_env_action_size(&spec);
 	d.acts = make_actions(&spec, d.rows, cfg->seed);
 	d.lat = malloc(MAX_LAT * sizeof(float));

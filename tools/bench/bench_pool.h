@@ -82,7 +82,7 @@ struct bench_pool_result {
 	 * queueing them on the workers), per batch and as a share like the
 	 * others (out of wait, where it was counted before). */
 	double ns_send, share_send;
-	/* Async: sr_pool_batch_groups() (0: per-env queues, or sync). */
+	/* Async: sr_pool_info.batch_groups (0: per-env queues, or sync). */
 	uint32_t batch_groups;
 	/* Per worker (the first BENCH_MAX_WORKERS), over the active window:
 	 * in sync mode every batch waits for the slowest. */

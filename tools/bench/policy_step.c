@@ -16,6 +16,7 @@
 
 struct bench_policy {
 	sr_pool *pool;
+	sr_ring *ring;         /* the pool's */
 	struct mlp *pol;
 	sr_device *dev;
 	sr_device_batch *held; /* the previous batch: its actions are still in use */
@@ -26,7 +27,8 @@ struct bench_policy {
 int bench_policy_open(const char *desc, sr_pool *pool, int device, uint64_t seed,
 		      struct bench_policy **out, char *msg, size_t len)
 {
-	const sr_env_spec *spec = sr_pool_spec(pool);
+	sr_pool_info pi = {.size = sizeof(pi)};
+	const sr_env_spec *spec;
 	struct bench_policy *bp;
 	struct mlp_opts po;
 	sr_device_opts o;
@@ -35,6 +37,12 @@ int bench_policy_open(const char *desc, sr_pool *pool, int device, uint64_t seed
 	*out = NULL;
 	if (!desc || !strcmp(desc, "none"))
 		return 0;
+	err = sr_pool_info_get(pool, &pi);
+	if (err) {
+		snprintf(msg, len, "pool info: %s", sr_last_error());
+		return err;
+	}
+	spec = pi.spec;
 	memset(&po, 0, sizeof(po));
 	po.seed = seed;
 	bp = calloc(1, sizeof(*bp));
@@ -43,6 +51,7 @@ int bench_policy_open(const char *desc, sr_pool *pool, int device, uint64_t seed
 		return -ENOMEM;
 	}
 	bp->pool = pool;
+	bp->ring = pi.ring;
 	err = mlp_parse(desc, &po);
 	if (!err)
 		err = mlp_create(spec, &po, &bp->pol);
@@ -53,12 +62,12 @@ int bench_policy_open(const char *desc, sr_pool *pool, int device, uint64_t seed
 	}
 	sr_device_opts_init(&o);
 	o.kind = (uint32_t)device;
-	o.max_rows = sr_pool_batch_size(pool);
+	o.max_rows = pi.batch_size;
 	o.obs_dim = spec->obs_dim;
 	o.act_kind = spec->act_kind;
 	o.act_dim = spec->act_dim;
 	o.flags = SR_DEVICE_F_RING;
-	o.ring = sr_pool_ring(pool);
+	o.ring = pi.ring;
 	err = sr_device_open(&o, &bp->dev);
 	if (err) {
 		snprintf(msg, len, "policy %s: %s", desc, sr_last_error());
@@ -83,8 +92,7 @@ int bench_policy_act(struct bench_policy *bp, const sr_batch *b, const void **ac
 		sr_device_release(bp->dev, bp->held);
 	bp->held = NULL;
 	if (b->first_seq != UINT64_MAX)
-		err = sr_device_submit_ring(bp->dev, sr_pool_ring(bp->pool), b->first_seq, b->n, 0,
-					    &db);
+		err = sr_device_submit_ring(bp->dev, bp->ring, b->first_seq, b->n, 0, &db);
 	else
 		err = sr_device_submit(bp->dev, b, 0, &db);
 	if (err) {

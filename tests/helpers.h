@@ -1,0 +1,46 @@
+/*
+ * What the C tests share: a pool's description in one expression, the
+ * FNV-1a hash the determinism tests compare runs with. Include after
+ * <cmocka.h> (the helpers assert).
+ */
+#ifndef SR_TEST_HELPERS_H
+#define SR_TEST_HELPERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stepring/pool.h"
+
+/* sr_pool_info of @p; fails the test if it cannot be read. */
+static inline sr_pool_info t_pool_info(const sr_pool *p)
+{
+	sr_pool_info in = {.size = sizeof(in)};
+
+	assert_int_equal(sr_pool_info_get(p, &in), 0);
+	return in;
+}
+
+/* FNV-1a, 64 bits: start from T_FNV_INIT, fold in bytes. */
+#define T_FNV_INIT 0xcbf29ce484222325ull
+
+static inline uint64_t t_fnv(uint64_t h, const void *data, size_t n)
+{
+	const unsigned char *c = data;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ c[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* Fold every column of a batch (and where it starts in the ring). */
+static inline uint64_t t_hash_batch(uint64_t h, const sr_batch *b)
+{
+	h = t_fnv(h, b->obs, (size_t)b->n * b->obs_dim * sizeof(float));
+	h = t_fnv(h, b->reward, (size_t)b->n * sizeof(float));
+	h = t_fnv(h, b->terminated, b->n);
+	h = t_fnv(h, b->truncated, b->n);
+	h = t_fnv(h, b->env_id, (size_t)b->n * sizeof(uint32_t));
+	return t_fnv(h, &b->first_seq, sizeof(b->first_seq));
+}
+
+#endif
