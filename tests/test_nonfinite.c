@@ -24,6 +24,7 @@
 
 #include "stepring.h"
 #include "stepring/stats.h"
+#include "helpers.h"
 
 enum { M_NAN_X = 5, M_NAN_REW = 6, M_INF_REW = 7, M_NAN_RESET = 8 };
 
@@ -74,7 +75,7 @@ static bool row_nonfinite(const sr_batch *b, uint32_t i)
  * (a view), exactly those carry the flag. Returns the count. */
 static uint32_t check_batch(sr_pool *p, const sr_batch *b)
 {
-	const sr_ring *r = sr_pool_ring(p);
+	const sr_ring *r = t_pool_info(p).ring;
 	const uint8_t *fl = sr_ring_flags_col(r);
 	uint64_t mask = sr_ring_capacity(r) - 1;
 	uint32_t k = 0;
@@ -135,8 +136,8 @@ static void run_sync(uint64_t mode, uint32_t flags, bool on)
 		} else {
 			assert_int_equal(b->nonfinite, 0);
 			for (uint32_t i = 0; i < N; i++)
-				assert_false(sr_ring_flags_col(sr_pool_ring(p))[(b->first_seq + i) &
-					(sr_ring_capacity(sr_pool_ring(p)) - 1)] & SR_SLOT_NONFINITE);
+				assert_false(sr_ring_flags_col(t_pool_info(p).ring)[(b->first_seq + i) &
+					(sr_ring_capacity(t_pool_info(p).ring) - 1)] & SR_SLOT_NONFINITE);
 		}
 	}
 	s = stats(p);
@@ -224,7 +225,7 @@ static void reset_obs(void **st)
 	for (uint32_t how = 0; how < 3; how++) {
 		sr_pool *p = mk(&spec, N, 0, 0,
 				how == 1 ? SR_AUTORESET_SAME_STEP : SR_AUTORESET_NEXT_STEP, NULL);
-		const sr_ring *r = sr_pool_ring(p);
+		const sr_ring *r = t_pool_info(p).ring;
 		const uint8_t *fl = sr_ring_flags_col(r);
 		uint64_t mask = sr_ring_capacity(r) - 1;
 		const sr_batch *b;
