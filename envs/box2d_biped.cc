@@ -38,8 +38,6 @@ const int TERRAIN_LENGTH = 200, TERRAIN_GRASS = 10, TERRAIN_STARTPAD = 20;
 const double TERRAIN_HEIGHT = VIEWPORT_H / SCALE / 4;
 const double FRICTION = 2.5;
 
-enum { P_NUMPY = 5 };
-
 const uint32_t MAGIC = 0x57425253; /* "SRBW" */
 
 struct Biped;
@@ -64,14 +62,11 @@ public:
 	}
 };
 
-struct Biped {
-	b2World *world = nullptr;
+struct Biped : Instance {
 	b2Body *hull = nullptr, *legs[4] = {};
 	b2RevoluteJoint *joints[4] = {};
 	bool contact[4] = {};
 	Listener listener;
-	Rng rng, rng_start;
-	ActionLog log;
 	double prev_shaping = 0;
 	float lidar[10] = {};
 	bool game_over = false, has_prev = false;
@@ -96,20 +91,6 @@ void Listener::EndContact(b2Contact *c)
 	for (int i = 1; i < 4; i += 2)
 		if (a == env->legs[i] || b == env->legs[i])
 			env->contact[i] = false;
-}
-
-inline Biped *inst(void *state)
-{
-	Biped *b;
-	memcpy(&b, state, sizeof(b));
-	return b;
-}
-
-inline const Biped *inst(const void *state)
-{
-	const Biped *b;
-	memcpy(&b, state, sizeof(b));
-	return b;
 }
 
 void drop_world(Biped *w)
@@ -335,41 +316,23 @@ void do_reset(Biped *w, float *obs)
 
 int bw_create(const sr_env_spec *spec, void *state)
 {
-	Biped *w = new (std::nothrow) Biped;
-	if (!w)
-		return -ENOMEM;
-	try {
-		w->log.bytes.reserve((size_t)spec->max_episode_steps * sr_env_action_size(spec));
-	} catch (...) {
-		delete w;
-		return -ENOMEM;
-	}
-	w->listener.env = w;
-	memcpy(state, &w, sizeof(w));
-	return 0;
+	return create_instance<Biped>(spec, state);
 }
 
 void bw_destroy(const sr_env_spec *spec, void *state)
 {
-	Biped *w = inst(state);
-	if (!w)
-		return;
-	drop_world(w);
-	delete w;
-	memset(state, 0, sizeof(w));
+	destroy_instance<Biped>(state);
 }
 
 void bw_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t seed, uint64_t first)
 {
-	for (size_t i = 0; i < n; i++)
-		inst((char *)states + i * spec->state_size)
-			->rng.seed(spec->params[P_NUMPY] != 0, seed, first + i);
+	seed_instances<Biped>(spec, states, n, seed, first);
 }
 
 void bw_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
 {
 	for (size_t i = 0; i < n; i++)
-		do_reset(inst((char *)states + i * spec->state_size), obs + 24 * i);
+		do_reset(inst<Biped>((char *)states + i * spec->state_size), obs + 24 * i);
 }
 
 void bw_step(const sr_env_spec *spec, void *states, size_t n, const void *actions, float *obs,
@@ -378,7 +341,7 @@ void bw_step(const sr_env_spec *spec, void *states, size_t n, const void *action
 	const float *a = (const float *)actions;
 
 	for (size_t i = 0; i < n; i++) {
-		Biped *w = inst((char *)states + i * spec->state_size);
+		Biped *w = inst<Biped>((char *)states + i * spec->state_size);
 		if (!w->world) {
 			memset(obs + 24 * i, 0, 24 * sizeof(float));
 			reward[i] = 0;
@@ -392,7 +355,7 @@ void bw_step(const sr_env_spec *spec, void *states, size_t n, const void *action
 
 void bw_observe(const sr_env_spec *spec, const void *state, float *obs)
 {
-	const Biped *w = inst(state);
+	const Biped *w = inst<Biped>(state);
 	double s[24];
 
 	if (!w->world) {
@@ -406,81 +369,30 @@ void bw_observe(const sr_env_spec *spec, const void *state, float *obs)
 
 int bw_check_state(const sr_env_spec *spec, const void *state)
 {
-	const Biped *w = inst(state);
-	if (!w)
-		return -EINVAL;
-	if (!w->world)
-		return 0;
-	b2Vec2 p = w->hull->GetPosition(), v = w->hull->GetLinearVelocity();
-	if (!std::isfinite(p.x) || !std::isfinite(p.y) || !std::isfinite(v.x) ||
-	    !std::isfinite(v.y) || !std::isfinite(w->hull->GetAngle()))
-		return -EINVAL;
-	return 0;
+	const Biped *w = inst<Biped>(state);
+	return check_instance(w, w ? w->hull : nullptr);
 }
 
 int bw_save(const sr_env_spec *spec, const void *state, void *buf, size_t cap, size_t *len)
 {
-	const Biped *w = inst(state);
-	SaveHeader h;
-
-	if (w->log.overflow)
-		return -EOVERFLOW;
-	size_t need = sizeof(h) + (size_t)w->log.n * 16;
-	if (cap < need)
-		return -ENOSPC;
-	memset(&h, 0, sizeof(h));
-	h.magic = MAGIC;
-	h.version = 1;
-	h.action_size = 16;
-	h.flags = w->world ? SAVE_F_WORLD : 0;
-	h.n_actions = w->log.n;
-	h.spec_hash = params_hash(spec);
-	if (w->world) {
-		float o[24];
-		bw_observe(spec, state, o);
-		h.obs_hash = obs_hash(o, 24);
-	}
-	h.rng_start = w->rng_start;
-	h.rng_now = w->rng;
-	memcpy(buf, &h, sizeof(h));
-	if (w->log.n)
-		memcpy((char *)buf + sizeof(h), w->log.bytes.data(), (size_t)w->log.n * 16);
-	*len = need;
-	return 0;
+	float o[24];
+	bw_observe(spec, state, o);
+	return save_instance(spec, inst<Biped>(state), MAGIC, o, 24, buf, cap, len);
 }
 
 int bw_load(const sr_env_spec *spec, void *state, const void *buf, size_t len)
 {
-	Biped *w = inst(state);
-	SaveHeader h;
-
-	if (!w || len < sizeof(h))
-		return -EINVAL;
-	memcpy(&h, buf, sizeof(h));
-	if (h.magic != MAGIC || h.version != 1 || h.action_size != 16 ||
-	    h.spec_hash != params_hash(spec) || h.n_actions > spec->max_episode_steps ||
-	    len != sizeof(h) + (size_t)h.n_actions * 16 || (h.flags & ~(uint32_t)SAVE_F_WORLD) ||
-	    (!(h.flags & SAVE_F_WORLD) && h.n_actions))
-		return -EINVAL;
-	if (!(h.flags & SAVE_F_WORLD)) {
-		drop_world(w);
-		w->log.clear();
-		w->rng = h.rng_now;
-		w->rng_start = h.rng_start;
-		return 0;
-	}
-	float obs[24], a[4];
+	Biped *w = inst<Biped>(state);
 	double r;
 	uint8_t t;
-	w->rng = h.rng_start;
-	do_reset(w, obs);
-	const char *acts = (const char *)buf + sizeof(h);
-	for (uint32_t k = 0; k < h.n_actions; k++) {
-		memcpy(a, acts + (size_t)k * 16, 16);
-		w->log.push(a, 16, spec->max_episode_steps);
-		do_step(w, a, obs, &r, &t);
-	}
-	return w->rng.same(h.rng_now) && obs_hash(obs, 24) == h.obs_hash ? 0 : -EINVAL;
+	return load_instance(
+		spec, w, MAGIC, 24, buf, len, [&] { drop_world(w); },
+		[&](float *obs) { do_reset(w, obs); },
+		[&](const void *act, float *obs) {
+			float a[4]; /* the saved bytes need not be aligned */
+			memcpy(a, act, sizeof(a));
+			do_step(w, a, obs, &r, &t);
+		});
 }
 
 const float P = (float)M_PI;

@@ -1,7 +1,9 @@
 /*
- * Shared parts of the Box2D envs (C++, internal): the instance RNG, the
- * parameter parser, the per-episode action log that save/load replays, and
- * the serialized form of an instance.
+ * Shared parts of the Box2D envs (C++, internal): the revolute joint solved
+ * as Gymnasium's Box2D solves it, the instance RNG, the parameter parser,
+ * the per-episode action log that save/load replays, the serialized form
+ * of an instance, and the ABI hooks both envs share (create, destroy,
+ * seed, check_state, save, load).
  *
  * An instance's RNG is either the stepring one (sr_rng, seeded from
  * (seed, index), the default) or, with the parameter rng=numpy, a copy of
@@ -465,6 +467,155 @@ struct ActionLog {
 		n++;
 	}
 };
+
+/* ---- what both envs' instances share: the ABI hooks around them ---------- */
+
+/* spec->params[P_NUMPY]: rng=numpy (both envs) */
+enum { P_NUMPY = 5 };
+
+/* The part of an instance that seeding, save and load handle; an env's
+ * struct derives from it and adds its bodies, a contact listener (whose
+ * env member points back at the instance) and its episode state. */
+struct Instance {
+	b2World *world = nullptr;
+	Rng rng, rng_start; /* now; before the reset that began the episode */
+	ActionLog log;      /* the episode's actions (save replays them) */
+};
+
+/* The state bytes hold one pointer to the instance. */
+template <typename T> inline T *inst(void *state)
+{
+	T *e;
+	memcpy(&e, state, sizeof(e));
+	return e;
+}
+
+template <typename T> inline const T *inst(const void *state)
+{
+	const T *e;
+	memcpy(&e, state, sizeof(e));
+	return e;
+}
+
+template <typename T> int create_instance(const sr_env_spec *spec, void *state)
+{
+	T *e = new (std::nothrow) T;
+	if (!e)
+		return -ENOMEM;
+	try {
+		e->log.bytes.reserve((size_t)spec->max_episode_steps * sr_env_action_size(spec));
+	} catch (...) {
+		delete e;
+		return -ENOMEM;
+	}
+	e->listener.env = e;
+	memcpy(state, &e, sizeof(e));
+	return 0;
+}
+
+template <typename T> void destroy_instance(void *state)
+{
+	T *e = inst<T>(state);
+	if (!e)
+		return;
+	delete e->world; /* frees every body, fixture and joint */
+	delete e;
+	memset(state, 0, sizeof(e));
+}
+
+template <typename T>
+void seed_instances(const sr_env_spec *spec, void *states, size_t n, uint64_t seed, uint64_t first)
+{
+	for (size_t i = 0; i < n; i++)
+		inst<T>((char *)states + i * spec->state_size)
+			->rng.seed(spec->params[P_NUMPY] != 0, seed, first + i);
+}
+
+/* check_state of an instance whose motion is @b's: a finite pose and
+ * velocity (0 before the first reset, when @e has no world). */
+inline int check_instance(const Instance *e, const b2Body *b)
+{
+	if (!e)
+		return -EINVAL;
+	if (!e->world)
+		return 0;
+	b2Vec2 p = b->GetPosition(), v = b->GetLinearVelocity();
+	if (!std::isfinite(p.x) || !std::isfinite(p.y) || !std::isfinite(v.x) ||
+	    !std::isfinite(v.y) || !std::isfinite(b->GetAngle()))
+		return -EINVAL;
+	return 0;
+}
+
+/* save: the header (@obs: the obs now, hashed, when an episode runs) and
+ * the episode's actions. */
+inline int save_instance(const sr_env_spec *spec, const Instance *e, uint32_t magic,
+			 const float *obs, size_t obs_dim, void *buf, size_t cap, size_t *len)
+{
+	size_t asz = sr_env_action_size(spec);
+	SaveHeader h;
+
+	if (e->log.overflow)
+		return -EOVERFLOW; /* stepped past the time limit without a reset */
+	size_t need = sizeof(h) + (size_t)e->log.n * asz;
+	if (cap < need)
+		return -ENOSPC;
+	memset(&h, 0, sizeof(h));
+	h.magic = magic;
+	h.version = 1;
+	h.action_size = (uint32_t)asz;
+	h.flags = e->world ? SAVE_F_WORLD : 0;
+	h.n_actions = e->log.n;
+	h.spec_hash = params_hash(spec);
+	if (e->world)
+		h.obs_hash = obs_hash(obs, obs_dim);
+	h.rng_start = e->rng_start;
+	h.rng_now = e->rng;
+	memcpy(buf, &h, sizeof(h));
+	if (e->log.n)
+		memcpy((char *)buf + sizeof(h), e->log.bytes.data(), (size_t)e->log.n * asz);
+	*len = need;
+	return 0;
+}
+
+/*
+ * load: check the header; without an episode, @drop() the world and take
+ * the RNGs; else rebuild the episode: the RNG of its start, @reset(obs),
+ * then each logged action through @step(action, obs), and compare the RNG
+ * and the obs with the saved ones (-EINVAL if they differ: not a save of
+ * this build's env).
+ */
+template <typename Drop, typename Reset, typename Step>
+int load_instance(const sr_env_spec *spec, Instance *e, uint32_t magic, size_t obs_dim,
+		  const void *buf, size_t len, Drop drop, Reset reset, Step step)
+{
+	size_t asz = sr_env_action_size(spec);
+	SaveHeader h;
+	float obs[64];
+
+	if (!e || len < sizeof(h) || obs_dim > 64)
+		return -EINVAL;
+	memcpy(&h, buf, sizeof(h));
+	if (h.magic != magic || h.version != 1 || h.action_size != asz ||
+	    h.spec_hash != params_hash(spec) || h.n_actions > spec->max_episode_steps ||
+	    len != sizeof(h) + (size_t)h.n_actions * asz || (h.flags & ~(uint32_t)SAVE_F_WORLD) ||
+	    (!(h.flags & SAVE_F_WORLD) && h.n_actions))
+		return -EINVAL;
+	if (!(h.flags & SAVE_F_WORLD)) {
+		drop();
+		e->log.clear();
+		e->rng = h.rng_now;
+		e->rng_start = h.rng_start;
+		return 0;
+	}
+	e->rng = h.rng_start;
+	reset(obs);
+	const char *acts = (const char *)buf + sizeof(h);
+	for (uint32_t k = 0; k < h.n_actions; k++) {
+		e->log.push(acts + (size_t)k * asz, asz, spec->max_episode_steps);
+		step(acts + (size_t)k * asz, obs);
+	}
+	return e->rng.same(h.rng_now) && obs_hash(obs, obs_dim) == h.obs_hash ? 0 : -EINVAL;
+}
 
 } // namespace sr_b2
 

@@ -39,7 +39,7 @@ const int CHUNKS = 11;
 const double LANDER_POLY[6][2] = {{-14, 17}, {-17, 0}, {-17, -10}, {17, -10}, {17, 0}, {14, 17}};
 
 /* params[] of the spec */
-enum { P_CONTINUOUS, P_WIND, P_GRAVITY, P_WIND_POWER, P_TURBULENCE, P_NUMPY };
+enum { P_CONTINUOUS, P_WIND, P_GRAVITY, P_WIND_POWER, P_TURBULENCE }; /* P_NUMPY: 5 */
 
 const uint32_t MAGIC = 0x4c4c5253; /* "SRLL" */
 
@@ -52,12 +52,9 @@ public:
 	void EndContact(b2Contact *c) override;
 };
 
-struct Lunar {
-	b2World *world = nullptr;
+struct Lunar : Instance {
 	b2Body *moon = nullptr, *lander = nullptr, *legs[2] = {nullptr, nullptr};
 	Listener listener;
-	Rng rng, rng_start;
-	ActionLog log;
 	double helipad_y = 0, prev_shaping = 0;
 	int64_t wind_idx = 0, torque_idx = 0;
 	bool game_over = false, contact[2] = {false, false}, has_prev = false;
@@ -82,20 +79,6 @@ void Listener::EndContact(b2Contact *c)
 	for (int i = 0; i < 2; i++)
 		if (a == env->legs[i] || b == env->legs[i])
 			env->contact[i] = false;
-}
-
-inline Lunar *inst(void *state)
-{
-	Lunar *l;
-	memcpy(&l, state, sizeof(l));
-	return l;
-}
-
-inline const Lunar *inst(const void *state)
-{
-	const Lunar *l;
-	memcpy(&l, state, sizeof(l));
-	return l;
 }
 
 inline bool continuous(const sr_env_spec *s)
@@ -349,41 +332,23 @@ void do_reset(const sr_env_spec *spec, Lunar *l, float *obs)
 
 int ll_create(const sr_env_spec *spec, void *state)
 {
-	Lunar *l = new (std::nothrow) Lunar;
-	if (!l)
-		return -ENOMEM;
-	try {
-		l->log.bytes.reserve((size_t)spec->max_episode_steps * sr_env_action_size(spec));
-	} catch (...) {
-		delete l;
-		return -ENOMEM;
-	}
-	l->listener.env = l;
-	memcpy(state, &l, sizeof(l));
-	return 0;
+	return create_instance<Lunar>(spec, state);
 }
 
 void ll_destroy(const sr_env_spec *spec, void *state)
 {
-	Lunar *l = inst(state);
-	if (!l)
-		return;
-	drop_world(l);
-	delete l;
-	memset(state, 0, sizeof(l));
+	destroy_instance<Lunar>(state);
 }
 
 void ll_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t seed, uint64_t first)
 {
-	for (size_t i = 0; i < n; i++)
-		inst((char *)states + i * spec->state_size)
-			->rng.seed(spec->params[P_NUMPY] != 0, seed, first + i);
+	seed_instances<Lunar>(spec, states, n, seed, first);
 }
 
 void ll_reset(const sr_env_spec *spec, void *states, size_t n, float *obs)
 {
 	for (size_t i = 0; i < n; i++)
-		do_reset(spec, inst((char *)states + i * spec->state_size), obs + 8 * i);
+		do_reset(spec, inst<Lunar>((char *)states + i * spec->state_size), obs + 8 * i);
 }
 
 void ll_step(const sr_env_spec *spec, void *states, size_t n, const void *actions, float *obs,
@@ -392,7 +357,7 @@ void ll_step(const sr_env_spec *spec, void *states, size_t n, const void *action
 	size_t asz = sr_env_action_size(spec);
 
 	for (size_t i = 0; i < n; i++) {
-		Lunar *l = inst((char *)states + i * spec->state_size);
+		Lunar *l = inst<Lunar>((char *)states + i * spec->state_size);
 		const char *a = (const char *)actions + i * asz;
 		if (!l->world) { /* never reset: nothing to step */
 			memset(obs + 8 * i, 0, 8 * sizeof(float));
@@ -407,7 +372,7 @@ void ll_step(const sr_env_spec *spec, void *states, size_t n, const void *action
 
 void ll_observe(const sr_env_spec *spec, const void *state, float *obs)
 {
-	const Lunar *l = inst(state);
+	const Lunar *l = inst<Lunar>(state);
 	double s[8];
 
 	if (!l->world) {
@@ -421,82 +386,26 @@ void ll_observe(const sr_env_spec *spec, const void *state, float *obs)
 
 int ll_check_state(const sr_env_spec *spec, const void *state)
 {
-	const Lunar *l = inst(state);
-	if (!l)
-		return -EINVAL;
-	if (!l->world)
-		return 0;
-	b2Vec2 p = l->lander->GetPosition(), v = l->lander->GetLinearVelocity();
-	if (!std::isfinite(p.x) || !std::isfinite(p.y) || !std::isfinite(v.x) ||
-	    !std::isfinite(v.y) || !std::isfinite(l->lander->GetAngle()))
-		return -EINVAL;
-	return 0;
+	const Lunar *l = inst<Lunar>(state);
+	return check_instance(l, l ? l->lander : nullptr);
 }
 
 int ll_save(const sr_env_spec *spec, const void *state, void *buf, size_t cap, size_t *len)
 {
-	const Lunar *l = inst(state);
-	size_t asz = sr_env_action_size(spec);
-	SaveHeader h;
-
-	if (l->log.overflow)
-		return -EOVERFLOW; /* stepped past the time limit without a reset */
-	size_t need = sizeof(h) + (size_t)l->log.n * asz;
-	if (cap < need)
-		return -ENOSPC;
-	memset(&h, 0, sizeof(h));
-	h.magic = MAGIC;
-	h.version = 1;
-	h.action_size = (uint32_t)asz;
-	h.flags = l->world ? SAVE_F_WORLD : 0;
-	h.n_actions = l->log.n;
-	h.spec_hash = params_hash(spec);
-	if (l->world) {
-		float o[8];
-		ll_observe(spec, state, o);
-		h.obs_hash = obs_hash(o, 8);
-	}
-	h.rng_start = l->rng_start;
-	h.rng_now = l->rng;
-	memcpy(buf, &h, sizeof(h));
-	if (l->log.n)
-		memcpy((char *)buf + sizeof(h), l->log.bytes.data(), (size_t)l->log.n * asz);
-	*len = need;
-	return 0;
+	float o[8];
+	ll_observe(spec, state, o);
+	return save_instance(spec, inst<Lunar>(state), MAGIC, o, 8, buf, cap, len);
 }
 
 int ll_load(const sr_env_spec *spec, void *state, const void *buf, size_t len)
 {
-	Lunar *l = inst(state);
-	size_t asz = sr_env_action_size(spec);
-	SaveHeader h;
-
-	if (!l || len < sizeof(h))
-		return -EINVAL;
-	memcpy(&h, buf, sizeof(h));
-	if (h.magic != MAGIC || h.version != 1 || h.action_size != asz ||
-	    h.spec_hash != params_hash(spec) || h.n_actions > spec->max_episode_steps ||
-	    len != sizeof(h) + (size_t)h.n_actions * asz || (h.flags & ~(uint32_t)SAVE_F_WORLD) ||
-	    (!(h.flags & SAVE_F_WORLD) && h.n_actions))
-		return -EINVAL;
-	if (!(h.flags & SAVE_F_WORLD)) {
-		drop_world(l);
-		l->log.clear();
-		l->rng = h.rng_now;
-		l->rng_start = h.rng_start;
-		return 0;
-	}
-	float obs[8];
+	Lunar *l = inst<Lunar>(state);
 	double r;
 	uint8_t t;
-	l->rng = h.rng_start;
-	do_reset(spec, l, obs);
-	const char *acts = (const char *)buf + sizeof(h);
-	for (uint32_t k = 0; k < h.n_actions; k++) {
-		l->log.push(acts + (size_t)k * asz, asz, spec->max_episode_steps);
-		do_step(spec, l, acts + (size_t)k * asz, obs, &r, &t);
-	}
-	return l->rng.same(h.rng_now) && obs_hash(obs, 8) == h.obs_hash ? 0 : -EINVAL;
+	return load_instance(
+		spec, l, MAGIC, 8, buf, len, [&] { drop_world(l); },
+		[&](float *obs) { do_reset(spec, l, obs); },
+		[&](const void *a, float *obs) { do_step(spec, l, a, obs, &r, &t); });
 }
 
 const float obs_low[8] = {-2.5f, -2.5f, -10.0f, -10.0f, (float)(-2 * M_PI), -10.0f, -0.0f, -0.0f};
