@@ -100,6 +100,13 @@ for e in LunarLander-v3 LunarLanderContinuous-v3 BipedalWalker-v3; do
 	[ "$b1" = "$ba" ] || fail "$e: sync vs async: $b1 $ba"
 done
 
+# bench pool: the raw world step of the Box2D envs after the pool's figures.
+out=$("$SR" bench pool --env BipedalWalker-v3 --envs 4 --threads 1 --seconds 0.2 --warmup 0.1 \
+	--cooldown 0.1) || fail "bench pool walker: $out"
+grep -Eq 'raw b2World::Step [0-9]+ ns/step \([0-9]+% of' <<<"$out" || fail "no world step: $out"
+"$SR" bench pool --env CartPole-v1 --envs 4 --threads 1 --seconds 0.2 --warmup 0.1 --cooldown 0.1 |
+	grep -q b2World && fail "a world step for CartPole"
+
 bad() { # bad TEXT ARGS...: exit 2, one line naming TEXT
 	local text=$1
 	shift

@@ -7,9 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "bench_pool.h"
 #include "cli.h"
 #include "stepring.h"
+#include "envs.h"
+#include "stepring/config.h"
 
 int bench_pool(int argc, char **argv);
 
@@ -41,7 +45,9 @@ static void usage(FILE *f)
 		"                 on unless STEPRING_CHECK_FINITE=0; docs/envs.md)\n"
 		"  --ring-capacity N  ring slots, a power of two >= 4 x envs (default: 4 x envs,\n"
 		"                 at least 1024)\n"
-		"  --json         one JSON object\n");
+		"  --json         one JSON object\n"
+		"Box2D envs (text output): then a one-thread loop timing b2World::Step alone,\n"
+		"its ns per step and the ceiling it sets on steps per CPU-second.\n");
 }
 
 static int parse_bind(const char *s)
@@ -53,6 +59,88 @@ static int parse_bind(const char *s)
 	if (!strcmp(s, "none"))
 		return SR_BIND_NONE;
 	cli_die("--bind: '%s' is not core, numa or none", s);
+}
+
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * Box2D envs: after the pool's run, in the same process, a single-thread
+ * loop of @n instances (random actions, autoreset) for @seconds of CPU time
+ * with b2World::Step timed alone (thread CPU time, as bench env does):
+ * returns its ns per world step, 0 for other envs, and the world step's
+ * share of the loop's CPU time in *share. 1e9 / ns is the ceiling of steps
+ * per CPU-second that any port on this engine could reach.
+ */
+static double world_step_ns(const sr_env_spec *s, uint32_t n, double seconds, uint64_t seed,
+			    double *share)
+{
+	*share = 0;
+#if SR_CONFIG_WITH_BOX2D
+	if (!sr_env_is_opaque(s) ||
+	    (strncmp(s->name, "lunarlander", 11) && strcmp(s->name, "bipedalwalker")))
+		return 0;
+	size_t asz = sr_env_action_size(s);
+	char *st = aligned_alloc(64, ((size_t)n * s->state_size + 63) / 64 * 64);
+	float *obs = malloc((size_t)n * s->obs_dim * sizeof(float));
+	double *rew = malloc(n * sizeof(double));
+	uint8_t *term = malloc(n);
+	uint32_t *el = calloc(n, sizeof(uint32_t));
+	unsigned char *act = malloc((size_t)n * asz);
+	uint64_t wns = 0, wsteps = 0;
+	sr_rng arng;
+
+	if (!st || !obs || !rew || !term || !el || !act || sr_env_create_instances(s, st, n))
+		cli_die("bench pool: out of memory for the world-step loop");
+	s->seed(s, st, n, seed, 0);
+	s->reset(s, st, n, obs);
+	sr_rng_seed(&arng, seed, 7);
+	double c0 = thread_cpu_s(), c1;
+	sr__box2d_world_timing(1, NULL, NULL);
+	do {
+		for (uint32_t i = 0; i < n; i++) {
+			if (s->act_kind == SR_SPACE_DISCRETE) {
+				int32_t a = (int32_t)(sr_rng_next(&arng) % s->act_n);
+				memcpy(act + i * asz, &a, 4);
+			} else {
+				for (uint32_t d = 0; d < s->act_dim; d++) {
+					float a = (float)sr_rng_range(&arng, s->act_low[d],
+								      s->act_high[d]);
+					memcpy(act + i * asz + 4 * d, &a, 4);
+				}
+			}
+		}
+		s->step(s, st, n, act, obs, rew, term);
+		for (uint32_t i = 0; i < n; i++)
+			if (term[i] || ++el[i] >= s->max_episode_steps) {
+				el[i] = 0;
+				s->reset(s, st + (size_t)i * s->state_size, 1,
+					 obs + (size_t)i * s->obs_dim);
+			}
+		c1 = thread_cpu_s();
+	} while (c1 - c0 < seconds);
+	sr__box2d_world_timing(0, &wns, &wsteps);
+	*share = (double)wns / ((c1 - c0) * 1e9);
+	sr_env_destroy_instances(s, st, n);
+	free(st);
+	free(obs);
+	free(rew);
+	free(term);
+	free(el);
+	free(act);
+	return wsteps ? (double)wns / (double)wsteps : 0;
+#else
+	(void)s;
+	(void)n;
+	(void)seconds;
+	(void)seed;
+	return 0;
+#endif
 }
 
 int bench_pool(int argc, char **argv)
@@ -149,6 +237,8 @@ int bench_pool(int argc, char **argv)
 		putchar('\n');
 		return 0;
 	}
+	double wshare, wns = world_step_ns(&spec, (c.envs + r.threads_used - 1) / r.threads_used,
+					   1.0, c.seed, &wshare);
 	printf("pool %s: %u envs, %u threads, %s, batch %u, %.2f s\n", spec.id, c.envs,
 	       r.threads_used, c.async ? "async" : "sync", c.batch, r.seconds);
 	if (c.async && r.batch_groups)
@@ -199,6 +289,11 @@ int bench_pool(int argc, char **argv)
 	       r.raw_p50_steps_per_sec, r.efficiency_p50);
 	printf("  per CPU-second %.0f steps vs raw %.0f: efficiency %.3f (spinning counts)\n",
 	       r.steps_per_cpu_sec, r.raw_steps_per_cpu_sec, r.efficiency_cpu);
+	if (wns > 0)
+		printf("  raw b2World::Step %.0f ns/step (%.0f%% of the raw loop's CPU time; the "
+		       "ceiling\n                %.0f steps per CPU-second: pool per CPU-second %.3f "
+		       "of it)\n",
+		       wns, 100 * wshare, 1e9 / wns, r.steps_per_cpu_sec * wns / 1e9);
 	printf("  batch latency p50 %.1f us  p90 %.1f us  p99 %.1f us\n", r.p50_us, r.p90_us,
 	       r.p99_us);
 	printf("  finite check  %s  (%llu non-finite rows)\n", r.check_finite ? "on" : "off",
