@@ -502,7 +502,7 @@ static bool slot_ready(sr_pool *p, uint64_t pos)
 static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 {
 	const uint64_t k = p->flight.grp_recvd;
-	const struct sr__grp_cmd *c = &p->cmds.rec[k % p->cmds.ngroups];
+	const struct sr__grp_cmd *c = sr__cmd_rec(p, k);
 	const uint32_t need = p->batch_size, g = c->g;
 	const uint64_t end = c->seq + need;
 	uint64_t t2;

@@ -564,7 +564,7 @@ static void lat_record(sr_pool *p, uint64_t t0, uint64_t t1)
 static int cmd_send(sr_pool *p, uint32_t g, const void *actions, const uint8_t *mask,
 		    const struct sr__reset_opt *ro, const double *b, uint64_t *seq)
 {
-	struct sr__grp_cmd *c = &p->cmds.rec[p->cmds.issued % p->cmds.ngroups];
+	struct sr__grp_cmd *c = sr__cmd_rec(p, p->cmds.issued);
 	int err;
 
 	/* Room: at most num_envs result slots (the groups in flight), as

@@ -107,7 +107,7 @@ static void procs_send(sr_pool *p)
 
 static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)
 {
-	const struct sr__grp_cmd *c = &p->cmds.rec[k % p->cmds.ngroups];
+	const struct sr__grp_cmd *c = sr__cmd_rec(p, k);
 	int err;
 
 	err = sr__procs_run(p->procs, c->reset ? SR_PROC_CMD_RESET : SR_PROC_CMD_STEP, c->seq,

@@ -686,7 +686,7 @@ static void notify_recv(sr_pool *p)
 static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 {
 	sr_pool *p = w->pool;
-	const struct sr__grp_cmd *c = &p->cmds.rec[k % p->cmds.ngroups];
+	const struct sr__grp_cmd *c = sr__cmd_rec(p, k);
 	uint64_t t1, ns_env = 0, seq;
 	uint32_t n;
 
@@ -746,7 +746,7 @@ static uint32_t drain_groups(struct sr__worker *w, uint64_t *t)
 	 * boundaries: fetched while cmds.sent's line comes, instead of after
 	 * it (a hint only: they are read after the acquire below). */
 	if (p->cmds.ngroups) {
-		const struct sr__grp_cmd *c = &p->cmds.rec[w->grp_next % p->cmds.ngroups];
+		const struct sr__grp_cmd *c = sr__cmd_rec(p, w->grp_next);
 
 		__builtin_prefetch(c);
 		__builtin_prefetch(c->shift);
