@@ -8,7 +8,8 @@
  * (friction 2.5), the cloud draws (render-only, but they consume the RNG
  * before the initial force), the hull (5-vertex polygon, density 5) pushed
  * by a random horizontal force, two legs of an upper and a lower segment
- * on motorized, limited revolute joints, a contact listener (hull contact
+ * on motorized, limited revolute joints (Revolute23, box2d_common.h: solved
+ * as Gymnasium's Box2D 2.3 solves them), a contact listener (hull contact
  * = game over, lower-leg contact flags), 10 lidar rays that see terrain
  * only, the shaping reward (130 * x / SCALE - 5 |angle|, minus the motor
  * cost), and termination on falling (-100), leaving to the left (-100) or

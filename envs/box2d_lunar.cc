@@ -6,7 +6,8 @@
  * (gravity (0, g), sleeping allowed), the moon (a bottom edge and ten
  * terrain edges over 11 chunks, the helipad flat between x = 8 and 12),
  * the lander (a 6-vertex hull, density 5) with an initial random force,
- * two legs on revolute joints with motors and limits, a contact listener
+ * two legs on revolute joints with motors and limits (solved as Gymnasium's
+ * Box2D 2.3 solves them: Revolute23, box2d_common.h), a contact listener
  * (lander contact = game over, leg contact flags), main and side engines
  * as impulses with random dispersion, optional wind and turbulence, the
  * shaping reward, and termination on crash, leaving the screen (|x| >= 1)
