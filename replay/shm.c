@@ -211,7 +211,13 @@ int sr__shm_make(const char *what, const char *name, size_t len, struct sr__shm_
 	}
 	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (base == MAP_FAILED) {
-		err = sr__errorf(-errno, "%s: mmap %zu bytes: %s", what, len, strerror(errno));
+		char note[300];
+
+		err = -errno;
+		if (err == -ENOMEM && sr__as_note(note, sizeof(note), len))
+			err = sr__errorf(err, "%s: cannot map %zu bytes: %s", what, len, note);
+		else
+			err = sr__errorf(err, "%s: mmap %zu bytes: %s", what, len, strerror(-err));
 		goto err_close;
 	}
 	s->fd = fd;

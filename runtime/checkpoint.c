@@ -652,8 +652,7 @@ int sr__ckpt_job_start(sr__ckpt_job *j)
 	err = pthread_create(&j->th, NULL, job_thread, j);
 	if (err) {
 		j->started = false;
-		return sr__errorf(-err, "checkpoint: cannot start the writer thread: %s",
-				  strerror(err));
+		return sr__thread_errorf(err, "checkpoint: cannot start the writer thread");
 	}
 	return 0;
 }

@@ -12,6 +12,19 @@ int sr__errorf(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3
 void sr__clear_error(void);
 
 /*
+ * Resource limits in messages (limits.c). sr__thread_errorf: a failed
+ * pthread_create (@err, positive or negative) of @what ("cannot start
+ * worker thread 2"): -ENOMEM naming RLIMIT_AS when the address space has
+ * no room for the thread's stack, -EAGAIN naming RLIMIT_NPROC and
+ * kernel.threads-max for any other EAGAIN. sr__spawn_errorf: the same for
+ * a failed posix_spawn. sr__as_note: when RLIMIT_AS cannot take @want more
+ * bytes, a phrase saying so into @buf, and true; else "" and false.
+ */
+int sr__thread_errorf(int err, const char *what);
+int sr__spawn_errorf(int err, const char *what);
+bool sr__as_note(char *buf, size_t n, uint64_t want);
+
+/*
  * Shared-memory segments (replay/shm.c): room checks before allocating,
  * whole-or-nothing creation, the creator lock that tells a live segment
  * from a leftover across PID namespaces, and the owner check of a reader.

@@ -220,8 +220,10 @@ static int spawn_worker(struct sr__procs *P, uint32_t w)
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	if (err) {
-		err = sr__errorf(-err, "process workers: cannot start '%s': %s", P->exe,
-				 strerror(err));
+		char what[300];
+
+		snprintf(what, sizeof(what), "process workers: cannot start '%s'", P->exe);
+		err = sr__spawn_errorf(err, what);
 		goto out;
 	}
 	P->pid[w] = pid;

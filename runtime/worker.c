@@ -974,10 +974,12 @@ static int thread_start(sr_pool *p, const sr_pool_opts *o)
 		struct sr__worker *w = &p->workers[i];
 		err = -pthread_create(&w->thread, NULL, worker_main, w);
 		if (err) {
+			char what[64];
+
 			/* The ones started: ready before they are stopped. */
 			sr__wait_recv(p, started, i - ft);
-			return sr__errorf(err, "cannot start worker thread %u: %s", i,
-					  sr_strerror(err));
+			snprintf(what, sizeof(what), "cannot start worker thread %u of %u", i, T);
+			return sr__thread_errorf(err, what);
 		}
 		w->started = true;
 	}

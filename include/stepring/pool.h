@@ -165,7 +165,10 @@ typedef struct sr_batch {
  * Create a pool: validate the options, place and start the workers, seed
  * every instance from (seed, env index). Returns 0, -EINVAL (0 envs, batch
  * > envs, more threads than the cpuset allows, bad cpuset ...), -ENOENT
- * (unknown env), -ENOMEM; the reason is in sr_last_error().
+ * (unknown env), -ENOMEM (also: RLIMIT_AS leaves no room for a worker
+ * thread's stack or the ring's mapping), -EAGAIN (the system refused a
+ * worker thread or process: RLIMIT_NPROC, kernel.threads-max); the reason,
+ * with the limit and its value, is in sr_last_error().
  */
 SR_EXPORT int sr_pool_create(const sr_pool_opts *opts, sr_pool **out);
 /** Stop the threads and free everything. NULL is a no-op. */

@@ -50,7 +50,10 @@ class UnsupportedError(StepringError, NotImplementedError):
 
 
 class TryAgainError(StepringError, RuntimeError):
-    """-EAGAIN: nothing ready yet (no live transition, rate limiter)."""
+    """-EAGAIN: nothing ready yet (no live transition, rate limiter), or, from
+    creating a VectorEnv or a checkpoint, the system refused a thread or a
+    process: the message names the limit (RLIMIT_NPROC, kernel.threads-max);
+    retrying does not help until the limit is raised or threads are freed."""
 
 
 class LibraryError(StepringError, RuntimeError):
