@@ -343,14 +343,23 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 	memcpy(p->c_act + s * p->act_size, acts, (size_t)n * p->act_size);
 	memset(c_flags, 0, n);
 	for (uint32_t i = 0; i < n; i++) {
-		float r = (float)rew[i];
-
 		c_env[i] = env0 + i;
-		c_rew[i] = r;
-		/* A NaN or infinite reward never enters the episode's return
-		 * (a select, not a branch: the loop stays a vector loop). */
-		ep_ret[i] += sr__nonfinite_f(r) ? 0.0f : r;
+		c_rew[i] = (float)rew[i];
 		ep_len[i]++;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		/* A NaN or infinite reward never enters the episode's return:
+		 * its bits are masked to +0.0f (an and, not a branch, and a loop
+		 * of its own: with the select in the loop above, that loop of
+		 * four element widths was no longer vectorized, and the
+		 * bookkeeping ran twice the instructions). */
+		float r = c_rew[i];
+		uint32_t b;
+
+		memcpy(&b, &r, sizeof(b));
+		b &= sr__nonfinite_f(r) - 1u; /* 0 when non-finite, else all ones */
+		memcpy(&r, &b, sizeof(r));
+		ep_ret[i] += r;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		uint8_t t = c_term[i] != 0, tr = elapsed[i] >= trunc_at;
