@@ -53,7 +53,7 @@ class ProcVectorEnv(_Base):
     hung during the step: truncated, obs zero, reward 0."""
 
     def __init__(self, env_fns, *, num_workers=2, seed=None, step_timeout=None,
-                 max_restarts=100, copy=True, inline=True):
+                 max_restarts=100, copy=True, inline=True, check_finite=None):
         if gymnasium is None:
             raise _lib.UnsupportedError(-38, "make_vec(env_fns=...) needs gymnasium")
         import cloudpickle
@@ -98,6 +98,7 @@ class ProcVectorEnv(_Base):
         self._max_restarts = int(max_restarts)
         self._copy = copy
         self._inline = bool(inline)
+        self._check_finite = None if check_finite is None else bool(check_finite)
         self._env_fns = env_fns
         self._payload = pickle.dumps({
             "sys_path": list(sys.path),
@@ -157,6 +158,9 @@ class ProcVectorEnv(_Base):
         o.max_restarts = self._max_restarts
         self._slice = None
         self._inline_exc = None
+        if self._check_finite is not None:
+            o.flags |= (_lib.SR_POOL_F_CHECK_FINITE if self._check_finite
+                        else _lib.SR_POOL_F_NO_CHECK_FINITE)
         if self._inline:
             o.flags |= _lib.SR_POOL_F_PROC_INLINE
             self._inline_cb = _INLINE_FN(self._run_inline)
@@ -238,6 +242,8 @@ class ProcVectorEnv(_Base):
             obs = self._r_obs[s:s + n]
             fault = (self._flags[s:s + n] & _lib.SR_SLOT_FAULT) != 0
             info = {"fault": fault, "_fault": fault.copy()} if fault.any() else {}
+            if b.nonfinite:
+                info["nonfinite"] = (self._flags[s:s + n] & _lib.SR_SLOT_NONFINITE) != 0
             dt = self.single_observation_space.dtype
             obs = obs.astype(dt) if dt != np.float32 else (obs.copy() if self._copy else obs)
             return (obs, self._r_rew[s:s + n].astype(np.float64),
@@ -256,6 +262,8 @@ class ProcVectorEnv(_Base):
         info = {}
         if fault.any():
             info = {"fault": fault.copy(), "_fault": fault.copy()}
+        if b.nonfinite:
+            info["nonfinite"] = (self._flags[s:s + n] & _lib.SR_SLOT_NONFINITE) != 0
         dt = self.single_observation_space.dtype
         obs = obs.astype(dt) if dt != np.float32 else (obs.copy() if self._copy else obs)
         return obs, rew.astype(np.float64), term.astype(bool), trunc.astype(bool), info
@@ -282,6 +290,13 @@ class ProcVectorEnv(_Base):
     def close_extras(self, **kwargs):
         self._destroy()
 
+    def stats(self):
+        """sr_pool_stats_get as a dict (steps, episodes, mean_return, ...,
+        nonfinite_rows, nonfinite_env, check_finite)."""
+        st = _lib.sr_pool_stats()
+        _lib.check(_lib.lib.sr_pool_stats_get(self._pool, ctypes.byref(st)))
+        return {k: getattr(st, k) for k, _ in st._fields_ if not k.startswith("reserved")}
+
     def fault_stats(self):
         """Faults so far: {'faults', 'restarts', 'fault_rows', 'last'}."""
         f = _lib.sr_pool_faults()
@@ -305,13 +320,16 @@ class ProcVectorEnv(_Base):
 
 
 def make_vec(env_fns, *, num_workers=2, seed=None, step_timeout=None, max_restarts=100,
-             copy=True, inline=True):
+             copy=True, inline=True, check_finite=None):
     """A ProcVectorEnv of the envs env_fns[i]() (callables, as
     gymnasium.vector.AsyncVectorEnv takes) in num_workers workers: with
     inline (the default) worker 0's envs are stepped in this process, by
     the calling thread, while num_workers - 1 processes step the others
     (num_workers CPUs busy, not num_workers + 1); an exception there is
     a fault like any other, but a segfault or a hang in them is this
-    process's. inline=False: every env in a worker process."""
+    process's. inline=False: every env in a worker process. check_finite:
+    as stepring.make_vec's (info["nonfinite"] marks rows with a NaN or an
+    infinity in the obs or reward)."""
     return ProcVectorEnv(env_fns, num_workers=num_workers, seed=seed, step_timeout=step_timeout,
-                         max_restarts=max_restarts, copy=copy, inline=inline)
+                         max_restarts=max_restarts, copy=copy, inline=inline,
+                         check_finite=check_finite)

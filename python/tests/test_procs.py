@@ -51,7 +51,8 @@ class FaultyEnv(gym.Env):
                 time.sleep(3600)
         self.x = self.x + self.np_random.uniform(-0.1, 0.1, (2, 3)).astype(np.float32)
         self.t += 1
-        return self.x.copy(), 1.0, self.t >= self.len, False, {}
+        r = float("nan") if a == 2 and self.mode == "nanrew" else 1.0
+        return self.x.copy(), r, self.t >= self.len, False, {}
 
 
 def _fns(n, mode="raise"):
@@ -215,3 +216,35 @@ def test_killed_trainer_leaves_no_worker():
                 and open("/proc/%d/stat" % q).read().rsplit(")", 1)[1].split()[0] != "Z"]
         time.sleep(0.05)
     assert not left
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_nonfinite_rows(inline):
+    """A NaN reward from a Python env (inline slice: env 1; a worker
+    process: env 3) is flagged in info["nonfinite"], counted, and left out
+    of mean_return."""
+    envs = stepring.make_vec(env_fns=_fns(4, "nanrew"), num_workers=2, seed=0, inline=inline)
+    try:
+        envs.reset()
+        _, rew, _, _, info = envs.step(np.array([0, 2, 0, 2]))
+        assert np.isnan(rew[1]) and np.isnan(rew[3])
+        assert info["nonfinite"].tolist() == [False, True, False, True]
+        for _ in range(60):
+            _, _, _, _, info = envs.step(np.zeros(4, np.int64))
+            assert "nonfinite" not in info
+        st = envs.stats()
+        assert st["check_finite"] == 1 and st["nonfinite_rows"] == 2
+        assert st["nonfinite_env"] in (1, 3)
+        assert st["episodes"] >= 4 and np.isfinite(st["mean_return"])
+        assert st["mean_return"] < st["mean_length"]  # the NaN rewards are left out
+    finally:
+        envs.close()
+    off = stepring.make_vec(env_fns=_fns(2, "nanrew"), num_workers=1, seed=0,
+                            check_finite=False)
+    try:
+        off.reset()
+        _, rew, _, _, info = off.step(np.array([2, 0]))
+        assert np.isnan(rew[0]) and "nonfinite" not in info
+        assert off.stats()["nonfinite_rows"] == 0
+    finally:
+        off.close()
