@@ -556,6 +556,8 @@ void sr__collect_drain(sr_pool *p);
 /* --- stats_shm.c --- */
 int sr__stats_shm_open(sr_pool *p, const char *ring_name);
 void sr__stats_shm_update(sr_pool *p);
+/* The same at once (not every 64 batches): a fault is news. */
+void sr__stats_shm_update_now(sr_pool *p);
 void sr__stats_shm_close(sr_pool *p);
 
 /* --- pool.c --- */

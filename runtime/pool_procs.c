@@ -41,6 +41,7 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	po.inline0 = (o->flags & SR_POOL_F_PROC_INLINE) != 0;
 	po.inline_fn = o->proc_inline;
 	po.inline_arg = o->proc_inline_arg;
+	po.stats_name = p->shm.name;
 	/* A waiter (a worker between commands, the trainer waiting for the
 	 * workers) spins while its recent waits were short (sr__spin,
 	 * proc.h), up to 200 us, when every party has a CPU of its own: a
@@ -108,8 +109,10 @@ static void procs_send(sr_pool *p)
 static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)
 {
 	const struct sr__grp_cmd *c = sr__cmd_rec(p, k);
+	struct sr__procs_stats before, after;
 	int err;
 
+	sr__procs_info(p->procs, &before);
 	err = sr__procs_run(p->procs, c->reset ? SR_PROC_CMD_RESET : SR_PROC_CMD_STEP, c->seq,
 			    c->reset ? NULL : c->acts, c->reset ? c->mask : NULL);
 	/* The finite check of the workers' rows: published, not consumed
@@ -118,6 +121,9 @@ static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)
 	if (!err)
 		sr__nonfinite_scan(p, c->seq, p->num_envs);
 	mirror(p);
+	sr__procs_info(p->procs, &after);
+	if (after.faults != before.faults)
+		sr__stats_shm_update_now(p); /* `stepring top` shows a fault at once */
 	*t = sr__now_ns();
 	return err;
 }

@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,6 +90,10 @@ struct sr__procs {
 	sr_proc_inline_fn ifn;
 	void *iarg;
 	struct sr__cworker *cw;
+	/* The guard of a named ring (sr__proc_guard_main): its pid and our
+	 * end of its pipe, closed at destroy or by the kernel when we die. */
+	pid_t guard;
+	int guard_fd;
 };
 
 static uint64_t now_ns(void)
@@ -235,6 +240,86 @@ out:
 		close(bfd);
 	free(envp);
 	return err;
+}
+
+/*
+ * A pool with a named ring: a guard process removes the ring's and the
+ * statistics block's names once this process is gone, if nobody else
+ * removed them (a trainer killed by SIGKILL never runs sr_ring_destroy).
+ * It reads a pipe whose write end only this process holds (close-on-exec,
+ * and our spawns close every other descriptor), so it wakes when we close
+ * the pool or die; it is in a process group of its own, so that a Ctrl-C
+ * in the terminal, which stops the trainer, does not stop it first.
+ * Without the stepring-worker program the names stay, as for thread pools
+ * (`stepring ring rm --stale`).
+ */
+static void spawn_guard(struct sr__procs *P, const char *stats_name)
+{
+	char *exe = NULL, dev[2][24], ino[2][24];
+	char *argv[9];
+	struct stat st;
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	int pfd[2], n = 0, rfd;
+
+	if (!P->ring->named || find_worker(&exe))
+		goto out;
+	if (fstat(P->ring->fd, &st))
+		goto out;
+	argv[n++] = exe;
+	argv[n++] = "--guard";
+	argv[n++] = P->ring->name;
+	snprintf(dev[0], sizeof(dev[0]), "%llu", (unsigned long long)st.st_dev);
+	snprintf(ino[0], sizeof(ino[0]), "%llu", (unsigned long long)st.st_ino);
+	argv[n++] = dev[0];
+	argv[n++] = ino[0];
+	if (stats_name) {
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/%s", sr__shm_dir(),
+			 stats_name[0] == '/' ? stats_name + 1 : stats_name);
+		if (!stat(path, &st)) {
+			argv[n++] = (char *)stats_name;
+			snprintf(dev[1], sizeof(dev[1]), "%llu", (unsigned long long)st.st_dev);
+			snprintf(ino[1], sizeof(ino[1]), "%llu", (unsigned long long)st.st_ino);
+			argv[n++] = dev[1];
+			argv[n++] = ino[1];
+		}
+	}
+	argv[n] = NULL;
+	if (pipe2(pfd, O_CLOEXEC))
+		goto out;
+	rfd = fcntl(pfd[0], F_DUPFD_CLOEXEC, 16);
+	close(pfd[0]);
+	if (rfd < 0) {
+		close(pfd[1]);
+		goto out;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, rfd, 3);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+#endif
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigfillset(&all);
+	sigdelset(&all, SIGKILL);
+	sigdelset(&all, SIGSTOP);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+					      POSIX_SPAWN_SETPGROUP);
+	if (posix_spawn(&P->guard, exe, &fa, &at, argv, environ) == 0)
+		P->guard_fd = pfd[1];
+	else
+		close(pfd[1]);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	close(rfd);
+out:
+	free(exe);
 }
 
 /* Describe how worker @w ended (@st from waitpid; @hung: killed by us). */
@@ -625,6 +710,15 @@ void sr__procs_destroy(struct sr__procs *P)
 		stop_all(P);
 	sr__cworker_close(P->cw);
 	sr_proc_worker_close(P->lw);
+	if (P->guard_fd >= 0)
+		close(P->guard_fd); /* the guard wakes; the pool removes the names itself */
+	if (P->guard > 0) {
+		/* It finds the names still held by this process (the ring is
+		 * destroyed after us), leaves them, and exits: reap it. */
+		kill(P->guard, SIGKILL);
+		while (waitpid(P->guard, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
 	if (P->h)
 		munmap(P->h, P->len);
 	if (P->fd >= 0)
@@ -652,6 +746,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	if (!P)
 		return sr__errorf(-ENOMEM, "out of memory");
 	P->fd = -1;
+	P->guard_fd = -1;
 	P->ring = o->ring;
 	P->nworkers = o->nworkers;
 	P->num_envs = o->num_envs;
@@ -779,6 +874,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 			P->iarg = P->cw;
 		}
 	}
+	spawn_guard(P, o->stats_name);
 	for (uint32_t w = P->first; w < o->nworkers; w++) {
 		err = spawn_worker(P, w);
 		if (err)

@@ -175,6 +175,9 @@ struct sr__procs_opts {
 	bool inline0;
 	sr_proc_inline_fn inline_fn;
 	void *inline_arg;
+	/* The pool's statistics block by name ("/NAME.stats"), or NULL: with a
+	 * named ring, the guard removes it too (sr__proc_guard_main). */
+	const char *stats_name;
 };
 
 int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out);
@@ -229,5 +232,13 @@ int sr__cworker_open(sr_proc_worker *w, const sr_proc_info *info, const sr_env_s
 int sr__cworker_run(void *arg, sr_proc_worker *w, const sr_proc_info *info,
 		    const sr_proc_cmd *cmd);
 void sr__cworker_close(struct sr__cworker *c);
+
+/* The guard of a pool with a named ring (`stepring-worker --guard`, spawned
+ * by sr__procs_create): waits until the trainer's end of a pipe (fd 3)
+ * closes, then removes the named segments it was given that are still the
+ * pool's (same inode) and that no live process holds (the creator lock),
+ * so that a trainer killed outright leaves no named shared memory behind.
+ * argv: --guard NAME DEV INO [NAME DEV INO]. */
+int sr__proc_guard_main(int argc, char **argv);
 
 #endif

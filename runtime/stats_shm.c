@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "proc.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -87,6 +88,14 @@ int sr__stats_shm_open(sr_pool *p, const char *ring_name)
 
 void sr__stats_shm_update(sr_pool *p)
 {
+	/* Every 64 batches: the block is for humans, not for the hot path. */
+	if (p->col.lat_n % 64 != 1 && p->col.lat_n > 1)
+		return;
+	sr__stats_shm_update_now(p);
+}
+
+void sr__stats_shm_update_now(sr_pool *p)
+{
 	struct sr_stats_shm *s = p->shm.blk;
 	sr_pool_stats st;
 	double lat[256];
@@ -94,9 +103,6 @@ void sr__stats_shm_update(sr_pool *p)
 	uint64_t seq;
 
 	if (!s)
-		return;
-	/* Every 64 batches: the block is for humans, not for the hot path. */
-	if (p->col.lat_n % 64 != 1 && p->col.lat_n > 1)
 		return;
 	sr_pool_stats_get(p, &st);
 	memcpy(lat, p->col.lat_us, n * sizeof(double));
@@ -116,6 +122,16 @@ void sr__stats_shm_update(sr_pool *p)
 	s->ring_cursor = sr_ring_cursor(p->ring);
 	s->nonfinite_rows = st.nonfinite_rows;
 	s->nonfinite_env = (uint64_t)(st.nonfinite_env + 1);
+	if (p->procs) {
+		struct sr__procs_stats ps;
+
+		sr__procs_info(p->procs, &ps);
+		s->faults = ps.faults;
+		s->restarts = ps.restarts;
+		s->fault_rows = ps.fault_rows;
+		s->worker_kind = sr__procs_inline(p->procs) ? SR_STATS_WORKERS_PROCS_INLINE
+							   : SR_STATS_WORKERS_PROCS;
+	}
 	__atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
 }
 

@@ -66,6 +66,7 @@ bad diagnose --mode async --envs 1
 bad diagnose --mode turbo
 bad diagnose --envs 0
 bad diagnose --frob
+bad diagnose --procs --mode async --envs 8
 bad top --interval 0
 bad top --count x
 bad top --bogus
@@ -171,6 +172,17 @@ grep -q '^  because ' "$tmp/diag" || fail "diagnose gives no reasons"
 grep -q '^  try ' "$tmp/diag" || fail "diagnose gives no advice"
 grep -q '^verdict: \(env-bound\|policy/GPU-bound\|copy-bound\|sync-bound\)$' "$tmp/diag" ||
 	fail "diagnose has no verdict line"
+
+# --- diagnose --procs: the worker processes' faults ------------------------
+if ! "$S" diagnose --env CartPole-v1 --envs 8 --threads 2 --policy mlp:16x1 --seconds 0.05 \
+	--procs >"$tmp/diagp" 2>"$tmp/err"; then
+	fail "diagnose --procs failed: $(cat "$tmp/err")"
+fi
+grep -q '^worker processes (every worker a process):$' "$tmp/diagp" ||
+	fail "diagnose --procs: no worker processes section"
+grep -q '^  closed loop  faults 0   restarts 0   fault rows 0$' "$tmp/diagp" ||
+	fail "diagnose --procs: no fault counts"
+grep -q '^closed loop (async)' "$tmp/diagp" && fail "diagnose --procs ran async"
 
 if [ "$fails" != 0 ]; then
 	echo "$fails failure(s)"

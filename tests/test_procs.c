@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -520,6 +522,124 @@ static void test_trainer_killed(void **state)
 	assert_false(ino_held(block));
 }
 
+/* A process pool with a named ring (and so a statistics block). */
+static sr_pool *mk_named(const sr_env_spec *spec, const char *name, uint32_t flags)
+{
+	sr_pool_opts o;
+	sr_pool *p = NULL;
+	int err;
+
+	sr_pool_opts_init(&o);
+	o.flags = SR_POOL_F_SEED | SR_POOL_F_PROCS | SR_POOL_F_RING_NAME | flags;
+	o.seed = 12345;
+	o.num_envs = 8;
+	o.num_threads = 2;
+	o.bind = SR_BIND_NONE;
+	o.spec = spec;
+	o.env = "CartPole-v1";
+	o.ring_name = name;
+	o.max_restarts = 10;
+	err = sr_pool_create(&o, &p);
+	if (err)
+		fprintf(stderr, "pool: %s\n", sr_last_error());
+	assert_int_equal(err, 0);
+	return p;
+}
+
+static bool shm_exists(const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "/dev/shm/%s", name);
+	return access(path, F_OK) == 0;
+}
+
+/* Faults reach the statistics block at once (what `stepring top` reads). */
+static void test_stats_block(void **state)
+{
+	sr_env_spec f = faulty(M_EXIT);
+	char name[64], stats[80];
+	const sr_batch *b;
+	int32_t act[8] = {0};
+	sr_stats_shm *s;
+	sr_pool *p;
+	int fd;
+
+	snprintf(name, sizeof(name), "sr-test-procs-stats-%d", (int)getpid());
+	snprintf(stats, sizeof(stats), "/%s.stats", name);
+	for (int inl = 0; inl < 2; inl++) {
+		p = mk_named(&f, name, inl ? SR_POOL_F_PROC_INLINE : 0);
+		fd = shm_open(stats, O_RDONLY, 0);
+		assert_true(fd >= 0);
+		s = mmap(NULL, sizeof(*s), PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		assert_true(s != MAP_FAILED);
+		assert_int_equal(sr_pool_reset(p, &b), 0);
+		assert_int_equal(sr_pool_step(p, act, &b), 0);
+		act[6] = 2; /* worker 1 (a process either way) exits */
+		assert_int_equal(sr_pool_step(p, act, &b), 0);
+		act[6] = 0;
+		assert_int_equal(__atomic_load_n(&s->faults, __ATOMIC_ACQUIRE), 1);
+		assert_int_equal(s->restarts, 1);
+		assert_int_equal(s->fault_rows, 4);
+		assert_int_equal(s->worker_kind,
+				 inl ? SR_STATS_WORKERS_PROCS_INLINE : SR_STATS_WORKERS_PROCS);
+		munmap(s, sizeof(*s));
+		sr_pool_destroy(p);
+		/* Closed: the pool removed its names. */
+		assert_false(shm_exists(name));
+		assert_false(shm_exists(stats + 1));
+	}
+}
+
+/* A trainer with a named ring, killed outright: its guard removes the
+ * ring's and the statistics block's names once the workers are gone. */
+static void test_trainer_killed_named(void **state)
+{
+	char name[64], stats[80];
+	int fds[2];
+	pid_t child, pids[2];
+	bool had;
+
+	snprintf(name, sizeof(name), "sr-test-procs-kill-%d", (int)getpid());
+	snprintf(stats, sizeof(stats), "%s.stats", name);
+	for (int inl = 0; inl < 2; inl++) {
+		assert_int_equal(pipe(fds), 0);
+		child = fork(); /* this test process runs no threads here */
+		assert_true(child >= 0);
+		if (child == 0) {
+			sr_pool *p = mk_named(NULL, name, inl ? SR_POOL_F_PROC_INLINE : 0);
+			const sr_batch *b;
+			int32_t a[8] = {0};
+
+			sr_pool_reset(p, &b);
+			sr_pool_step(p, a, &b);
+			for (uint32_t w = 0; w < 2; w++) {
+				sr_pool_worker_stats ws;
+
+				sr_pool_worker_stats_get(p, w, &ws);
+				pids[w] = ws.pid;
+			}
+			if (write(fds[1], pids, sizeof(pids)) != sizeof(pids))
+				_exit(1);
+			for (;;)
+				sr_pool_step(p, a, &b);
+		}
+		close(fds[1]);
+		assert_int_equal(read(fds[0], pids, sizeof(pids)), (ssize_t)sizeof(pids));
+		close(fds[0]);
+		had = shm_exists(name) && shm_exists(stats);
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		assert_true(had);
+		for (int t = 0; t < 500 && (shm_exists(name) || shm_exists(stats)); t++)
+			usleep(10000);
+		assert_false(shm_exists(name));
+		assert_false(shm_exists(stats));
+		assert_true(gone(pids[1]));
+	}
+}
+
 /* Closing the pool stops and reaps every worker. */
 static void test_close(void **state)
 {
@@ -725,6 +845,8 @@ int main(void)
 		cmocka_unit_test(test_long_run),
 		cmocka_unit_test(test_close),
 		cmocka_unit_test(test_trainer_killed),
+		cmocka_unit_test(test_stats_block),
+		cmocka_unit_test(test_trainer_killed_named),
 	};
 
 	/* Sanitizer runtimes in the workers must let the faults through as

@@ -197,6 +197,7 @@ static void test_once_plain(void **st)
 	assert_non_null(strstr(out, " util=75% "));
 	assert_non_null(strstr(out, " ckpt=writing/3 "));
 	assert_non_null(strstr(out, "workers=75%,75%\n"));
+	assert_null(strstr(out, "faults=")); /* thread workers: no process fields */
 	assert_int_equal(strchr(out, '\n') - out + 1, (long)strlen(out)); /* one line */
 	/* "NAME.stats" and "/NAME" name the same pool. */
 	rc = run(out, sizeof(out), CLI " top /%s.stats --once --plain 2>&1", f.name);
@@ -223,6 +224,30 @@ static void test_once_screen(void **st)
 	assert_non_null(strstr(out, "checkpoint  writing   completed 3   last 3.0 MiB"));
 	assert_non_null(strstr(out, "worker   cpu    steps/s  util"));
 	assert_non_null(strstr(out, "     1     -"));
+	assert_null(strstr(out, "fault rows"));
+	fake_end(&f, true);
+}
+
+/* Process workers: their kind, faults, restarts and fault rows. */
+static void test_procs_faults(void **st)
+{
+	struct fake f;
+	char out[8192];
+	int rc;
+
+	(void)st;
+	fake_create(&f, getpid(), false);
+	f.s->worker_kind = SR_STATS_WORKERS_PROCS_INLINE;
+	f.s->faults = 4;
+	f.s->restarts = 3;
+	f.s->fault_rows = 96;
+	rc = run(out, sizeof(out), CLI " top %s --once --plain 2>&1", f.name);
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(out, " procs=inline faults=4 restarts=3 fault_rows=96 workers="));
+	rc = run(out, sizeof(out), CLI " top %s --once 2>&1", f.name);
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(out, "64 envs, 2 worker processes, batch 64"));
+	assert_non_null(strstr(out, "processes   inline   faults 4   restarts 3   fault rows 96"));
 	fake_end(&f, true);
 }
 
@@ -364,6 +389,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_once_plain),
 		cmocka_unit_test(test_once_screen),
+		cmocka_unit_test(test_procs_faults),
 		cmocka_unit_test(test_follow_until_ended),
 		cmocka_unit_test(test_segment_gone),
 		cmocka_unit_test(test_owner_dead),

@@ -55,6 +55,7 @@ struct diag {
 	const char *cpuset;  /* MPI: this rank's block of the node's CPUs */
 	const char *out_path;
 	FILE *out;           /* rank 0: JSON lines */
+	int procs; /* 1: --procs, 2: --proc-inline */
 };
 
 /* Say how a pool of these options picks its threads (the default comes
@@ -83,6 +84,7 @@ static void usage(FILE *f)
 		"usage: stepring diagnose [--env ID ...] [--envs N] [--threads T] [--batch B]\n"
 		"                         [--mode sync|async] [--policy mlp:WxD]\n"
 		"                         [--device host|cuda|auto] [--seconds S]\n"
+		"                         [--procs | --proc-inline]\n"
 		"\n"
 		"Measure envs alone, the policy alone and the closed loop, then say what\n"
 		"bounds the loop (env-bound, policy/GPU-bound, copy-bound or sync-bound),\n"
@@ -99,7 +101,10 @@ static void usage(FILE *f)
 		"  --seconds S   active window of each run (default 1)\n"
 		"  --seed N      seed (default 0)\n"
 		"  --out FILE    write a JSON line per env (under mpirun: per rank and env,\n"
-		"                and a total line)\n");
+		"                and a total line)\n"
+		"  --procs       worker processes (sync only; docs/procs.md): also their\n"
+		"                faults, restarts and fault rows\n"
+		"  --proc-inline worker processes, worker 0's envs on the calling thread\n");
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -261,6 +266,7 @@ static bool bench(const struct diag *d, const char *env, const char *policy, boo
 	c.cooldown = d->cooldown;
 	c.seed = d->seed;
 	c.cpuset = d->cpuset;
+	c.procs = d->procs;
 	memset(r, 0, sizeof(*r));
 	if (d->rank == 0)
 		fprintf(stderr, "diagnose %s: %s ...\n", env, what);
@@ -636,7 +642,7 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 	double policy_sps, us_call = 0;
 	uint32_t batch = d->async ? (d->batch ? d->batch : d->num_envs / 2) : d->num_envs;
 	uint32_t cores = bench_physical_cores(), cpus = bench_allowed_cpus();
-	bool have_other = d->num_envs >= 2, own;
+	bool have_other = d->num_envs >= 2 && !d->procs, own; /* processes: sync only */
 
 	cli_env(env_id, &spec);
 	bench(d, env_id, "none", d->async, &env_only, "envs only");
@@ -689,6 +695,18 @@ static void diagnose_env(const struct diag *d, const char *env_id)
 					    (have_other ? other.nonfinite_rows : 0)));
 	else if (env_only.check_finite)
 		printf("finite check: no NaN or infinity in any obs or reward\n");
+	if (d->procs) {
+		const struct bench_pool_result *rs[2] = {&env_only, &loop};
+		const char *nm[2] = {"envs only", "closed loop"};
+
+		printf("\nworker processes (%s):\n",
+		       d->procs == 2 ? "worker 0 inline" : "every worker a process");
+		for (int k = 0; k < 2; k++)
+			printf("  %-12s faults %llu   restarts %llu   fault rows %llu%s%s\n", nm[k],
+			       (unsigned long long)rs[k]->faults, (unsigned long long)rs[k]->restarts,
+			       (unsigned long long)rs[k]->fault_rows,
+			       rs[k]->last_fault[0] ? "   last: " : "", rs[k]->last_fault);
+	}
 	putchar('\n');
 
 	memset(&in, 0, sizeof(in));
@@ -782,6 +800,10 @@ int cmd_diagnose(int argc, char **argv)
 			d.seed = (uint64_t)cli_int("--seed", val, 0, INT64_MAX);
 		} else if (cli_opt(argc, argv, &i, "--out", &val)) {
 			d.out_path = val;
+		} else if (cli_opt(argc, argv, &i, "--procs", NULL)) {
+			d.procs = d.procs ? d.procs : 1;
+		} else if (cli_opt(argc, argv, &i, "--proc-inline", NULL)) {
+			d.procs = 2;
 		} else {
 			cli_unknown("diagnose", argv[i]);
 		}
@@ -805,6 +827,8 @@ int cmd_diagnose(int argc, char **argv)
 			"or no GPU); use host or auto");
 	if (d.async && d.batch && d.batch >= d.num_envs)
 		cli_die("--batch: %u must be < num_envs (%u) in async mode", d.batch, d.num_envs);
+	if (d.async && d.procs)
+		cli_die("--procs: worker processes step sync pools only (--mode sync)");
 	if (d.async && d.num_envs < 2)
 		cli_die("--envs: async mode needs at least 2 envs");
 	d.ranks = cli_mpi_size();

@@ -335,6 +335,12 @@ static void compute(const struct snap *prev, const struct snap *cur, struct rate
 	}
 }
 
+/* Process workers: every worker a process, or worker 0 inline. */
+static const char *kind_name(const sr_stats_shm *a)
+{
+	return a->worker_kind == SR_STATS_WORKERS_PROCS_INLINE ? "inline" : "all";
+}
+
 static void print_plain(FILE *f, const struct top *t, const struct snap *s, const struct rates *r)
 {
 	const sr_stats_shm *a = &s->agg;
@@ -342,11 +348,16 @@ static void print_plain(FILE *f, const struct top *t, const struct snap *s, cons
 	fprintf(f,
 		"top %s: t=%.1fs steps=%llu steps/s=%.0f p50_us=%.1f p99_us=%.1f episodes=%llu "
 		"return=%.2f util=%.0f%% ring_pending=%.0f%% replay_fill=%.0f%% ckpt=%s/%llu "
-		"nonfinite=%llu workers=",
+		"nonfinite=%llu ",
 		t->name, r->uptime_s, (unsigned long long)a->steps, r->steps_per_sec, a->p50_us,
 		a->p99_us, (unsigned long long)a->episodes, a->mean_return, 100 * r->util_mean,
 		100 * r->pending_frac, 100 * r->replay_frac, ckpt_name(a->ckpt_state),
 		(unsigned long long)a->ckpt_count, (unsigned long long)a->nonfinite_rows);
+	if (a->worker_kind != SR_STATS_WORKERS_THREADS)
+		fprintf(f, "procs=%s faults=%llu restarts=%llu fault_rows=%llu ", kind_name(a),
+			(unsigned long long)a->faults, (unsigned long long)a->restarts,
+			(unsigned long long)a->fault_rows);
+	fputs("workers=", f);
 	for (uint32_t i = 0; i < s->nw; i++)
 		fprintf(f, "%s%.0f%%", i ? "," : "", 100 * r->util[i]);
 	fputc('\n', f);
@@ -363,9 +374,10 @@ static void print_screen(FILE *f, const struct top *t, const struct snap *s, con
 	human(avg, sizeof(avg), r->avg_steps_per_sec);
 	if (ansi)
 		fputs("\033[H\033[2J", f); /* cursor home, clear screen */
-	fprintf(f, "stepring top: pool '%s' (pid %lld)   env %.64s   %u envs, %u threads, batch %u, %s\n",
-		t->name, (long long)a->pid, a->env_id, a->num_envs, a->num_threads, a->batch_size,
-		a->mode ? "async" : "sync");
+	fprintf(f, "stepring top: pool '%s' (pid %lld)   env %.64s   %u envs, %u %s, batch %u, %s\n",
+		t->name, (long long)a->pid, a->env_id, a->num_envs, a->num_threads,
+		a->worker_kind == SR_STATS_WORKERS_THREADS ? "threads" : "worker processes",
+		a->batch_size, a->mode ? "async" : "sync");
 	fprintf(f, "uptime %8.1f s   steps %llu   steps/s %s (avg %s)\n", r->uptime_s,
 		(unsigned long long)a->steps, now, avg);
 	fprintf(f, "batch latency   p50 %.1f us   p99 %.1f us   batches %llu\n", a->p50_us, a->p99_us,
@@ -382,6 +394,10 @@ static void print_screen(FILE *f, const struct top *t, const struct snap *s, con
 		fprintf(f, "non-finite rows %llu (NaN or infinity in obs or reward; the first from "
 			"env %llu)\n", (unsigned long long)a->nonfinite_rows,
 			(unsigned long long)(a->nonfinite_env ? a->nonfinite_env - 1 : 0));
+	if (a->worker_kind != SR_STATS_WORKERS_THREADS)
+		fprintf(f, "processes   %s   faults %llu   restarts %llu   fault rows %llu\n",
+			kind_name(a), (unsigned long long)a->faults,
+			(unsigned long long)a->restarts, (unsigned long long)a->fault_rows);
 	fprintf(f, "\n%6s %5s %10s %5s\n", "worker", "cpu", "steps/s", "util");
 	for (uint32_t i = 0; i < s->nw; i++) {
 		char bar[21];

@@ -32,6 +32,12 @@ enum {
 	SR_STATS_STATE_ENDED = 2,
 };
 
+enum {
+	SR_STATS_WORKERS_THREADS = 0,
+	SR_STATS_WORKERS_PROCS = 1,        /* every worker a process */
+	SR_STATS_WORKERS_PROCS_INLINE = 2, /* worker 0 inline, the others processes */
+};
+
 typedef struct sr_stats_worker {
 	uint64_t steps;       /* env steps done by this worker */
 	uint64_t ns_busy;     /* time stepping envs and publishing */
@@ -64,7 +70,12 @@ typedef struct sr_stats_shm {
 	 * none). Zero in blocks of pools that predate them. */
 	uint64_t nonfinite_rows;
 	uint64_t nonfinite_env;
-	uint64_t reserved[14];
+	/* Process workers (SR_POOL_F_PROCS; zero for threads): workers that
+	 * died or hung, restarts, rows published as SR_SLOT_FAULT. */
+	uint64_t faults, restarts, fault_rows;
+	uint32_t worker_kind;   /* SR_STATS_WORKERS_* */
+	uint32_t reserved1;
+	uint64_t reserved[10];
 	sr_stats_worker workers[SR_STATS_MAX_WORKERS];
 } sr_stats_shm;
 

@@ -531,7 +531,8 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		  (cfg->no_groups ? SR_POOL_F_NO_BATCH_GROUPS : 0) |
 		  (cfg->no_rebalance ? SR_POOL_F_NO_REBALANCE : 0) |
 		  (cfg->check_finite == 1 ? SR_POOL_F_CHECK_FINITE : 0) |
-		  (cfg->check_finite == 2 ? SR_POOL_F_NO_CHECK_FINITE : 0);
+		  (cfg->check_finite == 2 ? SR_POOL_F_NO_CHECK_FINITE : 0) |
+		  (cfg->procs ? SR_POOL_F_PROCS : 0) | (cfg->procs == 2 ? SR_POOL_F_PROC_INLINE : 0);
 	o.seed = cfg->seed;
 	o.ring_capacity = cfg->ring_capacity;
 	if (cfg->cpuset) {
@@ -797,6 +798,16 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 fail_pool:
 	fail(r, err, "%s", sr_last_error());
 out:
+	if (p && cfg->procs) {
+		sr_pool_faults pf;
+
+		if (!sr_pool_faults_get(p, &pf)) {
+			r->faults = pf.faults;
+			r->restarts = pf.restarts;
+			r->fault_rows = pf.fault_rows;
+			snprintf(r->last_fault, sizeof(r->last_fault), "%s", pf.last);
+		}
+	}
 	bench_policy_close(d.bp);
 	sr_pool_destroy(p);
 	if (have_aff)

@@ -36,6 +36,8 @@ struct bench_pool_cfg {
 			       * 2: SR_POOL_F_NO_CHECK_FINITE */
 	int lockstep;         /* with T > 1, also T raw loops in lockstep (a round is
 			       * then longer by one raw slice) */
+	int procs;            /* 1: worker processes (SR_POOL_F_PROCS, sync), 2: with
+			       * worker 0 inline (SR_POOL_F_PROC_INLINE) */
 };
 
 #define BENCH_MAX_WORKERS 64
@@ -105,6 +107,9 @@ struct bench_pool_result {
 	 * 1 the CPUs step at different speeds, and a design where a batch
 	 * needs every worker's share runs at the slowest one's pace. */
 	double cpu_balance;
+	/* Process workers (cfg.procs): over the pool's life (sr_pool_faults_get). */
+	uint64_t faults, restarts, fault_rows;
+	char last_fault[1024];
 	/* With cfg.lockstep and T > 1: T raw loops on the workers' CPUs, each
 	 * stepping its share of a batch (rows / T envs) and then waiting at a
 	 * barrier for the others, as a sync pool (or a batch group) does. The
