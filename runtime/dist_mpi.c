@@ -1052,7 +1052,10 @@ struct sr_mpi_replay {
 	/* counters and limiter across ranks */
 	MPI_Win cwin;                  /* rank 0: the samples every sampler returned */
 	uint64_t *cbuf;                /* cwin's memory */
-	uint64_t acc, fetched;         /* an accumulate's origin; a fetch's result */
+	uint64_t acc, acc_old, fetched; /* an accumulate's origin and result; a fetch's */
+	MPI_Request crq;               /* the last accumulate, or MPI_REQUEST_NULL */
+	MPI_Request *rq;               /* the gets of the epoch in flight (per rank + 1) */
+	int nrq;
 	uint64_t samples;              /* rows this sampler returned */
 	double spi, min_size, ebuf;
 	int32_t timeout_ms;
@@ -1060,6 +1063,8 @@ struct sr_mpi_replay {
 };
 
 static void tree_set(struct sr_mpi_replay *r, uint64_t leaf, double v);
+static int count_done(struct sr_mpi_replay *r);
+static int wait_reqs(struct sr_mpi_replay *r, int n, MPI_Request *rq, const char *what);
 
 /* Rank @k's slots to draw from, as of the last read of its head and
  * cursor: [max(head - capacity, 0) + 1, cursor) (the oldest slot is the
@@ -1141,7 +1146,7 @@ static int blk_get(struct sr_mpi_replay *r, uint32_t k)
 	if (rc == MPI_SUCCESS)
 		rc = blist_type(&r->ol, &ot);
 	if (rc == MPI_SUCCESS)
-		rc = MPI_Get(MPI_BOTTOM, 1, ot, (int)k, 0, 1, tt, r->win);
+		rc = MPI_Rget(MPI_BOTTOM, 1, ot, (int)k, 0, 1, tt, r->win, &r->rq[r->nrq++]);
 	/* Freeing a datatype leaves the operations that use it intact. */
 	if (tt != MPI_DATATYPE_NULL)
 		MPI_Type_free(&tt);
@@ -1225,6 +1230,7 @@ static void replay_free(struct sr_mpi_replay *r)
 	free(r->ol.len);
 	free(r->sp);
 	free(r->sp_first);
+	free(r->rq);
 	free(r->stage);
 	free(r->tree);
 	free(r->lseq);
@@ -1274,8 +1280,10 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 	r->use = malloc(R);
 	r->first = calloc(R + 1, sizeof(*r->first));
 	r->sp_first = calloc(R + 1, sizeof(*r->sp_first));
+	r->rq = calloc(R + 1, sizeof(*r->rq));
+	r->crq = MPI_REQUEST_NULL;
 	if (!r->geo || !r->hc || !r->hcb || !r->dbase || !r->att || !r->use || !r->first ||
-	    !r->sp_first)
+	    !r->sp_first || !r->rq)
 		err = sr__errorf(-ENOMEM, "out of memory");
 	else
 		memset(r->use, 1, R);
@@ -1370,6 +1378,35 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 		replay_free(r);
 		return err;
 	}
+	/* Open the access epoch to every rank now, while every rank is in
+	 * this call: Open MPI's osc/pt2pt takes the lock_all's lock on a
+	 * target lazily, at the first access, and blocks in MPI_Rget until
+	 * the target answers; a target that hangs later would then hang the
+	 * sampler before any timeout could act. */
+	for (uint32_t k = 0; k < R && !err; k++) {
+		rc = MPI_Rget(&r->hc[k][0], 8, MPI_BYTE, (int)k, (MPI_Aint)r->geo[k].off_head, 8,
+			      MPI_BYTE, r->win, &r->rq[r->nrq++]);
+		if (rc != MPI_SUCCESS)
+			err = mpi_fail(rc, "MPI_Rget");
+	}
+	if (!err)
+		err = wait_reqs(r, r->nrq, r->rq, what);
+	r->nrq = 0;
+	if (!err) {
+		rc = MPI_Rget_accumulate(NULL, 0, MPI_UINT64_T, &r->fetched, 1, MPI_UINT64_T, 0, 0, 1,
+					 MPI_UINT64_T, MPI_NO_OP, r->cwin, &r->rq[0]);
+		err = rc != MPI_SUCCESS ? mpi_fail(rc, "MPI_Rget_accumulate")
+					: wait_reqs(r, 1, r->rq, what);
+	}
+	err = agree(mp, err, what);
+	if (err) {
+		MPI_Win_unlock_all(r->win);
+		MPI_Win_free(&r->win);
+		MPI_Win_unlock_all(r->cwin);
+		MPI_Win_free(&r->cwin);
+		replay_free(r);
+		return err;
+	}
 	/* Rings read directly: this rank's, and (unless NO_SHM) the other
 	 * rings of this node that open as the file their rank named. */
 	if (!(flags & SR_MPI_REPLAY_F_FORCE_MPI)) {
@@ -1392,6 +1429,8 @@ void sr_mpi_replay_destroy(sr_mpi_replay *r)
 {
 	if (!r)
 		return;
+	if (r->crq != MPI_REQUEST_NULL)
+		count_done(r); /* an error here: the job is failing anyway */
 	MPI_Win_unlock_all(r->win);
 	MPI_Win_free(&r->win);
 	MPI_Win_unlock_all(r->cwin);
@@ -1480,15 +1519,56 @@ static int rows_room(struct sr_mpi_replay *r, uint32_t n)
 			return mpi_fail(rc_, "sr_mpi_replay_sample");                      \
 	} while (0)
 
-/* Complete the gets issued since the last flush (an epoch). */
+/*
+ * Wait for @n one-sided requests, at most the pool's timeout
+ * (STEPRING_MPI_TIMEOUT): a get completes when its bytes are here (so the
+ * target read them), an MPI_Rget_accumulate when its result is, i.e. the
+ * operation was applied at the target. MPI_Win_flush has no timeout: a
+ * target rank that hangs (with osc/pt2pt its progress engine serves the
+ * reads) would hang the sampler; this turns it into -ETIMEDOUT. Polls
+ * (MPI progress, as a flush would) for 10 ms, then every 50 us.
+ */
+static int wait_reqs(struct sr_mpi_replay *r, int n, MPI_Request *rq, const char *what)
+{
+	double t0 = MPI_Wtime();
+	unsigned polls = 0;
+	int done = 0, rc;
+
+	while (n > 0) {
+		rc = MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE);
+		if (rc != MPI_SUCCESS)
+			return mpi_fail(rc, what);
+		if (done)
+			break;
+		if ((++polls & 63) == 0) {
+			double dt = MPI_Wtime() - t0;
+
+			if (dt > r->mp->timeout_s)
+				return sr__errorf(-ETIMEDOUT, "%s: rank %u waited %.0f s for "
+						  "one-sided reads of another rank: a rank died or "
+						  "hangs (STEPRING_MPI_TIMEOUT sets the limit)",
+						  what, r->mp->info.rank, r->mp->timeout_s);
+			if (dt > 0.01) { /* past 10 ms: something is wrong; poll gently */
+				struct timespec ts = {0, 50000};
+				nanosleep(&ts, NULL);
+			}
+		}
+	}
+	return 0;
+}
+
+/* Complete the gets issued since the last epoch. */
 static int epoch_end(struct sr_mpi_replay *r, bool remote)
 {
-	int rc = remote ? MPI_Win_flush_all(r->win) : MPI_SUCCESS;
+	int err = 0;
 
+	if (remote || r->nrq)
+		err = wait_reqs(r, r->nrq, r->rq, "sr_mpi_replay_sample");
+	r->nrq = 0;
 	/* R3 for the rings read directly: the column copies above are
 	 * ordered before the loads of head, cursor and seq that follow. */
 	atomic_thread_fence(memory_order_acquire);
-	return rc;
+	return err;
 }
 
 static int cmp_rowkey(const void *a, const void *b)
@@ -1503,7 +1583,7 @@ static int cmp_rowkey(const void *a, const void *b)
 /*
  * Read @nc columns @c of the pending rows of the rings read through MPI,
  * at the slots key[i] (rows with key[i] == SR_RING_NO_PREV skipped): one
- * get per rank, one flush. The rows of a rank are in slot order in
+ * get per rank, one wait. The rows of a rank are in slot order in
  * r->rows (r->first), so pieces of a narrow column that lie within
  * GAP_MERGE bytes of each other are read as one span.
  */
@@ -1512,6 +1592,7 @@ static int read_cols(struct sr_mpi_replay *r, const uint64_t *key, const struct 
 	const uint32_t R = r->mp->info.size;
 	size_t need = 0;
 	bool remote = false;
+	int err;
 
 	/* 1. Plan the spans of the narrow columns, every rank's at once (the
 	 * staging buffer is sized before any address is taken). */
@@ -1597,7 +1678,9 @@ static int read_cols(struct sr_mpi_replay *r, const uint64_t *key, const struct 
 			remote = true;
 		}
 	}
-	RQ(epoch_end(r, remote));
+	err = epoch_end(r, remote);
+	if (err)
+		return err;
 	/* 3. The narrow columns out of the staging buffer. */
 	for (uint32_t k = 0; k < R; k++) {
 		if (r->dbase[k])
@@ -1627,6 +1710,7 @@ static int read_check(struct sr_mpi_replay *r, bool rows, bool with_prev, bool a
 {
 	const uint32_t R = r->mp->info.size;
 	bool remote = false;
+	int err;
 
 	for (uint32_t k = 0; k < R; k++) {
 		const struct ring_geo *g = &r->geo[k];
@@ -1651,12 +1735,14 @@ static int read_check(struct sr_mpi_replay *r, bool rows, bool with_prev, bool a
 			continue;
 		}
 		r->bytes += g->off_cursor + 8 - g->off_head;
-		RQ(MPI_Get(r->hcb[k], (int)(g->off_cursor + 8 - g->off_head), MPI_BYTE, (int)k,
-			   (MPI_Aint)g->off_head, (int)(g->off_cursor + 8 - g->off_head), MPI_BYTE,
-			   r->win));
+		RQ(MPI_Rget(r->hcb[k], (int)(g->off_cursor + 8 - g->off_head), MPI_BYTE, (int)k,
+			    (MPI_Aint)g->off_head, (int)(g->off_cursor + 8 - g->off_head), MPI_BYTE,
+			    r->win, &r->rq[r->nrq++]));
 		remote = true;
 	}
-	RQ(epoch_end(r, remote));
+	err = epoch_end(r, remote);
+	if (err)
+		return err;
 	for (uint32_t k = 0; k < R; k++) {
 		const struct ring_geo *g = &r->geo[k];
 
@@ -1810,18 +1896,32 @@ int sr_mpi_replay_update(sr_mpi_replay *r, const uint32_t *rank, const uint64_t 
 
 /* ---- counters and the limiter across ranks ---- */
 
+/* This sampler's last MPI_Rget_accumulate applied at rank 0. */
+static int count_done(struct sr_mpi_replay *r)
+{
+	int err = 0;
+
+	if (r->crq != MPI_REQUEST_NULL)
+		err = wait_reqs(r, 1, &r->crq, "sr_mpi_replay counters");
+	return err;
+}
+
 /* The samples every sampler returned (rank 0's counter), after this
- * sampler's own accumulates are complete there. */
+ * sampler's own are applied there. */
 static int fetch_samples(struct sr_mpi_replay *r, uint64_t *out)
 {
-	int rc = MPI_Win_flush(0, r->cwin);
+	MPI_Request rq;
+	int err = count_done(r), rc;
 
-	if (rc == MPI_SUCCESS)
-		rc = MPI_Fetch_and_op(NULL, &r->fetched, MPI_UINT64_T, 0, 0, MPI_NO_OP, r->cwin);
-	if (rc == MPI_SUCCESS)
-		rc = MPI_Win_flush(0, r->cwin);
+	if (err)
+		return err;
+	rc = MPI_Rget_accumulate(NULL, 0, MPI_UINT64_T, &r->fetched, 1, MPI_UINT64_T, 0, 0, 1,
+				 MPI_UINT64_T, MPI_NO_OP, r->cwin, &rq);
 	if (rc != MPI_SUCCESS)
 		return mpi_fail(rc, "sr_mpi_replay counters");
+	err = wait_reqs(r, 1, &rq, "sr_mpi_replay counters");
+	if (err)
+		return err;
 	*out = r->fetched;
 	return 0;
 }
@@ -1841,17 +1941,23 @@ static int read_inserts(struct sr_mpi_replay *r, uint64_t *out)
 	return 0;
 }
 
+/* Add @n to rank 0's count: an atomic fetch-and-add whose completion
+ * means it was applied. With the limiter every rank must see it before
+ * this call returns; without, it completes during the next call (or
+ * before the next read of the counters). */
 static int count_samples(struct sr_mpi_replay *r, uint32_t n)
 {
-	int rc;
+	int err = count_done(r), rc;
 
+	if (err)
+		return err;
 	r->samples += n;
 	r->acc = n;
-	rc = MPI_Accumulate(&r->acc, 1, MPI_UINT64_T, 0, 0, 1, MPI_UINT64_T, MPI_SUM, r->cwin);
-	/* with the limiter, every rank must see it at once; else in time */
-	if (rc == MPI_SUCCESS)
-		rc = r->limited ? MPI_Win_flush(0, r->cwin) : MPI_Win_flush_local(0, r->cwin);
-	return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "sr_mpi_replay_sample");
+	rc = MPI_Rget_accumulate(&r->acc, 1, MPI_UINT64_T, &r->acc_old, 1, MPI_UINT64_T, 0, 0, 1,
+				 MPI_UINT64_T, MPI_SUM, r->cwin, &r->crq);
+	if (rc != MPI_SUCCESS)
+		return mpi_fail(rc, "sr_mpi_replay_sample");
+	return r->limited ? count_done(r) : 0;
 }
 
 int sr_mpi_replay_limit(sr_mpi_replay *r, double samples_per_insert, uint64_t min_size,
@@ -1961,7 +2067,7 @@ int sr_mpi_replay_counts_get(sr_mpi_replay *r, sr_mpi_replay_counts *out)
  * The head and cursor of step 3 serve the next draw (and the next call).
  * A ring mapped here is copied from directly (its epochs end with an
  * acquire fence); another rank's with one MPI_Get per rank and epoch,
- * completed by one MPI_Win_flush_all.
+ * completed by waiting for those gets (MPI_Rget: with a timeout).
  *
  * The first draw of a call puts the rows in (rank, slot) order: rows are
  * independent uniform draws, so their order carries nothing, and a rank's

@@ -11,6 +11,8 @@
  *   mpi_replay prio [force]   rank 0's prioritized sampler over every rank's
  *       slots: frequencies, weights, valid rows (run_prio)
  *   mpi_replay limit          the limiter and counters across ranks (run_limit)
+ *   mpi_replay hang           (2 ranks) rank 1 hangs: rank 0's sample returns
+ *       (-ETIMEDOUT after STEPRING_MPI_TIMEOUT with osc/pt2pt), never hangs
  *   mpi_replay bench          rank 0 samples batches of 256 (obs 3072):
  *       from rank 1's ring attached through shared memory against its own
  *       ring, and through the MPI path against a plain MPI_Get loop over
@@ -325,6 +327,7 @@ int main(int argc, char **argv)
 	bool force = argc > 2 && !strcmp(argv[2], "force"), bench = !strcmp(mode, "bench");
 	bool noshm = argc > 2 && !strcmp(argv[2], "noshm");
 	bool prio = !strcmp(mode, "prio"), limit = !strcmp(mode, "limit");
+	bool hang = !strcmp(mode, "hang");
 	enum { B = 256 };
 	const uint32_t od = bench ? 3072 : 4;
 	sr_pool_opts o;
@@ -364,7 +367,7 @@ int main(int argc, char **argv)
 	sr_ring_info ri0 = {.size = sizeof(ri0)};
 	sr_ring_info_get(local_ring(mp), &ri0);
 	err = sr_mpi_replay_create(mp, force || bench ? SR_MPI_REPLAY_F_FORCE_MPI
-						      : noshm ? SR_MPI_REPLAY_F_NO_SHM : 0, &rp);
+				   : noshm || hang ? SR_MPI_REPLAY_F_NO_SHM : 0, &rp);
 	if (err)
 		die("replay create", err);
 	memset(&smp, 0, sizeof(smp));
@@ -380,7 +383,27 @@ int main(int argc, char **argv)
 	smp.seq = malloc(B * sizeof(uint64_t));
 	smp.weight = malloc(B * sizeof(float));
 
-	if (prio) {
+	if (hang) {
+		/* Rank 1 stops entering MPI (it hangs); rank 0 reads only its
+		 * ring, through MPI: the sample must come back, with the rows
+		 * (a transport that reads without the target's CPU) or with
+		 * -ETIMEDOUT after STEPRING_MPI_TIMEOUT, never hang. */
+		if (g_rank == 1) {
+			struct timespec ts = {120, 0};
+			nanosleep(&ts, NULL);
+		} else if (g_rank == 0) {
+			uint8_t use[2] = {0, 1};
+			double t0 = now();
+
+			sr_mpi_replay_set_sources(rp, use);
+			err = sr_mpi_replay_sample(rp, B, &smp);
+			printf("sample from a hung rank: %d after %.1f s: %s\n", err, now() - t0,
+			       err == B ? "read without its CPU" : sr_last_error());
+			printf("%s\n", err == B || err == -ETIMEDOUT ? "ok" : "FAIL");
+			fflush(stdout);
+			MPI_Abort(MPI_COMM_WORLD, err == B ? 0 : 3);
+		}
+	} else if (prio) {
 		run_prio(mp, rp, &smp, size, o.num_envs);
 	} else if (limit) {
 		run_limit(mp, rp, &smp, size, act, in.local_envs, ri0.cursor);

@@ -26,4 +26,12 @@ for np in 1 2 3; do
 		echo "-np $np $run: $(grep -E '^(prioritized|limiter)' <<<"$out")"
 	done
 done
+# A rank that hangs: the sampler reading its ring gives up after the
+# timeout (3 s here) instead of waiting forever; the job then ends.
+t0=$(date +%s)
+out=$(STEPRING_MPI_TIMEOUT=3 $MPIRUN -x STEPRING_MPI_TIMEOUT -np 2 "$BIN" hang 2>&1)
+t=$(($(date +%s) - t0))
+grep -qx ok <<<"$out" || fail "hang: $out"
+[ "$t" -lt 60 ] || fail "hang: $t s"
+echo "hang: $(grep '^sample from' <<<"$out") (job over in $t s)"
 echo ok

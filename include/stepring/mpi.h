@@ -148,8 +148,9 @@ SR_EXPORT int sr_mpi_pool_restore(sr_mpi_pool *mp, const char *dir);
  * rank's own, and the other ranks' of the node, attached read-only through
  * their creator's descriptor) are read directly, zero copy. Every other
  * ring is exposed as an MPI window and read with passive-target one-sided
- * reads (MPI_Win_lock_all once per sampler, one MPI_Get per target rank
- * and epoch, MPI_Win_flush_all), so the target's CPU does not serve it
+ * reads (MPI_Win_lock_all once per sampler, one MPI_Rget per target rank
+ * and epoch, waited for with the timeout: a rank that hangs gives
+ * -ETIMEDOUT), so the target's CPU does not serve it
  * (where the MPI transport does one-sided reads itself). The ring's
  * seqlock check is done on the copied bytes: after the columns, the
  * slot's seq is read again, and with it head and cursor (docs/ring.md,
@@ -190,7 +191,8 @@ SR_EXPORT void sr_mpi_replay_destroy(sr_mpi_replay *r);
  * sr_mpi_replay_set_sources chose). Rows are independent draws; their
  * order carries nothing (they come grouped by rank, in slot order, which
  * keeps the reads of one rank together). Returns n, -EAGAIN when no ring
- * has a slot yet, -EIO on an MPI error.
+ * has a slot yet (or the limiter refused), -EIO on an MPI error, -ETIMEDOUT
+ * when a rank read through MPI did not answer within the timeout.
  */
 SR_EXPORT int sr_mpi_replay_sample(sr_mpi_replay *r, uint32_t n, const sr_mpi_sample *out);
 /** Bytes read through MPI so far, and slots drawn again after a failed check. */
