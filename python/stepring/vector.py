@@ -1232,6 +1232,27 @@ def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threa
 NAMESPACE = "stepring"
 
 
+def make_vec_procs(num_envs=1, *, env_id=None, env_kwargs=None, max_episode_steps=None,
+                   **kw):
+    """num_envs instances of the Gymnasium env env_id (a registered id, its
+    env_kwargs and max_episode_steps passed to gymnasium.make) stepped in
+    worker processes: stepring.procs.make_vec(env_fns=...), whose keywords
+    (num_workers, seed, step_timeout, max_restarts, inline, copy) pass
+    through. The vector entry point of "stepring/Procs-v0":
+    gymnasium.make_vec("stepring/Procs-v0", num_envs=64, env_id="Acrobot-v1")."""
+    from . import procs
+    if _gym is None:
+        raise _lib.UnsupportedError(-38, "stepring/Procs-v0 needs gymnasium")
+    if not env_id:
+        raise ValueError("stepring/Procs-v0 needs env_id= (a Gymnasium env id)")
+    gym_kw = dict(env_kwargs or {})
+    if max_episode_steps is not None:
+        gym_kw["max_episode_steps"] = max_episode_steps
+    _gym.spec(env_id)  # an unknown id fails here, not in the workers
+    fn = functools.partial(_gym.make, env_id, **gym_kw)
+    return procs.make_vec([fn] * int(num_envs), **kw)
+
+
 def register_envs(*plugins):
     """Register every built-in env (and each env plugin path given) with
     Gymnasium as "stepring/<id>", with a vector_entry_point, so that
@@ -1252,6 +1273,13 @@ def register_envs(*plugins):
         check(lib.sr_env_load_plugin(os.fsencode(path), ctypes.byref(s)))
         specs.append((s.id.decode(), os.fspath(path), s.max_episode_steps))
     out = []
+    # Any Gymnasium env in worker processes: gymnasium.make_vec(
+    # "stepring/Procs-v0", num_envs=64, env_id="Acrobot-v1").
+    full = "%s/Procs-v0" % NAMESPACE
+    if full in _gym.envs.registry:
+        del _gym.envs.registry[full]
+    _gym.register(id=full, entry_point=None, vector_entry_point=make_vec_procs)
+    out.append(full)
     for gid, target, steps in specs:
         full = "%s/%s" % (NAMESPACE, gid)
         if full in _gym.envs.registry:

@@ -248,3 +248,29 @@ def test_nonfinite_rows(inline):
         assert off.stats()["nonfinite_rows"] == 0
     finally:
         off.close()
+
+
+def test_gymnasium_make_vec_env_id():
+    """gymnasium.make_vec("stepring/Procs-v0", env_id=...): a Gymnasium env by
+    id in worker processes, the same rows as SyncVectorEnv of gymnasium.make."""
+    n = 4
+    ours = gym.make_vec("stepring/Procs-v0", num_envs=n, env_id="Acrobot-v1", num_workers=2,
+                        seed=3)
+    assert isinstance(ours, stepring.procs.ProcVectorEnv)
+    ref = gym.vector.SyncVectorEnv([lambda: gym.make("Acrobot-v1")] * n)
+    o1, _ = ours.reset(seed=3)
+    o2, _ = ref.reset(seed=3)
+    np.testing.assert_allclose(o1, o2, rtol=0, atol=1e-6)  # float32 in the ring
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        a = rng.integers(0, 3, n)
+        r1, r2 = ours.step(a), ref.step(a)
+        np.testing.assert_allclose(r1[0], r2[0], rtol=0, atol=1e-5)
+        for x, y in zip(r1[1:4], r2[1:4]):
+            np.testing.assert_array_equal(x, y)
+    ours.close()
+    ref.close()
+    with pytest.raises(ValueError, match="env_id"):
+        gym.make_vec("stepring/Procs-v0", num_envs=2)
+    with pytest.raises(gym.error.Error):
+        gym.make_vec("stepring/Procs-v0", num_envs=2, env_id="NoSuchEnv-v9")
