@@ -31,7 +31,6 @@
 
 #define SR_POOL_F_ALL (SR_POOL_F_SEED | SR_POOL_F_CPUSET | SR_POOL_F_RING_NAME | \
 		       SR_POOL_F_FINAL_OBS | SR_POOL_F_TOPOLOGY | SR_POOL_F_BIND_CALLER | \
-		       SR_POOL_F_NO_INLINE | SR_POOL_F_NO_BATCH_GROUPS | SR_POOL_F_NO_REBALANCE | \
 		       SR_POOL_F_FIRST_ENV | SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE | \
 		       SR_POOL_F_CHECK_FINITE | SR_POOL_F_NO_CHECK_FINITE)
 
@@ -290,7 +289,7 @@ static int create_placement(sr_pool *p, const sr_pool_opts *o)
 	if (T > p->num_envs)
 		T = p->num_envs; /* a worker without envs would only cost a thread */
 	p->num_threads = T;
-	p->first_thread = (o->flags & SR_POOL_F_NO_INLINE) ? 0 : 1;
+	p->first_thread = (p->knobs & SR__KNOB_NO_INLINE) ? 0 : 1;
 	/* Async: a worker thread steps at most this many queued envs per
 	 * reservation. recv returns rows in ring order, so a batch that
 	 * reaches into a drain waits for the whole drain: a worker's share of
@@ -366,7 +365,7 @@ static int create_commands(sr_pool *p, const sr_pool_opts *o)
 	const uint32_t T = p->num_threads;
 
 	if (p->async && (p->num_envs % p->batch_size != 0 || p->batch_size < T ||
-			 (o->flags & SR_POOL_F_NO_BATCH_GROUPS)))
+			 (p->knobs & SR__KNOB_NO_BATCH_GROUPS)))
 		return 0; /* per-env queues only */
 	p->cmds.ngroups = p->num_envs / p->batch_size;
 	p->cmds.rec = calloc(p->cmds.ngroups, sizeof(*p->cmds.rec));
@@ -416,7 +415,7 @@ static void create_slices(sr_pool *p, const sr_pool_opts *o)
 		if (p->workers[i].n_envs > p->max_slice)
 			p->max_slice = p->workers[i].n_envs;
 	p->rb.on = (!p->async || p->cmds.ngroups) && T > 1 &&
-		   !(o->flags & (SR_POOL_F_NO_REBALANCE | SR_POOL_F_PROCS));
+		   !(p->knobs & SR__KNOB_NO_REBALANCE) && !(o->flags & SR_POOL_F_PROCS);
 }
 
 /* Everything but the validation and the allocation of @p itself. */
@@ -444,7 +443,49 @@ static int create_steps(sr_pool *p, const sr_pool_opts *o)
 	return err;
 }
 
+int sr__pool_knobs_parse(const char *s, uint32_t *out)
+{
+	static const struct {
+		const char *name;
+		uint32_t bit;
+	} known[] = {
+		{"no-inline", SR__KNOB_NO_INLINE},
+		{"no-batch-groups", SR__KNOB_NO_BATCH_GROUPS},
+		{"no-rebalance", SR__KNOB_NO_REBALANCE},
+	};
+
+	*out = 0;
+	while (s && *s) {
+		size_t n = strcspn(s, ",");
+		size_t k;
+
+		for (k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+			if (n == strlen(known[k].name) && !strncmp(s, known[k].name, n))
+				break;
+		if (k == sizeof(known) / sizeof(known[0]))
+			return sr__errorf(-EINVAL, "STEPRING_POOL_KNOBS: unknown knob '%.*s' "
+					  "(no-inline, no-batch-groups, no-rebalance)", (int)n, s);
+		*out |= known[k].bit;
+		s += n + (s[n] == ',');
+	}
+	return 0;
+}
+
 int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
+{
+	uint32_t knobs;
+	int err;
+
+	if (!out)
+		return sr__errorf(-EINVAL, "sr_pool_create: out is NULL");
+	*out = NULL;
+	err = sr__pool_knobs_parse(getenv("STEPRING_POOL_KNOBS"), &knobs);
+	if (err)
+		return err;
+	return sr__pool_create_knobs(o, knobs, out);
+}
+
+int sr__pool_create_knobs(const sr_pool_opts *o, uint32_t knobs, sr_pool **out)
 {
 	sr_pool *p;
 	int err;
@@ -461,6 +502,7 @@ int sr_pool_create(const sr_pool_opts *o, sr_pool **out)
 	if (!p)
 		return sr__errorf(-ENOMEM, "out of memory");
 	p->shm.start_ns = sr__now_ns();
+	p->knobs = knobs;
 	err = create_steps(p, o);
 	if (err) {
 		sr_pool_destroy(p);

@@ -402,6 +402,7 @@ struct sr_pool {
 	bool keep_final;  /* final_obs kept (SAME_STEP or SR_POOL_F_FINAL_OBS) */
 	uint64_t seed;
 	uint64_t env_base; /* SR_POOL_F_FIRST_ENV: global index of env 0 (seeding only) */
+	uint32_t knobs;    /* SR__KNOB_* */
 	size_t act_size;
 	uint32_t obs_dim;
 	uint32_t spin_iters; /* spin before futex_wait */
@@ -418,7 +419,7 @@ struct sr_pool {
 	uint32_t *c_env;
 	uint64_t *c_prev;
 
-	struct sr__worker *workers; /* num_threads; workers[0] is inline unless NO_INLINE */
+	struct sr__worker *workers; /* num_threads; workers[0] is inline unless SR__KNOB_NO_INLINE */
 	uint32_t first_thread;      /* 1: worker 0 runs on the calling thread; 0: all are threads */
 
 	struct sr__finite fin; /* the finite check (read by the workers; written rarely) */
@@ -470,6 +471,28 @@ static inline struct sr__grp_cmd *sr__cmd_rec(const sr_pool *p, uint64_t k)
 
 	return &p->cmds.rec[(n & (n - 1)) == 0 ? k & (n - 1) : k % n];
 }
+
+/*
+ * Experiment knobs: ways of running a pool that benchmarks compare against
+ * the default, not options a user needs (docs/tuning.md). sr_pool_create
+ * reads them from STEPRING_POOL_KNOBS (a comma list of the names below);
+ * tests pass them to sr__pool_create_knobs.
+ */
+enum {
+	SR__KNOB_NO_INLINE = 1u << 0,       /* "no-inline": worker 0 is a thread too; the
+					     * calling thread only sends, collects and
+					     * waits (one more thread than CPUs planned) */
+	SR__KNOB_NO_BATCH_GROUPS = 1u << 1, /* "no-batch-groups": async per-env queues
+					     * only (recv returns whichever envs are
+					     * ready first) */
+	SR__KNOB_NO_REBALANCE = 1u << 2,    /* "no-rebalance": each worker steps exactly
+					     * its own envs */
+};
+/* Parse a knob list ("no-inline,no-rebalance"; NULL or "": none); 0 or
+ * -EINVAL naming the unknown word. */
+int sr__pool_knobs_parse(const char *s, uint32_t *out);
+/* sr_pool_create with @knobs instead of the environment's. */
+int sr__pool_create_knobs(const sr_pool_opts *o, uint32_t knobs, sr_pool **out);
 
 /* --- worker.c (the thread kind's internals) --- */
 /* The state of env @env (in its owner worker's memory): the pool thread may

@@ -969,7 +969,7 @@ static int thread_start(sr_pool *p, const sr_pool_opts *o)
 	int err;
 
 	(void)o;
-	/* Worker 0 is the calling thread unless SR_POOL_F_NO_INLINE: its
+	/* Worker 0 is the calling thread unless SR__KNOB_NO_INLINE: its
 	 * memory is then first touched here. */
 	if (ft == 1) {
 		err = worker_alloc(&p->workers[0]);

@@ -25,6 +25,7 @@
 #include "stepring.h"
 #include "stepring/stats.h"
 #include "helpers.h"
+#include "pool_internal.h" /* SR__KNOB_*, sr__pool_create_knobs */
 
 enum { M_NAN_X = 5, M_NAN_REW = 6, M_INF_REW = 7, M_NAN_RESET = 8 };
 
@@ -37,8 +38,9 @@ static sr_env_spec faulty(uint64_t mode)
 	return s;
 }
 
-static sr_pool *mk(const sr_env_spec *spec, uint32_t n, uint32_t batch, uint32_t flags,
-		   uint32_t autoreset, const char *ring_name)
+/* @knobs: the pool's experiment knobs (SR__KNOB_*, pool_internal.h). */
+static sr_pool *mk_k(const sr_env_spec *spec, uint32_t n, uint32_t batch, uint32_t flags,
+		     uint32_t autoreset, const char *ring_name, uint32_t knobs)
 {
 	sr_pool_opts o;
 	sr_pool *p = NULL;
@@ -54,11 +56,17 @@ static sr_pool *mk(const sr_env_spec *spec, uint32_t n, uint32_t batch, uint32_t
 	o.spec = spec;
 	o.autoreset = autoreset;
 	o.ring_name = ring_name;
-	err = sr_pool_create(&o, &p);
+	err = sr__pool_create_knobs(&o, knobs, &p);
 	if (err)
 		fprintf(stderr, "pool: %s\n", sr_last_error());
 	assert_int_equal(err, 0);
 	return p;
+}
+
+static sr_pool *mk(const sr_env_spec *spec, uint32_t n, uint32_t batch, uint32_t flags,
+		   uint32_t autoreset, const char *ring_name)
+{
+	return mk_k(spec, n, batch, flags, autoreset, ring_name, 0);
 }
 
 static bool row_nonfinite(const sr_batch *b, uint32_t i)
@@ -271,8 +279,8 @@ static void async_pool(void **st)
 	for (int groups = 0; groups < 2; groups++) {
 		const uint32_t N = 16, B = 8;
 		sr_env_spec spec = faulty(M_NAN_X);
-		sr_pool *p = mk(&spec, N, B, groups ? 0 : SR_POOL_F_NO_BATCH_GROUPS,
-				SR_AUTORESET_NEXT_STEP, NULL);
+		sr_pool *p = mk_k(&spec, N, B, 0, SR_AUTORESET_NEXT_STEP, NULL,
+				  groups ? 0 : SR__KNOB_NO_BATCH_GROUPS);
 		const sr_batch *b;
 		int32_t a[8];
 		uint64_t total = 0;

@@ -96,10 +96,9 @@ static sr_env_spec cnt_spec(uint64_t term_at, uint32_t max_steps)
 	return s;
 }
 
-static uint32_t mk_flags; /* extra SR_POOL_F_* for mk() */
-
-static sr_pool *mk(const sr_env_spec *spec, uint32_t envs, uint32_t threads, uint32_t batch,
-		   uint32_t autoreset)
+/* A pool with experiment knobs @knobs (SR__KNOB_*, pool_internal.h). */
+static sr_pool *mk_k(const sr_env_spec *spec, uint32_t envs, uint32_t threads, uint32_t batch,
+		     uint32_t autoreset, uint32_t knobs)
 {
 	sr_pool_opts o;
 	sr_pool *p = NULL;
@@ -112,12 +111,17 @@ static sr_pool *mk(const sr_env_spec *spec, uint32_t envs, uint32_t threads, uin
 	o.batch_size = batch;
 	o.autoreset = autoreset;
 	o.bind = SR_BIND_NONE;
-	o.flags |= mk_flags;
-	err = sr_pool_create(&o, &p);
+	err = sr__pool_create_knobs(&o, knobs, &p);
 	if (err)
 		fprintf(stderr, "create: %s\n", sr_last_error());
 	assert_int_equal(err, 0);
 	return p;
+}
+
+static sr_pool *mk(const sr_env_spec *spec, uint32_t envs, uint32_t threads, uint32_t batch,
+		   uint32_t autoreset)
+{
+	return mk_k(spec, envs, threads, batch, autoreset, 0);
 }
 
 /* The CPU worker @w is bound to (sr_pool_worker_stats.cpu), or the
@@ -340,7 +344,7 @@ static void test_disabled_and_truncation(void **st)
 
 /* FNV-1a over obs, reward, flags of every step with per-env seeded actions. */
 static uint64_t hash_run_f(const char *env, const sr_env_spec *spec, uint32_t envs,
-			   uint32_t threads, uint32_t steps, uint32_t autoreset, uint32_t flags)
+			   uint32_t threads, uint32_t steps, uint32_t autoreset, uint32_t knobs)
 {
 	sr_pool_opts o;
 	sr_pool *p;
@@ -357,12 +361,12 @@ static uint64_t hash_run_f(const char *env, const sr_env_spec *spec, uint32_t en
 	o.num_threads = threads;
 	/* A described 4-core topology: 3 threads even on a 2-CPU machine (plan
 	 * only, no binding). */
-	o.flags = SR_POOL_F_SEED | SR_POOL_F_TOPOLOGY | flags;
+	o.flags = SR_POOL_F_SEED | SR_POOL_F_TOPOLOGY;
 	o.topology = "core:4 pu:1";
 	o.seed = 42;
 	o.autoreset = autoreset;
 	o.bind = SR_BIND_NONE;
-	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(sr__pool_create_knobs(&o, knobs, &p), 0);
 	sp = t_pool_info(p).spec;
 	for (uint32_t i = 0; i < envs; i++)
 		sr_rng_seed(&rng[i], 7, i);
@@ -411,7 +415,7 @@ static void test_determinism(void **st)
 		assert_int_equal(h1, hash_run(NULL, &s, 37, 2, 40, m));
 		assert_int_equal(h1, hash_run(NULL, &s, 37, 3, 40, m));
 		/* every worker a thread (the calling thread only drives) */
-		assert_int_equal(h1, hash_run_f(NULL, &s, 37, 2, 40, m, SR_POOL_F_NO_INLINE));
+		assert_int_equal(h1, hash_run_f(NULL, &s, 37, 2, 40, m, SR__KNOB_NO_INLINE));
 	}
 	for (int e = 0; e < 5; e++) {
 		sr_env_spec tmp;
@@ -684,11 +688,11 @@ static void test_default_threads(void **st)
 	sr_pool_destroy(p);
 }
 
-static void test_async_ready(void **st)
+static void async_ready_run(uint32_t knobs)
 {
 	sr_env_spec s = cnt_spec(5, 0);
 	const uint32_t N = 16, B = 5;
-	sr_pool *p = mk(&s, N, thr(3), B, SR_AUTORESET_NEXT_STEP);
+	sr_pool *p = mk_k(&s, N, thr(3), B, SR_AUTORESET_NEXT_STEP, knobs);
 	const sr_batch *b;
 	uint32_t sent[16] = {0}, got[16] = {0}, ids[16];
 	int32_t act[16];
@@ -741,19 +745,65 @@ static void test_async_ready(void **st)
 	sr_pool_destroy(p);
 }
 
+static void test_async_ready(void **st)
+{
+	(void)st;
+	async_ready_run(0);
+}
+
+/* The experiment knobs: a list of names, from the environment at create. */
+static void test_knobs(void **st)
+{
+	sr_env_spec s = cnt_spec(3, 0);
+	sr_pool_opts o;
+	sr_pool *p = NULL;
+	uint32_t k;
+
+	(void)st;
+	assert_int_equal(sr__pool_knobs_parse(NULL, &k), 0);
+	assert_int_equal(k, 0);
+	assert_int_equal(sr__pool_knobs_parse("no-inline,no-rebalance", &k), 0);
+	assert_int_equal(k, SR__KNOB_NO_INLINE | SR__KNOB_NO_REBALANCE);
+	assert_int_equal(sr__pool_knobs_parse("no-batch-groups,", &k), 0);
+	assert_int_equal(k, SR__KNOB_NO_BATCH_GROUPS);
+	assert_int_equal(sr__pool_knobs_parse("no-inline,,no-rebalance", &k), -EINVAL);
+	assert_int_equal(sr__pool_knobs_parse("no-inlin", &k), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "'no-inlin'"));
+
+	sr_pool_opts_init(&o);
+	o.spec = &s;
+	o.num_envs = 8;
+	o.num_threads = 2;
+	o.batch_size = 4;
+	o.bind = SR_BIND_NONE;
+	o.flags = SR_POOL_F_TOPOLOGY; /* two threads on any machine */
+	o.topology = "core:4 pu:1";
+	assert_int_equal(setenv("STEPRING_POOL_KNOBS", "fast", 1), 0);
+	assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
+	assert_null(p);
+	assert_non_null(strstr(sr_last_error(), "STEPRING_POOL_KNOBS"));
+	assert_int_equal(setenv("STEPRING_POOL_KNOBS", "no-batch-groups", 1), 0);
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(unsetenv("STEPRING_POOL_KNOBS"), 0);
+	assert_int_equal(t_pool_info(p).batch_groups, 0); /* 4 tiles 8: groups but for the knob */
+	sr_pool_destroy(p);
+	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(t_pool_info(p).batch_groups, 2);
+	sr_pool_destroy(p);
+}
+
 /* send(NULL) re-sends the last batch once; anything already in flight,
  * or a duplicate in one call, is refused and nothing of that call is
  * queued. */
-static void test_async_send_last(void **st)
+static void async_send_last_run(uint32_t knobs)
 {
 	sr_env_spec s = cnt_spec(3, 0);
 	const uint32_t N = 8, B = 4;
-	sr_pool *p = mk(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP);
+	sr_pool *p = mk_k(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP, knobs);
 	const sr_batch *b;
 	int32_t act[8] = {0};
 	uint32_t ids[8], e;
 
-	(void)st;
 	assert_int_equal(sr_pool_reset(p, NULL), 0);
 	assert_int_equal(sr_pool_recv(p, &b), 0);
 	assert_int_equal(sr_pool_send(p, act, NULL, B), 0);
@@ -786,24 +836,29 @@ static void test_async_send_last(void **st)
 	sr_pool_destroy(p);
 }
 
+static void test_async_send_last(void **st)
+{
+	(void)st;
+	async_send_last_run(0);
+}
+
 /*
  * Async recv returns the oldest published rows in ring order: each batch
  * starts where the last one ended, the cursor moves exactly past it, and
  * (no same-step extras, batches that never straddle the ring's end) every
  * batch is a view of the ring's own slots.
  */
-static void test_async_ring_order(void **st)
+static void async_ring_order_run(uint32_t knobs)
 {
 	sr_env_spec s = cnt_spec(7, 0);
 	const uint32_t N = 64, B = 16;
-	sr_pool *p = mk(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP);
+	sr_pool *p = mk_k(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP, knobs);
 	sr_ring *r = t_pool_info(p).ring;
 	const uint64_t mask = sr_ring_capacity(r) - 1;
 	const sr_batch *b;
 	int32_t act[16] = {0};
 	uint64_t end;
 
-	(void)st;
 	assert_int_equal(sr_pool_reset(p, NULL), 0);
 	end = sr_ring_cursor(r);
 	for (int it = 0; it < 300; it++) {
@@ -820,8 +875,14 @@ static void test_async_ring_order(void **st)
 	sr_pool_destroy(p);
 }
 
-static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags);
-static sr_pool *mk3_ar(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags,
+static void test_async_ring_order(void **st)
+{
+	(void)st;
+	async_ring_order_run(0);
+}
+
+static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t knobs);
+static sr_pool *mk3_ar(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t knobs,
 		       uint32_t autoreset);
 
 /*
@@ -887,7 +948,7 @@ static uint32_t outstanding(const uint32_t *sent, const uint32_t *got, uint32_t 
  * flight come back as rows, nothing lost or repeated. Whole groups sent
  * with nothing in flight are group mode again, received in send order.
  */
-static void groups_run(uint32_t flags)
+static void groups_run(uint32_t knobs)
 {
 	sr_env_spec s = cnt_spec(1000000, 0);
 	const uint32_t N = 64, B = 16, G = 4;
@@ -898,9 +959,7 @@ static void groups_run(uint32_t flags)
 	int32_t act[64];
 	sr_rng rng;
 
-	mk_flags = flags;
-	p = mk(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP);
-	mk_flags = 0;
+	p = mk_k(&s, N, thr(2), B, SR_AUTORESET_NEXT_STEP, knobs);
 	assert_int_equal(sr_pool_reset(p, NULL), 0);
 	for (int it = 0; it < 200; it++) {
 		assert_int_equal(sr_pool_recv(p, &b), 0);
@@ -999,7 +1058,7 @@ static void test_async_groups(void **st)
 
 	(void)st;
 	groups_run(0);
-	groups_run(SR_POOL_F_NO_INLINE);
+	groups_run(SR__KNOB_NO_INLINE);
 	/* Which pools have groups: the batch tiles the envs, and has a row
 	 * for every thread. */
 	p = mk(&s, 64, thr(2), 16, SR_AUTORESET_NEXT_STEP);
@@ -1017,7 +1076,7 @@ static void test_async_groups(void **st)
 	p = mk3(&s, 12, 3, 0); /* 3 threads, 4 envs each: 4 groups */
 	assert_int_equal(t_pool_info(p).batch_groups, 4);
 	sr_pool_destroy(p);
-	p = mk3(&s, 12, 3, SR_POOL_F_NO_BATCH_GROUPS); /* asked not to */
+	p = mk3(&s, 12, 3, SR__KNOB_NO_BATCH_GROUPS); /* asked not to */
 	assert_int_equal(t_pool_info(p).batch_groups, 0);
 	sr_pool_destroy(p);
 }
@@ -1033,7 +1092,7 @@ static void test_async_groups(void **st)
  * (same-step extras in the ring): the row then has the reset obs and
  * final_obs the sum.
  */
-static void mixed_run(uint32_t flags, uint64_t seed, bool same_step)
+static void mixed_run(uint32_t knobs, uint64_t seed, bool same_step)
 {
 	sr_env_spec s = cnt_spec(same_step ? 5 : 1000000, 0);
 	enum { N = 24, B = 8, G = 3 };
@@ -1044,9 +1103,8 @@ static void mixed_run(uint32_t flags, uint64_t seed, bool same_step)
 	int32_t act[N];
 	sr_rng rng;
 
-	mk_flags = flags;
-	p = mk(&s, N, thr(2), B, same_step ? SR_AUTORESET_SAME_STEP : SR_AUTORESET_NEXT_STEP);
-	mk_flags = 0;
+	p = mk_k(&s, N, thr(2), B, same_step ? SR_AUTORESET_SAME_STEP : SR_AUTORESET_NEXT_STEP,
+		 knobs);
 	assert_int_equal(t_pool_info(p).batch_groups, G);
 	sr_rng_seed(&rng, seed, 0);
 	assert_int_equal(sr_pool_reset(p, NULL), 0);
@@ -1135,20 +1193,19 @@ static void test_async_mixed(void **st)
 	(void)st;
 	mixed_run(0, 1, false);
 	mixed_run(0, 2, true);
-	mixed_run(SR_POOL_F_NO_INLINE, 3, false);
-	mixed_run(SR_POOL_F_NO_INLINE, 4, true);
+	mixed_run(SR__KNOB_NO_INLINE, 3, false);
+	mixed_run(SR__KNOB_NO_INLINE, 4, true);
 }
 
 static void test_async_ready_no_inline(void **st)
 {
-	mk_flags = SR_POOL_F_NO_INLINE;
-	test_async_ready(st);
-	mk_flags = 0;
+	(void)st;
+	async_ready_run(SR__KNOB_NO_INLINE);
 }
 
 /* Three workers, whatever the machine: a described topology (4 cores),
  * unbound. @batch 0: sync. mk3: next-step autoreset. */
-static sr_pool *mk3_ar(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags,
+static sr_pool *mk3_ar(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t knobs,
 		       uint32_t autoreset)
 {
 	sr_pool_opts o;
@@ -1161,16 +1218,16 @@ static sr_pool *mk3_ar(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint
 	o.batch_size = batch;
 	o.autoreset = autoreset;
 	o.bind = SR_BIND_NONE;
-	o.flags = SR_POOL_F_TOPOLOGY | flags;
+	o.flags = SR_POOL_F_TOPOLOGY;
 	o.topology = "core:4 pu:1";
-	assert_int_equal(sr_pool_create(&o, &p), 0);
+	assert_int_equal(sr__pool_create_knobs(&o, knobs, &p), 0);
 	assert_int_equal(t_pool_info(p).num_threads, 3);
 	return p;
 }
 
-static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t flags)
+static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_t knobs)
 {
-	return mk3_ar(s, envs, batch, flags, SR_AUTORESET_NEXT_STEP);
+	return mk3_ar(s, envs, batch, knobs, SR_AUTORESET_NEXT_STEP);
 }
 
 /*
@@ -1183,11 +1240,11 @@ static sr_pool *mk3(const sr_env_spec *s, uint32_t envs, uint32_t batch, uint32_
  * threads that keep up every env returns about every N / B batches; the
  * bounds leave room for a descheduled thread (sanitizers, a busy machine).
  */
-static void fairness_run(uint32_t flags)
+static void fairness_run(uint32_t knobs)
 {
 	sr_env_spec s = cnt_spec(1000000, 0);
 	const uint32_t N = 48, B = 12, K = 600;
-	sr_pool *p = mk3(&s, N, B, flags);
+	sr_pool *p = mk3(&s, N, B, knobs);
 	const sr_batch *b;
 	uint32_t count[48] = {0}, per_worker[3] = {0}, ids[48];
 	int32_t act[48];
@@ -1258,7 +1315,7 @@ static void small_batch_run(void)
 static void test_async_fair(void **st)
 {
 	fairness_run(0);
-	fairness_run(SR_POOL_F_NO_INLINE);
+	fairness_run(SR__KNOB_NO_INLINE);
 	small_batch_run();
 }
 
@@ -1266,11 +1323,10 @@ static void test_async_fair(void **st)
  * the same with per-env queues only. */
 static void test_async_no_groups(void **st)
 {
-	mk_flags = SR_POOL_F_NO_BATCH_GROUPS;
-	test_async_ring_order(st);
-	test_async_send_last(st);
-	mk_flags = 0;
-	fairness_run(SR_POOL_F_NO_BATCH_GROUPS);
+	(void)st;
+	async_ring_order_run(SR__KNOB_NO_BATCH_GROUPS);
+	async_send_last_run(SR__KNOB_NO_BATCH_GROUPS);
+	fairness_run(SR__KNOB_NO_BATCH_GROUPS);
 }
 
 /* Async: each env's trajectory depends only on its own actions, so it
@@ -1578,7 +1634,7 @@ static void same_batch(const sr_batch *x, const sr_batch *y)
  * (how far worker 0, the trainer thread, takes rows depends on its own
  * send and collect time in async mode, and on the machine), and every
  * batch (obs, reward, flags, env ids, final obs) and the episode
- * statistics are those of the same pool with SR_POOL_F_NO_REBALANCE.
+ * statistics are those of the same pool with the no-rebalance knob.
  * @batch 0: sync (shares: the slices); 24: async, two batch groups (each
  * worker's 8 envs of a group).
  */
@@ -1596,7 +1652,7 @@ static void rebalance_run(uint32_t batch)
 	s.step = slow_step;
 	s.params[1] = 32; /* worker 2 owns envs 32-47 */
 	a = mk3_ar(&s, N, batch, 0, SR_AUTORESET_SAME_STEP);
-	b = mk3_ar(&s, N, batch, SR_POOL_F_NO_REBALANCE, SR_AUTORESET_SAME_STEP);
+	b = mk3_ar(&s, N, batch, SR__KNOB_NO_REBALANCE, SR_AUTORESET_SAME_STEP);
 	assert_int_equal(t_pool_info(a).batch_groups, batch ? 2 : 0);
 	assert_int_equal(sr_pool_reset(a, &ba), 0);
 	assert_int_equal(sr_pool_reset(b, &bb), 0);
@@ -1812,6 +1868,7 @@ int main(void)
 		cmocka_unit_test(test_action_validation),
 		cmocka_unit_test(test_reset_ex),
 		cmocka_unit_test(test_default_threads),
+		cmocka_unit_test(test_knobs),
 		cmocka_unit_test(test_async_ready),
 		cmocka_unit_test(test_async_ready_no_inline),
 		cmocka_unit_test(test_async_send_last),

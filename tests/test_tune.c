@@ -181,7 +181,7 @@ static void test_verdict_policy(void **st)
 	assert_true(has(&v, "bigger batch"));
 	assert_true(has(&v, "async mode"));
 	assert_true(has(&v, "GPU"));
-	assert_false(has(&v, "NO_INLINE")); /* sync: nothing to step meanwhile */
+	assert_false(has(&v, "no-inline")); /* sync: nothing to step meanwhile */
 	f = open_memstream(&buf, &len);
 	tune_print_verdict(f, &v);
 	fclose(f);
@@ -202,15 +202,15 @@ static void test_verdict_policy(void **st)
 	/* Async with two threads: the trainer thread steps its envs after
 	 * the policy; one thread fewer without inline stepping is advised. */
 	assert_true(has(&v, "--threads 1"));
-	assert_true(has(&v, "NO_INLINE"));
+	assert_true(has(&v, "no-inline"));
 	in.threads = 1;
 	tune_diagnose(&in, &v);
-	assert_false(has(&v, "NO_INLINE"));
+	assert_false(has(&v, "no-inline"));
 	in.threads = 2; /* env 1% of the batch: nothing to gain */
 	in.loop = (struct tune_shares){.env = 0.01, .ring = 0.0, .copy = 0.0, .policy = 0.99};
 	tune_diagnose(&in, &v);
 	assert_int_equal(v.bound, TUNE_BOUND_POLICY);
-	assert_false(has(&v, "NO_INLINE"));
+	assert_false(has(&v, "no-inline"));
 }
 
 static void test_verdict_copy(void **st)

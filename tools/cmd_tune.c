@@ -330,7 +330,7 @@ void tune_diagnose(const struct tune_diag_in *in, struct tune_verdict *v)
 			 * its policy: with no-inline the other threads step them
 			 * while it runs (worth it when stepping shows in the
 			 * batch at all). */
-			advise(v, "the trainer thread steps no envs (SR_POOL_F_NO_INLINE, bench "
+			advise(v, "the trainer thread steps no envs (STEPRING_POOL_KNOBS=no-inline, bench "
 				  "pool --no-inline) with one thread fewer (--threads %u): the "
 				  "envs then step while the policy runs",
 			       in->threads - 1);

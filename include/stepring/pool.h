@@ -60,20 +60,8 @@ enum {
 	SR_POOL_F_TOPOLOGY = 1u << 4,  /* use topology_xml / synthetic instead of the machine */
 	SR_POOL_F_BIND_CALLER = 1u << 5, /* bind the calling thread where the plan puts worker 0
 					  * (it steps worker 0's envs inside step/recv) */
-	SR_POOL_F_NO_INLINE = 1u << 6, /* worker 0 is a thread too: the calling thread only
-					* sends, collects and waits (one more thread than CPUs
-					* planned; it spins, then sleeps, while it waits) */
-	SR_POOL_F_NO_BATCH_GROUPS = 1u << 7, /* async: per-env queues only, never batch
-					      * groups: recv returns whichever envs are
-					      * ready first, for envs whose step time
-					      * varies a lot (a group waits for its
-					      * slowest env) */
-	SR_POOL_F_NO_REBALANCE = 1u << 8, /* sync steps and async batch groups: each
-					   * worker steps exactly its own envs; by
-					   * default neighbouring workers on a NUMA
-					   * node step some of each other's, in
-					   * place, so that workers on CPUs of unequal
-					   * speed end a batch together */
+	/* 1u << 6 .. 1u << 8: not used (experiment knobs are environment
+	 * variables, docs/tuning.md: STEPRING_POOL_KNOBS). */
 	SR_POOL_F_FIRST_ENV = 1u << 9, /* first_env is set: this pool is one part of
 					* a larger run (a rank of stepring/mpi.h) */
 	SR_POOL_F_PROCS = 1u << 10, /* workers are processes (docs/procs.md): num_threads
@@ -164,7 +152,8 @@ typedef struct sr_batch {
 /**
  * Create a pool: validate the options, place and start the workers, seed
  * every instance from (seed, env index). Returns 0, -EINVAL (0 envs, batch
- * > envs, more threads than the cpuset allows, bad cpuset ...), -ENOENT
+ * > envs, more threads than the cpuset allows, bad cpuset, an unknown
+ * name in STEPRING_POOL_KNOBS (docs/tuning.md) ...), -ENOENT
  * (unknown env), -ENOMEM (also: RLIMIT_AS leaves no room for a worker
  * thread's stack or the ring's mapping), -EAGAIN (the system refused a
  * worker thread or process: RLIMIT_NPROC, kernel.threads-max); the reason,
@@ -384,7 +373,7 @@ typedef struct sr_pool_worker_stats {
 	uint32_t rows;            /* envs it steps now in each sync batch (batch
 				   * groups: each round of the groups): its own
 				   * less or plus what rebalancing moved to or from
-				   * its neighbours (see SR_POOL_F_NO_REBALANCE);
+				   * its neighbours (docs/tuning.md);
 				   * async per-env queues: num_envs */
 	int32_t pid;              /* SR_POOL_F_PROCS: the worker's process id (-1
 				   * while it is restarted); 0 for a thread */

@@ -287,7 +287,7 @@ class VectorEnv(_Base):
     def __init__(self, env_id, num_envs=1, *, mode="sync", batch_size=None, num_threads=None,
                  seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
                  copy=True, output="numpy", bind="core", cpuset=None, ring_name=None,
-                 batch_groups=True, rebalance=True, max_episode_steps=_DEFAULT,
+                 max_episode_steps=_DEFAULT,
                  render_mode=None, comm=None, check_finite=None):
         self._handle = None
         self._p = None
@@ -347,8 +347,6 @@ class VectorEnv(_Base):
         self._bind = _BIND[bind]
         self._cpuset = cpuset
         self._ring_name = ring_name
-        self._batch_groups = bool(batch_groups)
-        self._rebalance = bool(rebalance)
         if check_finite is not None and not isinstance(check_finite, (bool, np.bool_)):
             raise TypeError("check_finite must be None, True or False, not %r"
                             % (check_finite,))
@@ -457,10 +455,6 @@ class VectorEnv(_Base):
             self._ring_name_b = str(self._ring_name).encode()
             o.flags |= _lib.SR_POOL_F_RING_NAME
             o.ring_name = self._ring_name_b
-        if not self._batch_groups:
-            o.flags |= _lib.SR_POOL_F_NO_BATCH_GROUPS
-        if not self._rebalance:
-            o.flags |= _lib.SR_POOL_F_NO_REBALANCE
         if self._check_finite is not None:
             o.flags |= (_lib.SR_POOL_F_CHECK_FINITE if self._check_finite
                         else _lib.SR_POOL_F_NO_CHECK_FINITE)
@@ -1201,9 +1195,7 @@ def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threa
     replay_capacity: ring slots (a power of two). copy: True (default)
     returns arrays of the caller's own, as SyncVectorEnv; False returns
     zero-copy read-only views of the ring (float32 rewards). Extra keywords:
-    output='numpy'|'torch', bind, cpuset, ring_name, batch_groups (False:
-    async per-env queues only), rebalance (False: each worker steps exactly
-    its own envs), max_episode_steps (None: no time limit), check_finite
+    output='numpy'|'torch', bind, cpuset, ring_name, max_episode_steps (None: no time limit), check_finite
     (None: the library's default, on unless STEPRING_CHECK_FINITE=0; True /
     False: on / off. On, a row whose obs or reward holds a NaN or an
     infinity is flagged: info['nonfinite'], a bool per row, is there when

@@ -238,7 +238,7 @@ def test_async_env_id_bookkeeping():
         assert counts.min() >= 3, counts
 
 
-def test_async_batch_groups():
+def test_async_batch_groups(monkeypatch):
     """batch_size divides num_envs: reset() then step() cycle through the
     fixed groups in order (each a run of every worker's envs), every batch a
     view of the ring; sending other envs still works (per-env queues)."""
@@ -268,9 +268,10 @@ def test_async_batch_groups():
         assert sorted(seen) == list(range(n))
     with stepring.make_vec("CartPole-v1", 10, mode="async", batch_size=4) as e:
         assert e.batch_groups == 0  # 4 does not divide 10: per-env queues
-    with stepring.make_vec("CartPole-v1", 8, mode="async", batch_size=4,
-                           batch_groups=False, rebalance=False) as e:
-        assert e.batch_groups == 0  # asked not to
+    monkeypatch.setenv("STEPRING_POOL_KNOBS", "no-batch-groups,no-rebalance")
+    with stepring.make_vec("CartPole-v1", 8, mode="async", batch_size=4) as e:
+        monkeypatch.delenv("STEPRING_POOL_KNOBS")
+        assert e.batch_groups == 0  # asked not to (docs/tuning.md)
         _, info = e.reset()
         seen = info["env_id"].tolist()
         _, _, _, _, info = e.recv()
@@ -396,13 +397,16 @@ def test_stats_count_steps(cartpole):
     assert [w["first_env"] for w in ws] == sorted(w["first_env"] for w in ws)
 
 
-def test_rebalance_flag():
-    """rebalance=False: in sync mode every worker steps exactly its slice
-    (rows == num_envs); the default may move rows between neighbours, and
-    the results are the same either way."""
+def test_rebalance_knob(monkeypatch):
+    """The no-rebalance knob (docs/tuning.md): in sync mode every worker
+    steps exactly its slice (rows == num_envs); the default may move rows
+    between neighbours, and the results are the same either way."""
     kw = dict(num_threads=2, seed=4, bind="none")
-    with stepring.make_vec("CartPole-v1", 64, **kw) as a, \
-            stepring.make_vec("CartPole-v1", 64, rebalance=False, **kw) as b:
+    a = stepring.make_vec("CartPole-v1", 64, **kw)
+    monkeypatch.setenv("STEPRING_POOL_KNOBS", "no-rebalance")
+    b = stepring.make_vec("CartPole-v1", 64, **kw)
+    monkeypatch.delenv("STEPRING_POOL_KNOBS")
+    with a, b:
         oa, _ = a.reset()
         ob, _ = b.reset()
         for k in range(200):

@@ -484,6 +484,35 @@ static uint32_t rounds_for(double seconds)
 	return r < 4 ? 4 : r > 40 ? 40 : (uint32_t)r;
 }
 
+/*
+ * The pool's experiment knobs are environment variables (docs/tuning.md):
+ * --no-inline, --no-groups and --no-rebalance add theirs to whatever
+ * STEPRING_POOL_KNOBS says, for this create only.
+ */
+static int create_with_knobs(const struct bench_pool_cfg *cfg, const sr_pool_opts *o,
+			     sr_pool **out)
+{
+	const char *env = getenv("STEPRING_POOL_KNOBS");
+	char *saved = env ? strdup(env) : NULL;
+	char knobs[256];
+	int err;
+
+	snprintf(knobs, sizeof(knobs), "%s%s%s%s", env && *env ? env : "",
+		 cfg->no_inline ? ",no-inline" : "", cfg->no_groups ? ",no-batch-groups" : "",
+		 cfg->no_rebalance ? ",no-rebalance" : "");
+	if (env && !saved)
+		return -ENOMEM;
+	/* No leading comma: an empty word is refused. */
+	setenv("STEPRING_POOL_KNOBS", knobs[0] == ',' ? knobs + 1 : knobs, 1);
+	err = sr_pool_create(o, out);
+	if (saved)
+		setenv("STEPRING_POOL_KNOBS", saved, 1);
+	else
+		unsetenv("STEPRING_POOL_KNOBS");
+	free(saved);
+	return err;
+}
+
 int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r)
 {
 	sr_pool_opts o;
@@ -527,9 +556,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	o.device = (uint32_t)(cfg->policy && strcmp(cfg->policy, "none") ? SR_DEVICE_HOST
 									  : cfg->device);
 	/* The calling thread steps worker 0's envs: bind it like a worker. */
-	o.flags = SR_POOL_F_SEED | (cfg->no_inline ? SR_POOL_F_NO_INLINE : SR_POOL_F_BIND_CALLER) |
-		  (cfg->no_groups ? SR_POOL_F_NO_BATCH_GROUPS : 0) |
-		  (cfg->no_rebalance ? SR_POOL_F_NO_REBALANCE : 0) |
+	o.flags = SR_POOL_F_SEED | (cfg->no_inline ? 0 : SR_POOL_F_BIND_CALLER) |
 		  (cfg->check_finite == 1 ? SR_POOL_F_CHECK_FINITE : 0) |
 		  (cfg->check_finite == 2 ? SR_POOL_F_NO_CHECK_FINITE : 0) |
 		  (cfg->procs ? SR_POOL_F_PROCS : 0) | (cfg->procs == 2 ? SR_POOL_F_PROC_INLINE : 0);
@@ -539,7 +566,7 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 		o.flags |= SR_POOL_F_CPUSET;
 		o.cpuset = cfg->cpuset;
 	}
-	err = sr_pool_create(&o, &p);
+	err = create_with_knobs(cfg, &o, &p);
 	if (err) {
 		fail(r, err, "%s", sr_last_error());
 		goto out;

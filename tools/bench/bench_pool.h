@@ -28,9 +28,9 @@ struct bench_pool_cfg {
 	const char *checkpoint_backend; /* "uring" | "pwrite" | "sync" (NULL: auto) */
 	int bind;             /* enum sr_bind */
 	const char *cpuset;   /* NULL or "0-3,8" */
-	int no_inline;        /* SR_POOL_F_NO_INLINE: worker 0 is a thread too */
-	int no_groups;        /* SR_POOL_F_NO_BATCH_GROUPS: async per-env queues only */
-	int no_rebalance;     /* SR_POOL_F_NO_REBALANCE: each worker its own envs */
+	int no_inline;        /* knob no-inline: worker 0 is a thread too */
+	int no_groups;        /* knob no-batch-groups: async per-env queues only */
+	int no_rebalance;     /* knob no-rebalance: each worker its own envs */
 	uint64_t ring_capacity; /* slots, 0: the pool's default (4 x envs, >= 1024) */
 	int check_finite;     /* 0: the library's default, 1: SR_POOL_F_CHECK_FINITE,
 			       * 2: SR_POOL_F_NO_CHECK_FINITE */
