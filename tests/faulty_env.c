@@ -40,6 +40,7 @@ static void f_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t see
 	for (size_t i = 0; i < n; i++) {
 		sr_rng_seed(&s[i].rng, seed, first_index + i);
 		s[i].id = first_index + i;
+		s[i].nan_reset = 0; /* the state is not zeroed by every caller (a test's stack buffer) */
 	}
 }
 
