@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "machine.h" /* bench_json_str */
 #include "stepring.h"
 #include "stepring/checkpoint.h"
 
@@ -126,16 +127,18 @@ static void print_text(const char *path, const sr_ckpt_info *in)
 
 static void print_json(const char *path, const sr_ckpt_info *in, const struct stale *st)
 {
-	printf("{\"file\":\"");
-	for (const char *p = path; *p; p++)
-		printf(*p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
-	printf("\",\"format_version\":%u,\"bytes\":%llu,\"created_unix_ns\":%llu,"
-	       "\"build\":\"%s\",\"env\":\"%s\",\"num_envs\":%u,\"batch_size\":%u,"
+	printf("{\"file\":");
+	bench_json_str(stdout, path);
+	printf(",\"format_version\":%u,\"bytes\":%llu,\"created_unix_ns\":%llu,\"build\":",
+	       in->format_version, (unsigned long long)in->file_size,
+	       (unsigned long long)in->created_unix_ns);
+	bench_json_str(stdout, in->build_info);
+	printf(",\"env\":");
+	bench_json_str(stdout, in->env_id);
+	printf(",\"num_envs\":%u,\"batch_size\":%u,"
 	       "\"obs_dim\":%u,\"act_size\":%u,\"state_size\":%u,\"seed\":%llu,"
 	       "\"autoreset\":\"%s\",\"steps\":%llu,\"replay_slots\":%llu,\"sections\":[",
-	       in->format_version, (unsigned long long)in->file_size,
-	       (unsigned long long)in->created_unix_ns, in->build_info, in->env_id, in->num_envs,
-	       in->batch_size, in->obs_dim, in->act_size, in->state_size,
+	       in->num_envs, in->batch_size, in->obs_dim, in->act_size, in->state_size,
 	       (unsigned long long)in->seed, autoreset_name(in->autoreset),
 	       (unsigned long long)in->steps, (unsigned long long)in->replay_slots);
 	for (uint32_t i = 0; i < in->n_sections; i++)

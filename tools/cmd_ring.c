@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "machine.h" /* bench_json_str */
 #include "stepring.h"
 #include "stepring/stats.h"
 
@@ -104,20 +105,6 @@ static const char *safe_name(const char *in, char *buf, size_t len)
 	return buf;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fputc('\\', f);
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			fprintf(f, "\\u%04x", (unsigned char)*s);
-		else
-			fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
 static int cmp_names(const void *a, const void *b)
 {
 	return strcmp(((const struct seg *)a)->name, ((const struct seg *)b)->name);
@@ -187,7 +174,7 @@ static int ring_ls(int argc, char **argv)
 
 		if (json) {
 			printf("{\"name\":");
-			json_str(stdout, s->name);
+			bench_json_str(stdout, s->name);
 			if (s->err) {
 				printf(",\"error\":\"permission denied\"}\n");
 				continue;
@@ -298,7 +285,7 @@ static int ring_inspect(int argc, char **argv)
 	}
 	if (json) {
 		printf("{\"name\":");
-		json_str(stdout, h->name);
+		bench_json_str(stdout, h->name);
 		printf(",\"version\":%u,\"header_bytes\":%u,\"bytes\":%zu,\"capacity\":%llu,"
 		       "\"obs_dim\":%u,\"act_size\":%u,\"pid\":%lld,\"alive\":%s,\"created\":\"%s\","
 		       "\"head\":%llu,\"cursor\":%llu,\"oldest\":%llu,\"backlog\":%llu,"
