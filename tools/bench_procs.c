@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "stepring.h"
 
 enum { THREADS, PROCS, PROCS_INLINE, NKIND };
@@ -25,10 +26,7 @@ static const char *const kind_name[NKIND] = {"threads", "processes", "processes+
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+	return 1e-9 * (double)bench_now_ns();
 }
 
 /* Env steps per second of a pool stepping @k times (after a warm-up). */

@@ -46,7 +46,5 @@ void cli_env(const char *name, struct sr_env_spec *out);
 /* sr_pool_info of @p (dies if it cannot be read: a bug). */
 sr_pool_info cli_pool_info(const sr_pool *p);
 
-/* Monotonic clock in ns. */
-uint64_t cli_now_ns(void);
 
 #endif

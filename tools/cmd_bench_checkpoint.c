@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "cli.h"
 #include "bench_pool.h" /* bench_ckpt_backend_parse */
 #include "machine.h"
@@ -117,7 +118,7 @@ static void usage(FILE *f)
 
 static double now_s(void)
 {
-	return (double)cli_now_ns() / 1e9;
+	return (double)bench_now_ns() / 1e9;
 }
 
 /* Plain sequential write of @bytes to @path: write(2) 4 MiB at a time,
@@ -314,9 +315,9 @@ int bench_checkpoint(int argc, char **argv)
 	/* No checkpoint. */
 	ph[nph].name = "none";
 	for (double t0 = now_s(); now_s() - t0 < seconds;) {
-		uint64_t s = cli_now_ns();
+		uint64_t s = bench_now_ns();
 		step(p, acts, envs, spec.act_n);
-		lat_add(&lat, (double)(cli_now_ns() - s) / 1e3);
+		lat_add(&lat, (double)(bench_now_ns() - s) / 1e3);
 	}
 	lat_fill(&lat, &ph[nph++]);
 
@@ -339,7 +340,7 @@ int bench_checkpoint(int argc, char **argv)
 			uint64_t s;
 			if (!inflight && !start)
 				break;
-			s = cli_now_ns();
+			s = bench_now_ns();
 			if (start) {
 				int err = sr_pool_checkpoint(p, path, &co);
 				if (err) {
@@ -351,7 +352,7 @@ int bench_checkpoint(int argc, char **argv)
 				inflight = true;
 			}
 			step(p, acts, envs, spec.act_n);
-			lat_add(&lat, (double)(cli_now_ns() - s) / 1e3);
+			lat_add(&lat, (double)(bench_now_ns() - s) / 1e3);
 			if (sr_pool_checkpoint_poll(p, NULL) == -EINPROGRESS)
 				continue;
 			inflight = false;

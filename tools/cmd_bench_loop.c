@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_clock.h"
 #include "cli.h"
 #include "mlp.h"
 #include "policy_step.h"
@@ -112,14 +113,14 @@ static double window(const struct loop_cfg *c, sr_pool *p, const sr_batch **b,
 		     struct bench_policy *bp, const void *fixed, struct loop_res *r, bool measure)
 {
 	double secs = measure ? c->seconds : c->warmup;
-	uint64_t t_end = cli_now_ns() + (uint64_t)(fmax(secs, measure ? 0.05 : 0) * 1e9);
+	uint64_t t_end = bench_now_ns() + (uint64_t)(fmax(secs, measure ? 0.05 : 0) * 1e9);
 	uint64_t ns_env = 0, ns_copy = 0, ns_pol = 0, nb = 0, t0, nc, np;
 	sr_pool_stats s0, s1;
 	uint64_t w0;
 	int err;
 
 	sr_pool_stats_get(p, &s0);
-	w0 = cli_now_ns();
+	w0 = bench_now_ns();
 	do {
 		const void *act = fixed;
 
@@ -129,7 +130,7 @@ static double window(const struct loop_cfg *c, sr_pool *p, const sr_batch **b,
 			ns_copy += nc;
 			ns_pol += np;
 		}
-		t0 = cli_now_ns();
+		t0 = bench_now_ns();
 		if (c->async) {
 			err = sr_pool_send(p, act, NULL, (*b)->n);
 			if (!err)
@@ -139,9 +140,9 @@ static double window(const struct loop_cfg *c, sr_pool *p, const sr_batch **b,
 		}
 		if (err)
 			cli_die("bench loop: pool: %s", sr_last_error());
-		ns_env += cli_now_ns() - t0;
+		ns_env += bench_now_ns() - t0;
 		nb++;
-	} while (cli_now_ns() < t_end);
+	} while (bench_now_ns() < t_end);
 	sr_pool_stats_get(p, &s1);
 	if (measure && bp) {
 		r->batches = nb;
@@ -149,7 +150,7 @@ static double window(const struct loop_cfg *c, sr_pool *p, const sr_batch **b,
 		r->us_copy = (double)ns_copy / (double)nb / 1e3;
 		r->us_policy = (double)ns_pol / (double)nb / 1e3;
 	}
-	return (double)(s1.steps - s0.steps) / ((double)(cli_now_ns() - w0) / 1e9);
+	return (double)(s1.steps - s0.steps) / ((double)(bench_now_ns() - w0) / 1e9);
 }
 
 static void run_loop(const struct loop_cfg *c)
@@ -289,12 +290,12 @@ static void run_h2d(const struct loop_cfg *c)
 		reg[m] = info.ring_registered;
 		for (int i = 0; i <= reps; i++) {
 			sr_device_batch *b;
-			uint64_t t0 = cli_now_ns();
+			uint64_t t0 = bench_now_ns();
 
 			if (sr_device_submit_ring(d, ring, 0, rows, 0, &b) || sr_device_batch_sync(b))
 				cli_die("--h2d: submit: %s", sr_last_error());
-			if (i > 0 && (double)(cli_now_ns() - t0) < best)
-				best = (double)(cli_now_ns() - t0);
+			if (i > 0 && (double)(bench_now_ns() - t0) < best)
+				best = (double)(bench_now_ns() - t0);
 			sr_device_release(d, b);
 		}
 		ring_gbs[m] = (double)rows * (double)row / best; /* bytes/ns = GB/s */

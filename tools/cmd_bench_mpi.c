@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_clock.h"
 #include "cli.h"
 #include "cli_mpi.h"
 #include "stepring.h"
@@ -89,18 +90,18 @@ static void fill_actions(struct stepper *s)
 static double run_slice(struct stepper *s, double sec, double *h)
 {
 	const sr_batch *b;
-	uint64_t t0 = cli_now_ns(), end = t0 + (uint64_t)(sec * 1e9), t = t0, steps = 0;
+	uint64_t t0 = bench_now_ns(), end = t0 + (uint64_t)(sec * 1e9), t = t0, steps = 0;
 
 	while (t < end) {
 		uint64_t a;
 		int err;
 
 		fill_actions(s);
-		a = cli_now_ns();
+		a = bench_now_ns();
 		err = sr_pool_step(s->p, s->acts, &b);
 		if (err)
 			cli_die("bench pool: step: %s", sr_last_error());
-		t = cli_now_ns();
+		t = bench_now_ns();
 		if (h)
 			h[hbucket((double)(t - a))] += 1;
 		steps += b->n;

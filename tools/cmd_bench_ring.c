@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "cli.h"
 #include "machine.h"
 #include "stepring.h"
@@ -105,7 +106,7 @@ static void *pub_thread(void *arg)
 
 	while (!atomic_load_explicit(p->go, memory_order_acquire))
 		;
-	t0 = cli_now_ns();
+	t0 = bench_now_ns();
 	c0 = cpu_ns();
 	while (done < p->n) {
 		sr_ring_reserve(r, p->bulk, 0, &q);
@@ -127,7 +128,7 @@ static void *pub_thread(void *arg)
 		sr_ring_publish(r, q, p->bulk);
 		done += p->bulk;
 	}
-	p->ns = cli_now_ns() - t0;
+	p->ns = bench_now_ns() - t0;
 	p->cpu = cpu_ns() - c0;
 	return NULL;
 }
@@ -184,14 +185,14 @@ static double publish_run(sr_ring *r, uint32_t np, uint32_t bulk, bool write, do
 		p[i] = (struct pub){r, bulk, write, n, &go, 0, 0};
 		pthread_create(&th[i], NULL, pub_thread, &p[i]);
 	}
-	t0 = cli_now_ns();
+	t0 = bench_now_ns();
 	atomic_store_explicit(&go, 1, memory_order_release);
 	for (uint32_t i = 0; i < np; i++) {
 		pthread_join(th[i], NULL);
 		ns += (double)p[i].ns / (double)n;
 		cns += (double)p[i].cpu / (double)n;
 	}
-	wall = cli_now_ns() - t0;
+	wall = bench_now_ns() - t0;
 	atomic_store_explicit(&dc.stop, 1, memory_order_release);
 	pthread_join(ct, NULL);
 	*mtps = (double)n * np / ((double)wall / 1e9) / 1e6;
@@ -253,7 +254,7 @@ static void fill_ring(sr_ring *r)
  * peek, no consume). */
 static uint64_t memcpy_pass(sr_ring *r, struct dst *d, uint32_t batch, uint64_t *cpu)
 {
-	uint64_t t0 = cli_now_ns(), c0 = cpu_ns(), cap = sr_ring_capacity(r);
+	uint64_t t0 = bench_now_ns(), c0 = cpu_ns(), cap = sr_ring_capacity(r);
 
 	for (uint64_t at = 0; at < cap; at += batch) {
 		uint64_t n = cap - at < batch ? cap - at : batch;
@@ -261,7 +262,7 @@ static uint64_t memcpy_pass(sr_ring *r, struct dst *d, uint32_t batch, uint64_t 
 		copy_cols(r, d, at, at, n);
 	}
 	*cpu = cpu_ns() - c0;
-	return cli_now_ns() - t0;
+	return bench_now_ns() - t0;
 }
 
 /* Drain a full ring in batches of @batch with one copy per column per
@@ -277,7 +278,7 @@ static void drain_run(sr_ring *r, struct dst *d, uint32_t batch, int order, doub
 	fill_ring(r);
 	if (order & 1)
 		t_copy = memcpy_pass(r, d, batch, &c_copy);
-	t0 = cli_now_ns();
+	t0 = bench_now_ns();
 	c0 = cpu_ns();
 	while (got < cap) {
 		uint32_t n = sr_ring_peek(r, batch, &first);
@@ -291,7 +292,7 @@ static void drain_run(sr_ring *r, struct dst *d, uint32_t batch, int order, doub
 		sr_ring_consume(r, n);
 		got += n;
 	}
-	t_drain = cli_now_ns() - t0;
+	t_drain = bench_now_ns() - t0;
 	c_drain = cpu_ns() - c0;
 	sink += (uint64_t)d->obs[got / 2];
 	if (!(order & 1))
@@ -552,7 +553,7 @@ enum { M_UNIFORM, M_PRIO_SAMPLE, M_PRIO_SAMPLE_UPDATE, M_UPDATE };
 static double replay_run(sr_replay *rp, struct rbufs *u, uint32_t B, int mode, double seconds,
 			 double *cpu_bps)
 {
-	uint64_t t0 = cli_now_ns(), c0 = cpu_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+	uint64_t t0 = bench_now_ns(), c0 = cpu_ns(), end = t0 + (uint64_t)(seconds * 1e9);
 	uint64_t batches = 0, now;
 	sr_rng g;
 
@@ -574,7 +575,7 @@ static double replay_run(sr_replay *rp, struct rbufs *u, uint32_t B, int mode, d
 			}
 			batches++;
 		}
-		now = cli_now_ns();
+		now = bench_now_ns();
 	} while (now < end);
 	sink += u->seq[0];
 	*cpu_bps = (double)batches / ((double)(cpu_ns() - c0) / 1e9);
@@ -588,7 +589,7 @@ static double memcpy_run(const sr_ring *r, struct rbufs *u, uint32_t B, double s
 			 double *cpu_bps)
 {
 	size_t bytes = B * row_bytes(r), span = (size_t)sr_ring_capacity(r) * sr_ring_obs_dim(r) * 4;
-	uint64_t t0 = cli_now_ns(), c0 = cpu_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+	uint64_t t0 = bench_now_ns(), c0 = cpu_ns(), end = t0 + (uint64_t)(seconds * 1e9);
 	uint64_t batches = 0, now;
 	size_t off = 0;
 	sr_rng g;
@@ -601,7 +602,7 @@ static double memcpy_run(const sr_ring *r, struct rbufs *u, uint32_t B, double s
 			memcpy(u->copy_dst, (const uint8_t *)sr_ring_obs_col(r) + off, bytes < span ? bytes : span);
 			batches++;
 		}
-		now = cli_now_ns();
+		now = bench_now_ns();
 	} while (now < end);
 	sink += u->copy_dst[bytes / 2];
 	*cpu_bps = (double)batches / ((double)(cpu_ns() - c0) / 1e9);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_clock.h"
 #include "cli.h"
 #include "cli_mpi.h"
 #include "machine.h"
@@ -171,24 +172,24 @@ static int own_loop(const struct bench_pool_cfg *c, struct bench_pool_result *r)
 		goto fail;
 	for (int phase = 0; phase < 3; phase++) {
 		double secs = phase == 0 ? c->warmup : phase == 1 ? c->seconds : c->cooldown;
-		uint64_t t_end = cli_now_ns() + (uint64_t)(secs * 1e9);
+		uint64_t t_end = bench_now_ns() + (uint64_t)(secs * 1e9);
 
 		if (phase == 1) {
 			sr_pool_stats_get(p, &s0);
-			w0 = cli_now_ns();
+			w0 = bench_now_ns();
 		}
-		while (cli_now_ns() < t_end) {
-			uint64_t t0 = cli_now_ns(), t1, t2;
+		while (bench_now_ns() < t_end) {
+			uint64_t t0 = bench_now_ns(), t1, t2;
 
 			err = c->async ? sr_pool_send(p, acts, NULL, b->n) : sr_pool_step(p, acts, &b);
 			if (!err && c->async)
 				err = sr_pool_recv(p, &b);
 			if (err)
 				goto fail;
-			t1 = cli_now_ns();
+			t1 = bench_now_ns();
 			if ((err = mlp_forward(pol, b->obs, b->n, acts)))
 				goto fail;
-			t2 = cli_now_ns();
+			t2 = bench_now_ns();
 			if (phase == 1) {
 				nb++;
 				ns_pol += t2 - t1;
@@ -197,7 +198,7 @@ static int own_loop(const struct bench_pool_cfg *c, struct bench_pool_result *r)
 			}
 		}
 		if (phase == 1) {
-			w1 = cli_now_ns();
+			w1 = bench_now_ns();
 			sr_pool_stats_get(p, &s1);
 		}
 	}
@@ -354,7 +355,7 @@ static double policy_alone(const struct diag *d, const sr_env_spec *spec, uint32
 		for (int phase = 0; phase < 2; phase++) {
 			double len = phase ? d->seconds : d->warmup;
 
-			t0 = cli_now_ns();
+			t0 = bench_now_ns();
 			t_end = t0 + (uint64_t)(len * 1e9);
 			calls = 0;
 			do {
@@ -375,24 +376,24 @@ static double policy_alone(const struct diag *d, const sr_env_spec *spec, uint32
 					goto out;
 				}
 				calls++;
-			} while (cli_now_ns() < t_end);
+			} while (bench_now_ns() < t_end);
 		}
 	} else {
 		for (int phase = 0; phase < 2; phase++) {
 			double len = phase ? d->seconds : d->warmup;
 
-			t0 = cli_now_ns();
+			t0 = bench_now_ns();
 			t_end = t0 + (uint64_t)(len * 1e9);
 			calls = 0;
 			do {
 				if (mlp_forward(pol, obs, rows, act))
 					cli_die("diagnose: policy forward: %s", mlp_error());
 				calls++;
-			} while (cli_now_ns() < t_end);
+			} while (bench_now_ns() < t_end);
 		}
 	}
 	{
-		double secs = (double)(cli_now_ns() - t0) / 1e9;
+		double secs = (double)(bench_now_ns() - t0) / 1e9;
 
 		rate = (double)calls * rows / secs;
 		*us_per_call = secs / (double)calls * 1e6;

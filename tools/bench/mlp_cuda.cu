@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "cuda_check.h"
 #include "mlp_priv.h"
 
@@ -199,14 +200,6 @@ extern "C" int mlp_cuda_forward(struct mlp_cuda *c, void *stream, const float *o
 	return 0;
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Timed like the ring path in `bench loop --h2d`: host wall clock around
  * the enqueue and the wait, so both figures carry the same overheads. */
 extern "C" int bench_cuda_pinned_h2d(int index, size_t bytes, int reps, double *gbs)
@@ -227,7 +220,7 @@ extern "C" int bench_cuda_pinned_h2d(int index, size_t bytes, int reps, double *
 	}
 	memset(h, 1, bytes);
 	for (int i = 0; i <= reps; i++) {
-		double t0 = mono_s(), t;
+		double t0 = 1e-9 * (double)bench_now_ns(), t;
 		cudaError_t e = cudaMemcpyAsync(dv, h, bytes, cudaMemcpyHostToDevice, st);
 
 		if (e == cudaSuccess)
@@ -236,7 +229,7 @@ extern "C" int bench_cuda_pinned_h2d(int index, size_t bytes, int reps, double *
 			err = SR__CUDA_FAIL(mlp_errorf, e, "pinned H2D");
 			goto out;
 		}
-		t = mono_s() - t0;
+		t = 1e-9 * (double)bench_now_ns() - t0;
 		if (i > 0 && t < best) /* the first one warms up */
 			best = t;
 	}
