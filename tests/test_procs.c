@@ -273,7 +273,11 @@ static uint64_t fault_run(uint64_t mode, uint32_t timeout_ms, int kind)
 			unsigned char stt[64];
 			float o[3];
 
+			assert_true(s.state_size <= sizeof(stt));
 			for (uint32_t i = 4; i < 8; i++) {
+				/* A fresh instance, as the worker's (calloc): seed
+				 * sets only the RNG and the id. */
+				memset(stt, 0, sizeof(stt));
 				s.seed(&s, stt, 1, sr_proc_seed(12345, i, 1), i);
 				s.reset(&s, stt, 1, o);
 				assert_memory_equal(b->obs + i * 3, o, sizeof(o));
