@@ -20,7 +20,7 @@
 #include "cli.h"
 #include "machine.h"
 #include "stepring.h"
-#include "envs.h"
+#include "env_probe.h"
 #include "stepring/config.h"
 
 /* Called by the dispatcher (tools/stepring.c). */
@@ -232,9 +232,9 @@ int bench_env(int argc, char **argv)
 	if (sr_env_is_opaque(&c.spec) && (!strncmp(c.spec.name, "lunarlander", 11) ||
 					  !strcmp(c.spec.name, "bipedalwalker"))) {
 		uint64_t wns, wsteps;
-		sr__box2d_world_timing(1, NULL, NULL);
+		bench_world_timing(1, NULL, NULL);
 		struct run wr = run_once(&c, seconds);
-		sr__box2d_world_timing(0, &wns, &wsteps);
+		bench_world_timing(0, &wns, &wsteps);
 		world_ns = wsteps ? (double)wns / (double)wsteps : 0;
 		world_share = world_ns * (double)wr.steps / (wr.cpu_seconds * 1e9);
 	}

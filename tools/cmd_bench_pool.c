@@ -12,7 +12,7 @@
 #include "bench_pool.h"
 #include "cli.h"
 #include "stepring.h"
-#include "envs.h"
+#include "env_probe.h"
 #include "stepring/config.h"
 
 int bench_pool(int argc, char **argv);
@@ -101,7 +101,7 @@ static double world_step_ns(const sr_env_spec *s, uint32_t n, double seconds, ui
 	s->reset(s, st, n, obs);
 	sr_rng_seed(&arng, seed, 7);
 	double c0 = thread_cpu_s(), c1;
-	sr__box2d_world_timing(1, NULL, NULL);
+	bench_world_timing(1, NULL, NULL);
 	do {
 		for (uint32_t i = 0; i < n; i++) {
 			if (s->act_kind == SR_SPACE_DISCRETE) {
@@ -124,7 +124,7 @@ static double world_step_ns(const sr_env_spec *s, uint32_t n, double seconds, ui
 			}
 		c1 = thread_cpu_s();
 	} while (c1 - c0 < seconds);
-	sr__box2d_world_timing(0, &wns, &wsteps);
+	bench_world_timing(0, &wns, &wsteps);
 	*share = (double)wns / ((c1 - c0) * 1e9);
 	sr_env_destroy_instances(s, st, n);
 	free(st);

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "np_random.h"
+#include "env_probe.h"
 #include "stepring.h"
 
 /* Called by the dispatcher (declared weak there). */
@@ -370,7 +370,7 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 	size_t *ep_of = malloc(batch * sizeof(size_t)), started = 0, done = 0;
 	char *act = calloc(batch, asz);
 	struct walker_h *wh = calloc(batch, sizeof(*wh));
-	sr_np_pcg64 *np = calloc(batch, sizeof(*np));
+	bench_np *np = bench_np_new(batch);
 	int lander = !strncmp(spec->id, "LunarLander", 11);
 	int walker = !strncmp(spec->id, "BipedalWalker", 13);
 	sr_rng arng;
@@ -396,7 +396,7 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 		ep_of[i] = started++;
 		if (paired) {
 			spec->seed(spec, st, 1, seed + ep_of[i], 0);
-			sr_np_seed(&np[i], seed + ep_of[i]);
+			bench_np_seed(np, i, seed + ep_of[i]);
 		}
 		spec->reset(spec, st, 1, obs + i * od);
 		walker_h_init(&wh[i]);
@@ -409,13 +409,13 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 				memset(a, 0, asz);
 			} else if (pol == POL_RANDOM) {
 				if (spec->act_kind == SR_SPACE_DISCRETE) {
-					int32_t v = paired ? (int32_t)sr_np_integers(&np[i], 0, spec->act_n)
+					int32_t v = paired ? (int32_t)bench_np_integers(np, i, 0, spec->act_n)
 							   : (int32_t)(sr_rng_next(&arng) % spec->act_n);
 					memcpy(a, &v, 4);
 				} else {
 					for (uint32_t d = 0; d < spec->act_dim; d++) {
 						double lo = spec->act_low[d], hi = spec->act_high[d];
-						float v = (float)(paired ? sr_np_uniform(&np[i], lo, hi)
+						float v = (float)(paired ? bench_np_uniform(np, i, lo, hi)
 									 : sr_rng_range(&arng, lo, hi));
 						memcpy(a + 4 * d, &v, 4);
 					}
@@ -453,7 +453,7 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 			ep_of[i] = started < want ? started++ : SIZE_MAX;
 			if (paired && ep_of[i] != SIZE_MAX) {
 				spec->seed(spec, st, 1, seed + ep_of[i], 0);
-				sr_np_seed(&np[i], seed + ep_of[i]);
+				bench_np_seed(np, i, seed + ep_of[i]);
 			}
 			spec->reset(spec, st, 1, obs + i * od);
 		}
@@ -470,7 +470,7 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 	free(ep_of);
 	free(act);
 	free(wh);
-	free(np);
+	bench_np_free(np);
 }
 
 /* ---- trajectories: the first steps against the reference ----------------- */
