@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "cli_mpi.h"
 #include "machine.h"
+#include "mlp.h"
 #include "stepring.h"
 #include "tune.h"
 
@@ -95,18 +96,15 @@ static void usage(FILE *f)
 		"Plot a JSONL file: /usr/bin/python3 tools/plot_sweep.py FILE.jsonl\n");
 }
 
-/* "none", "mlp:WxD" or "mlp:WxD:tanh|relu"; dies otherwise. */
+/* "none" or what mlp_parse takes ("mlp:WxD[:tanh|:relu]"); dies otherwise. */
 static void check_policy(const char *p)
 {
-	unsigned w, d;
-	int n = 0;
+	struct mlp_opts po;
 
 	if (!strcmp(p, "none"))
 		return;
-	if (sscanf(p, "mlp:%ux%u%n", &w, &d, &n) == 2 && w >= 1 && d >= 1 && w <= 65536 &&
-	    d <= 64 && (p[n] == '\0' || !strcmp(p + n, ":tanh") || !strcmp(p + n, ":relu")))
-		return;
-	cli_die("--policy: '%s' is not 'none' or 'mlp:WxD' (e.g. mlp:64x2)", p);
+	if (mlp_parse(p, &po))
+		cli_die("--policy: %s", mlp_error());
 }
 
 static int parse_bind(const char *s)
