@@ -67,6 +67,40 @@ int cli_int_list(const char *opt, const char *s, long long *out, int max, long l
 	return n;
 }
 
+int cli_bind(const char *v)
+{
+	if (!strcmp(v, "core"))
+		return SR_BIND_CORE;
+	if (!strcmp(v, "numa"))
+		return SR_BIND_NUMA;
+	if (!strcmp(v, "none"))
+		return SR_BIND_NONE;
+	cli_die("--bind: '%s' is not core, numa or none", v);
+}
+
+bool cli_run_opt(int argc, char **argv, int *i, const struct cli_run_opts *o)
+{
+	const char *v;
+
+	if (o->env && cli_opt(argc, argv, i, "--env", &v)) {
+		*o->env = v;
+	} else if (o->envs && cli_opt(argc, argv, i, "--envs", &v)) {
+		*o->envs = (uint32_t)cli_int("--envs", v, 1,
+					     o->envs_max ? o->envs_max : CLI_ENVS_MAX);
+	} else if (o->threads && cli_opt(argc, argv, i, "--threads", &v)) {
+		*o->threads = (uint32_t)cli_int("--threads", v, 0, CLI_THREADS_MAX);
+	} else if (o->batch && cli_opt(argc, argv, i, "--batch", &v)) {
+		*o->batch = (uint32_t)cli_int("--batch", v, 1, CLI_BATCH_MAX);
+	} else if (o->bind && cli_opt(argc, argv, i, "--bind", &v)) {
+		*o->bind = cli_bind(v);
+		if (o->bind_name)
+			*o->bind_name = v;
+	} else {
+		return false;
+	}
+	return true;
+}
+
 bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
 {
 	const char *a = argv[*i];

@@ -39,6 +39,29 @@ void cli_unknown(const char *cmd, const char *arg) __attribute__((noreturn));
 /* "host" | "cuda" | "auto" -> enum sr_device_kind, or dies naming --device. */
 int cli_device(const char *v);
 
+/* "core" | "numa" | "none" -> enum sr_bind, or dies naming --bind. */
+int cli_bind(const char *v);
+
+/* The run options the bench commands share (bench pool/loop/checkpoint/mpi,
+ * sweep, diagnose): one parser, so each flag has one range and one message.
+ * A command sets a pointer for each flag it takes and leaves the others
+ * NULL; cli_run_opt then matches argv[*i] like cli_opt, stores the parsed
+ * value, and returns true, or returns false for any other option. Sweep
+ * takes lists of these numbers and parses them with the same limits. */
+#define CLI_ENVS_MAX (1 << 24)
+#define CLI_THREADS_MAX 4096 /* --threads 0: one per CPU */
+#define CLI_BATCH_MAX (1 << 24)
+struct cli_run_opts {
+	const char **env;       /* --env ID (resolved later by cli_env) */
+	uint32_t *envs;         /* --envs N in [1, envs_max] */
+	uint32_t envs_max;      /* 0: CLI_ENVS_MAX */
+	uint32_t *threads;      /* --threads N in [0, CLI_THREADS_MAX] */
+	uint32_t *batch;        /* --batch N in [1, CLI_BATCH_MAX] */
+	int *bind;              /* --bind core|numa|none (enum sr_bind) */
+	const char **bind_name; /* the --bind word as given (with bind) */
+};
+bool cli_run_opt(int argc, char **argv, int *i, const struct cli_run_opts *o);
+
 /* Resolve an env id or dies listing the known ones. */
 struct sr_env_spec;
 void cli_env(const char *name, struct sr_env_spec *out);

@@ -176,17 +176,16 @@ int bench_checkpoint(int argc, char **argv)
 	int nice = 99; /* 99: the library's default */
 	const char *v;
 	sr_env_spec spec;
+	const struct cli_run_opts run = {
+		.env = &env, .envs = &envs, .envs_max = 1u << 20, .threads = &threads,
+	};
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
 			return 0;
-		} else if (cli_opt(argc, argv, &i, "--env", &v)) {
-			env = v;
-		} else if (cli_opt(argc, argv, &i, "--envs", &v)) {
-			envs = (uint32_t)cli_int("--envs", v, 1, 1 << 20);
-		} else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-			threads = (uint32_t)cli_int("--threads", v, 0, 4096);
+		} else if (cli_run_opt(argc, argv, &i, &run)) {
+			continue;
 		} else if (cli_opt(argc, argv, &i, "--replay-mib", &v)) {
 			replay_mib = (uint64_t)cli_int("--replay-mib", v, 0, 1 << 20);
 		} else if (cli_opt(argc, argv, &i, "--seconds", &v)) {

@@ -335,19 +335,16 @@ int bench_loop(int argc, char **argv)
 		.mib = 64,
 	};
 	const char *v;
+	const struct cli_run_opts run = {
+		.env = &c.env, .envs = &c.envs, .threads = &c.threads, .batch = &c.batch,
+	};
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
 			return 0;
-		} else if (cli_opt(argc, argv, &i, "--env", &v)) {
-			c.env = v;
-		} else if (cli_opt(argc, argv, &i, "--envs", &v)) {
-			c.envs = (uint32_t)cli_int("--envs", v, 1, 1 << 24);
-		} else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-			c.threads = (uint32_t)cli_int("--threads", v, 0, 4096);
-		} else if (cli_opt(argc, argv, &i, "--batch", &v)) {
-			c.batch = (uint32_t)cli_int("--batch", v, 1, 1 << 24);
+		} else if (cli_run_opt(argc, argv, &i, &run)) {
+			continue;
 		} else if (cli_opt(argc, argv, &i, "--policy", &v)) {
 			struct mlp_opts po;
 

@@ -138,6 +138,10 @@ int bench_mpi_pool(int argc, char **argv)
 	const char *v, *env = "CartPole-v1";
 	uint32_t per_rank = 1024, glob = 0, threads = 1, rounds = 5;
 	double sec = 0.5;
+	/* --envs here is the global count, so its bound is the sum of the ranks'. */
+	const struct cli_run_opts run = {
+		.env = &env, .envs = &glob, .envs_max = 1u << 30, .threads = &threads,
+	};
 	uint64_t seed = 0, first;
 	sr_pool_info pi;
 	bool json = false;
@@ -155,14 +159,10 @@ int bench_mpi_pool(int argc, char **argv)
 			if (me == 0)
 				usage(stdout);
 			return 0;
-		} else if (cli_opt(argc, argv, &i, "--env", &v)) {
-			env = v;
 		} else if (cli_opt(argc, argv, &i, "--envs-per-rank", &v)) {
-			per_rank = (uint32_t)cli_int("--envs-per-rank", v, 1, 1 << 24);
-		} else if (cli_opt(argc, argv, &i, "--envs", &v)) {
-			glob = (uint32_t)cli_int("--envs", v, 1, 1 << 30);
-		} else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-			threads = (uint32_t)cli_int("--threads", v, 0, 4096);
+			per_rank = (uint32_t)cli_int("--envs-per-rank", v, 1, CLI_ENVS_MAX);
+		} else if (cli_run_opt(argc, argv, &i, &run)) {
+			continue;
 		} else if (cli_opt(argc, argv, &i, "--seconds", &v)) {
 			sec = cli_double("--seconds", v, 0.01, 600);
 		} else if (cli_opt(argc, argv, &i, "--rounds", &v)) {

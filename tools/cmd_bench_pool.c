@@ -50,17 +50,6 @@ static void usage(FILE *f)
 		"its ns per step and the ceiling it sets on steps per CPU-second.\n");
 }
 
-static int parse_bind(const char *s)
-{
-	if (!strcmp(s, "core"))
-		return SR_BIND_CORE;
-	if (!strcmp(s, "numa"))
-		return SR_BIND_NUMA;
-	if (!strcmp(s, "none"))
-		return SR_BIND_NONE;
-	cli_die("--bind: '%s' is not core, numa or none", s);
-}
-
 static double thread_cpu_s(void)
 {
 	struct timespec ts;
@@ -151,6 +140,10 @@ int bench_pool(int argc, char **argv)
 	const char *v, *mode = NULL;
 	bool json = false;
 	int err;
+	const struct cli_run_opts run = {
+		.env = &c.env, .envs = &c.envs, .threads = &c.threads, .batch = &c.batch,
+		.bind = &c.bind,
+	};
 
 	bench_pool_cfg_init(&c);
 	c.lockstep = 1;
@@ -158,14 +151,8 @@ int bench_pool(int argc, char **argv)
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
 			return 0;
-		} else if (cli_opt(argc, argv, &i, "--env", &v)) {
-			c.env = v;
-		} else if (cli_opt(argc, argv, &i, "--envs", &v)) {
-			c.envs = (uint32_t)cli_int("--envs", v, 1, 1 << 24);
-		} else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-			c.threads = (uint32_t)cli_int("--threads", v, 0, 4096);
-		} else if (cli_opt(argc, argv, &i, "--batch", &v)) {
-			c.batch = (uint32_t)cli_int("--batch", v, 1, 1 << 24);
+		} else if (cli_run_opt(argc, argv, &i, &run)) {
+			continue;
 		} else if (cli_opt(argc, argv, &i, "--mode", &v)) {
 			if (strcmp(v, "sync") && strcmp(v, "async"))
 				cli_die("--mode: '%s' is not sync or async", v);
@@ -176,8 +163,6 @@ int bench_pool(int argc, char **argv)
 			c.warmup = cli_double("--warmup", v, 0, 3600);
 		} else if (cli_opt(argc, argv, &i, "--cooldown", &v)) {
 			c.cooldown = cli_double("--cooldown", v, 0, 3600);
-		} else if (cli_opt(argc, argv, &i, "--bind", &v)) {
-			c.bind = parse_bind(v);
 		} else if (cli_opt(argc, argv, &i, "--cpuset", &v)) {
 			c.cpuset = v;
 		} else if (cli_opt(argc, argv, &i, "--seed", &v)) {

@@ -768,6 +768,10 @@ int cmd_diagnose(int argc, char **argv)
 	};
 	const char *val;
 	sr_env_spec spec;
+	/* --env is a list here (one per --env), parsed below. */
+	const struct cli_run_opts run = {
+		.envs = &d.num_envs, .threads = &d.threads, .batch = &d.batch,
+	};
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -777,12 +781,8 @@ int cmd_diagnose(int argc, char **argv)
 			if (d.n_env == MAX_ENVS)
 				cli_die("--env: at most %d envs", MAX_ENVS);
 			d.envs_id[d.n_env++] = val;
-		} else if (cli_opt(argc, argv, &i, "--envs", &val)) {
-			d.num_envs = (uint32_t)cli_int("--envs", val, 1, 1 << 24);
-		} else if (cli_opt(argc, argv, &i, "--threads", &val)) {
-			d.threads = (uint32_t)cli_int("--threads", val, 0, 4096);
-		} else if (cli_opt(argc, argv, &i, "--batch", &val)) {
-			d.batch = (uint32_t)cli_int("--batch", val, 1, 1 << 24);
+		} else if (cli_run_opt(argc, argv, &i, &run)) {
+			continue;
 		} else if (cli_opt(argc, argv, &i, "--mode", &val)) {
 			if (!strcmp(val, "sync"))
 				d.async = false;

@@ -40,17 +40,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-static uint32_t parse_bind(const char *s)
-{
-	if (!strcmp(s, "core"))
-		return SR_BIND_CORE;
-	if (!strcmp(s, "numa"))
-		return SR_BIND_NUMA;
-	if (!strcmp(s, "none"))
-		return SR_BIND_NONE;
-	cli_die("--bind: '%s' is not core, numa or none", s);
-}
-
 static void rollout_usage(FILE *f)
 {
 	fprintf(f,
@@ -157,7 +146,7 @@ int cmd_rollout(int argc, char **argv)
 			else
 				cli_die("--autoreset: '%s' is not next, same or disabled", v);
 		} else if (cli_opt(argc, argv, &i, "--bind", &v)) {
-			o.bind = parse_bind(v);
+			o.bind = (uint32_t)cli_bind(v);
 		} else if (cli_opt(argc, argv, &i, "--cpuset", &v)) {
 			o.flags |= SR_POOL_F_CPUSET;
 			o.cpuset = v;
@@ -330,7 +319,7 @@ int cmd_topo(int argc, char **argv)
 		} else if (cli_opt(argc, argv, &i, "--cpuset", &v)) {
 			cpuset = v;
 		} else if (cli_opt(argc, argv, &i, "--bind", &v)) {
-			bind = parse_bind(v);
+			bind = (uint32_t)cli_bind(v);
 		} else if (cli_opt(argc, argv, &i, "--near", &v)) {
 			near = v;
 		} else if (cli_opt(argc, argv, &i, "--near-gpu", &v)) {

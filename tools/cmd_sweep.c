@@ -107,17 +107,6 @@ static void check_policy(const char *p)
 		cli_die("--policy: %s", mlp_error());
 }
 
-static int parse_bind(const char *s)
-{
-	if (!strcmp(s, "core"))
-		return SR_BIND_CORE;
-	if (!strcmp(s, "numa"))
-		return SR_BIND_NUMA;
-	if (!strcmp(s, "none"))
-		return SR_BIND_NONE;
-	cli_die("--bind: '%s' is not core, numa or none", s);
-}
-
 static void parse_mode(struct sweep *s, const char *v)
 {
 	char buf[64], *save = NULL, *tok;
@@ -462,23 +451,25 @@ int cmd_sweep(int argc, char **argv)
 	struct sr_env_spec spec;
 	const char *val;
 	unsigned total = 0;
+	const struct cli_run_opts run = {.env = &s.env, .bind = &s.bind, .bind_name = &s.bind_name};
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
 			return 0;
-		} else if (cli_opt(argc, argv, &i, "--env", &val)) {
-			s.env = val;
+		} else if (cli_run_opt(argc, argv, &i, &run)) {
+			continue;
 		} else if (cli_opt(argc, argv, &i, "--envs", &val)) {
 			s.n_envs = strcmp(val, "auto")
-					   ? cli_int_list("--envs", val, s.envs, MAX_LIST, 1, 1 << 24)
+					   ? cli_int_list("--envs", val, s.envs, MAX_LIST, 1, CLI_ENVS_MAX)
 					   : 0;
 		} else if (cli_opt(argc, argv, &i, "--max-envs", &val)) {
 			s.max_envs = (uint32_t)cli_int("--max-envs", val, 1, 1 << 24);
 		} else if (cli_opt(argc, argv, &i, "--threads", &val)) {
-			s.n_threads = cli_int_list("--threads", val, s.threads, MAX_LIST, 0, 4096);
+			s.n_threads = cli_int_list("--threads", val, s.threads, MAX_LIST, 0,
+						   CLI_THREADS_MAX);
 		} else if (cli_opt(argc, argv, &i, "--batch", &val)) {
-			s.n_batch = cli_int_list("--batch", val, s.batch, MAX_LIST, 1, 1 << 24);
+			s.n_batch = cli_int_list("--batch", val, s.batch, MAX_LIST, 1, CLI_BATCH_MAX);
 		} else if (cli_opt(argc, argv, &i, "--mode", &val)) {
 			parse_mode(&s, val);
 		} else if (cli_opt(argc, argv, &i, "--policy", &val)) {
@@ -495,9 +486,6 @@ int cmd_sweep(int argc, char **argv)
 			s.cooldown = cli_double("--cooldown", val, 0, 3600);
 		} else if (cli_opt(argc, argv, &i, "--seed", &val)) {
 			s.seed = (uint64_t)cli_int("--seed", val, 0, INT64_MAX);
-		} else if (cli_opt(argc, argv, &i, "--bind", &val)) {
-			s.bind = parse_bind(val);
-			s.bind_name = val;
 		} else if (cli_opt(argc, argv, &i, "--cpuset", &val)) {
 			s.cpuset = val;
 		} else if (cli_opt(argc, argv, &i, "--out", &val)) {
