@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -916,22 +917,28 @@ int sr_replay_sample_seq(sr_replay *s, uint32_t n, uint32_t k, const sr_replay_s
 	return (int)n;
 }
 
-uint64_t sr_replay_inserts(const sr_replay *s)
-{
-	return atomic_load_explicit(&s->inserts, memory_order_relaxed);
-}
+#define INFO_MIN (offsetof(sr_replay_info, samples) + sizeof(uint64_t))
 
-uint64_t sr_replay_samples(const sr_replay *s)
+int sr_replay_info_get(const sr_replay *s, sr_replay_info *info)
 {
-	return atomic_load_explicit(&s->samples, memory_order_relaxed);
-}
+	sr_replay_info o;
+	uint32_t size;
+	size_t n;
 
-uint64_t sr_replay_size(const sr_replay *s)
-{
-	return s->tree ? s->live : 0;
-}
-
-double sr_replay_total_priority(const sr_replay *s)
-{
-	return s->tree ? tree_total(s) : 0.0;
+	if (!s || !info || info->size < INFO_MIN)
+		return sr__errorf(-EINVAL, "replay info: NULL argument, or info->size not set");
+	memset(&o, 0, sizeof(o));
+	o.kind = s->kind;
+	o.inserts = atomic_load_explicit(&s->inserts, memory_order_relaxed);
+	o.samples = atomic_load_explicit(&s->samples, memory_order_relaxed);
+	o.live = s->tree ? s->live : 0;
+	o.total_priority = s->tree ? tree_total(s) : 0.0;
+	/* What both sides know; zeroes beyond (a newer caller's longer struct). */
+	size = info->size;
+	n = size < sizeof(o) ? size : sizeof(o);
+	memcpy(info, &o, n);
+	if (size > n)
+		memset((char *)info + n, 0, size - n);
+	info->size = size;
+	return 0;
 }

@@ -216,6 +216,44 @@ static void bufs_init(struct bufs *u)
 
 /* ---- tests ------------------------------------------------------------ */
 
+/* The sampler's counters (asserts the call succeeds). */
+static sr_replay_info rinfo(const sr_replay *rp)
+{
+	sr_replay_info i = {.size = sizeof(i)};
+
+	assert_int_equal(sr_replay_info_get(rp, &i), 0);
+	return i;
+}
+
+/* sr_replay_info's size contract: too short is refused; a shorter (older)
+ * struct gets what it knows and nothing beyond is written; a longer (newer)
+ * one gets zeroes beyond. */
+static void check_info_sizes(const sr_replay *rp)
+{
+	const size_t min = offsetof(sr_replay_info, live);
+	unsigned char buf[sizeof(sr_replay_info) + 16];
+	sr_replay_info full = rinfo(rp), *i = (sr_replay_info *)buf;
+
+	memset(buf, 0xa5, sizeof(buf));
+	i->size = (uint32_t)min - 1;
+	assert_int_equal(sr_replay_info_get(rp, i), -EINVAL);
+	assert_int_equal(sr_replay_info_get(NULL, &full), -EINVAL);
+	memset(buf, 0xa5, sizeof(buf));
+	i->size = (uint32_t)min;
+	assert_int_equal(sr_replay_info_get(rp, i), 0);
+	assert_int_equal(i->kind, full.kind);
+	assert_true(i->inserts == full.inserts && i->samples == full.samples);
+	for (size_t k = min; k < sizeof(buf); k++)
+		assert_int_equal(buf[k], 0xa5);
+	memset(buf, 0xa5, sizeof(buf));
+	i->size = (uint32_t)sizeof(buf);
+	assert_int_equal(sr_replay_info_get(rp, i), 0);
+	assert_int_equal(i->size, sizeof(buf));
+	assert_true(i->live == full.live && i->total_priority == full.total_priority);
+	for (size_t k = sizeof(sr_replay_info); k < sizeof(buf); k++)
+		assert_int_equal(buf[k], 0);
+}
+
 static void test_opts(void **st)
 {
 	struct sim s;
@@ -307,7 +345,7 @@ static void test_uniform_chi2(void **st)
 		      (unsigned long long)(K - 1));
 	assert_true(chi < (K - 1) + 6 * sqrt(2.0 * (K - 1)));
 	assert_true(chi > (K - 1) - 6 * sqrt(2.0 * (K - 1)));
-	assert_int_equal(sr_replay_samples(rp), total);
+	assert_int_equal(rinfo(rp).samples, total);
 	sr_replay_destroy(rp);
 	free(cnt);
 	sim_free(&s);
@@ -398,7 +436,7 @@ static void test_prioritized(void **st)
 	assert_true(nk > 100);
 	/* sync counts inserts from the oldest slot; some early ones may have
 	 * lost their prev since, so size >= the live count. */
-	assert_true(sr_replay_size(rp) >= nk);
+	assert_true(rinfo(rp).live >= nk);
 	assert_int_equal(sr_replay_update(rp, keys, pr, nk), (int)nk);
 	/* Stale key (a lapped sequence) is ignored. */
 	uint64_t stale = lo - 1;
@@ -435,13 +473,13 @@ static void test_prioritized(void **st)
 	}
 	print_message("prioritized: K=%u chi2=%.1f\n", nk, chi);
 	assert_true(chi < (nk - 1) + 6 * sqrt(2.0 * (nk - 1)));
-	assert_true(fabs(sr_replay_total_priority(rp) - psum) < 1e-6 * psum);
+	assert_true(fabs(rinfo(rp).total_priority - psum) < 1e-6 * psum);
 	/* A new transition enters at the max priority (4); its slot's old
 	 * transition (keyed or not) leaves the tree. */
 	uint64_t q;
 	int64_t added = 0;
 	while (added == 0) {
-		double before = sr_replay_total_priority(rp), lost = 0;
+		double before = rinfo(rp).total_priority, lost = 0;
 
 		assert_int_equal(sr_ring_reserve(s.r, 1, 0, &q), 0);
 		sim_write(&s, q, 0);
@@ -451,9 +489,11 @@ static void test_prioritized(void **st)
 			if (keys[k] == q - cap)
 				lost = pr[k];
 		added = sr_replay_sync(rp);
-		double after = sr_replay_total_priority(rp);
+		double after = rinfo(rp).total_priority;
 		assert_true(fabs(after - (before - lost + (added ? 4.0 : 0.0))) < 1e-9);
 	}
+	assert_int_equal(rinfo(rp).kind, SR_REPLAY_PRIORITIZED);
+	check_info_sizes(rp);
 	sr_replay_destroy(rp);
 	free(cnt);
 	sim_free(&s);
@@ -545,11 +585,11 @@ static void test_limiter(void **st)
 	assert_int_equal(sr_replay_sample(rp, 1, &u.b), -EAGAIN);
 	assert_non_null(strstr(sr_last_error(), "limiter"));
 	/* Insert until at least min_size transitions are seen. */
-	while (sr_replay_inserts(rp) < 10) {
+	while (rinfo(rp).inserts < 10) {
 		sim_run(&s, 1);
 		sr_replay_sync(rp);
 	}
-	ins = sr_replay_inserts(rp);
+	ins = rinfo(rp).inserts;
 	assert_int_equal(ins, 10);
 	/* diff = 2 * 10 - 0 = 20, lower bound 2 * 10 - 4 = 16: 4 samples. */
 	assert_true(sr_replay_can_insert(rp, 2));
@@ -557,7 +597,7 @@ static void test_limiter(void **st)
 	assert_int_equal(sr_replay_sample(rp, 3, &u.b), 3);
 	assert_int_equal(sr_replay_sample(rp, 2, &u.b), -EAGAIN);
 	assert_int_equal(sr_replay_sample(rp, 1, &u.b), 1);
-	assert_int_equal(sr_replay_samples(rp), 4);
+	assert_int_equal(rinfo(rp).samples, 4);
 	assert_true(sr_replay_can_insert(rp, 4)); /* 2 * 14 - 4 = 24 <= 24 */
 	assert_false(sr_replay_can_insert(rp, 5));
 	sr_replay_destroy(rp);
@@ -570,7 +610,7 @@ static void test_limiter(void **st)
 	o.error_buffer = 8;
 	o.timeout_ms = -1;
 	assert_int_equal(sr_replay_create(s.r, &o, &rp), 0);
-	uint64_t base = sr_replay_inserts(rp);
+	uint64_t base = rinfo(rp).inserts;
 	pthread_t th;
 	struct delayed d = {&s, 200};
 	/* A fresh sampler counts what is already in the ring as inserts:
@@ -580,7 +620,7 @@ static void test_limiter(void **st)
 	assert_int_equal(sr_replay_create(s.r, &o, &rp), 0);
 	assert_int_equal(pthread_create(&th, NULL, late_producer, &d), 0);
 	assert_int_equal(sr_replay_sample(rp, 4, &u.b), 4);
-	assert_true(sr_replay_inserts(rp) >= base + 20);
+	assert_true(rinfo(rp).inserts >= base + 20);
 	pthread_join(th, NULL);
 	sr_replay_destroy(rp);
 

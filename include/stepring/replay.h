@@ -158,13 +158,24 @@ SR_EXPORT int sr_replay_sample_seq(sr_replay *s, uint32_t n, uint32_t k,
  * without a limiter. */
 SR_EXPORT bool sr_replay_can_insert(const sr_replay *s, uint64_t n);
 
-/** Counters: transitions seen (inserts), transitions returned (samples),
- * and for prioritized samplers the number of leaves with priority > 0. */
-SR_EXPORT uint64_t sr_replay_inserts(const sr_replay *s);
-SR_EXPORT uint64_t sr_replay_samples(const sr_replay *s);
-SR_EXPORT uint64_t sr_replay_size(const sr_replay *s);
-/** Prioritized: sum of p^alpha over live leaves (0 for uniform). */
-SR_EXPORT double sr_replay_total_priority(const sr_replay *s);
+/*
+ * What a sampler has seen. The caller sets @size to sizeof(sr_replay_info)
+ * (the struct may grow at the end: an older caller's shorter struct gets
+ * what it knows, a newer caller's longer one gets zeroes beyond).
+ */
+typedef struct sr_replay_info {
+	uint32_t size;           /* set by the caller */
+	uint32_t kind;           /* enum sr_replay_kind */
+	uint64_t inserts;        /* transitions seen (synced from the ring) */
+	uint64_t samples;        /* transitions returned by the sample calls */
+	uint64_t live;           /* prioritized: leaves with priority > 0 (0 for uniform) */
+	double total_priority;   /* prioritized: sum of p^alpha over live leaves (0 for uniform) */
+} sr_replay_info;
+
+/** Fill @info. Returns 0, or -EINVAL (NULL, or info->size smaller than
+ * its first four fields). Counters are relaxed loads: consistent each, not
+ * with one another while producers and samplers run. Any thread. */
+SR_EXPORT int sr_replay_info_get(const sr_replay *s, sr_replay_info *info);
 
 #ifdef __cplusplus
 }

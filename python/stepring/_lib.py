@@ -541,10 +541,25 @@ declare("sr_replay_update", ctypes.c_int, [c_vp, c_vp, c_vp, c_u32])
 declare("sr_replay_sample_seq", ctypes.c_int, [c_vp, c_u32, c_u32,
                                                ctypes.POINTER(sr_replay_seq_batch)])
 declare("sr_replay_can_insert", ctypes.c_bool, [c_vp, c_u64])
-declare("sr_replay_inserts", c_u64, [c_vp])
-declare("sr_replay_samples", c_u64, [c_vp])
-declare("sr_replay_size", c_u64, [c_vp])
-declare("sr_replay_total_priority", ctypes.c_double, [c_vp])
+
+
+class sr_replay_info(ctypes.Structure):
+    """include/stepring/replay.h; set size = ctypes.sizeof(sr_replay_info)."""
+    _fields_ = [
+        ("size", c_u32), ("kind", c_u32), ("inserts", c_u64), ("samples", c_u64),
+        ("live", c_u64), ("total_priority", ctypes.c_double),
+    ]
+
+
+declare("sr_replay_info_get", ctypes.c_int, [c_vp, ctypes.POINTER(sr_replay_info)])
+
+
+def replay_info(replay):
+    """sr_replay_info of the sampler handle @replay (raises on error)."""
+    info = sr_replay_info()
+    info.size = ctypes.sizeof(info)
+    check(lib.sr_replay_info_get(replay, ctypes.byref(info)), "sr_replay_info_get")
+    return info
 
 
 # --- checkpoints (stepring/checkpoint.h) ------------------------------------

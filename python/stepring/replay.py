@@ -188,16 +188,16 @@ class Replay:
 
     @property
     def inserts(self):
-        return int(lib.sr_replay_inserts(self._live()))
+        return int(_lib.replay_info(self._live()).inserts)
 
     @property
     def samples(self):
-        return int(lib.sr_replay_samples(self._live()))
+        return int(_lib.replay_info(self._live()).samples)
 
     @property
     def size(self):
-        return int(lib.sr_replay_size(self._live()))
+        return int(_lib.replay_info(self._live()).live)
 
     @property
     def total_priority(self):
-        return float(lib.sr_replay_total_priority(self._live()))
+        return float(_lib.replay_info(self._live()).total_priority)

@@ -21,6 +21,7 @@ STRUCTS = {
     "sr_replay_opts": _lib.sr_replay_opts,
     "sr_replay_batch": _lib.sr_replay_batch,
     "sr_replay_seq_batch": _lib.sr_replay_seq_batch,
+    "sr_replay_info": _lib.sr_replay_info,
     "sr_ckpt_opts": _lib.sr_ckpt_opts,
     "sr_ckpt_status": _lib.sr_ckpt_status,
     "sr_ckpt_info": _lib.sr_ckpt_info,
