@@ -17,16 +17,9 @@
 
 #include "stepring.h"
 #include "stepring/mpi.h"
+#include "helpers.h"
 
 enum { N = 23, K = 60 };
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *c = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ c[i]) * 0x100000001b3ull;
-	return h;
-}
 
 static void die(int rank, const char *what, int err)
 {
@@ -43,7 +36,7 @@ int main(int argc, char **argv)
 	sr_mpi_pool_info in;
 	const sr_batch *b;
 	int32_t act[N];
-	uint64_t h[N], hall[N], all = 0xcbf29ce484222325ull;
+	uint64_t h[N], hall[N], all = T_FNV_INIT;
 	/* actions in {0, 1}: valid for CartPole's Discrete(2) and LunarLander's Discrete(4) */
 	int rank, err, t0;
 	bool save;
@@ -87,7 +80,7 @@ int main(int argc, char **argv)
 	}
 	t0 = K;
 	for (uint32_t i = 0; i < in.local_envs; i++)
-		h[i] = 0xcbf29ce484222325ull;
+		h[i] = T_FNV_INIT;
 	for (int t = t0; t < t0 + K; t++) {
 		for (uint32_t i = 0; i < in.local_envs; i++)
 			act[i] = (int32_t)(((uint64_t)t * 5 + (in.first_env + i) * 3) % 7 < 3);
@@ -96,10 +89,10 @@ int main(int argc, char **argv)
 			die(rank, "step", err);
 		for (uint32_t i = 0; i < b->n; i++) {
 			uint32_t e = b->env_id[i];
-			h[e] = fnv(h[e], b->obs + (size_t)i * b->obs_dim, b->obs_dim * sizeof(float));
-			h[e] = fnv(h[e], &b->reward[i], sizeof(float));
-			h[e] = fnv(h[e], &b->terminated[i], 1);
-			h[e] = fnv(h[e], &b->truncated[i], 1);
+			h[e] = t_fnv(h[e], b->obs + (size_t)i * b->obs_dim, b->obs_dim * sizeof(float));
+			h[e] = t_fnv(h[e], &b->reward[i], sizeof(float));
+			h[e] = t_fnv(h[e], &b->terminated[i], 1);
+			h[e] = t_fnv(h[e], &b->truncated[i], 1);
 		}
 	}
 	err = sr_mpi_pool_gather_envs(mp, h, sizeof(h[0]), hall, 0);
@@ -107,7 +100,7 @@ int main(int argc, char **argv)
 		die(rank, "gather", err);
 	if (rank == 0) {
 		for (int e = 0; e < N; e++)
-			all = fnv(all, &hall[e], sizeof(hall[e]));
+			all = t_fnv(all, &hall[e], sizeof(hall[e]));
 		printf("%016llx\n", (unsigned long long)all);
 	}
 	sr_mpi_pool_destroy(mp);

@@ -349,7 +349,7 @@ static uint64_t hash_run_f(const char *env, const sr_env_spec *spec, uint32_t en
 	sr_pool_opts o;
 	sr_pool *p;
 	const sr_batch *b;
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = T_FNV_INIT;
 	sr_rng *rng = calloc(envs, sizeof(*rng));
 	int32_t *act = calloc(envs, 4 * 8);
 	const sr_env_spec *sp;
@@ -376,8 +376,7 @@ static uint64_t hash_run_f(const char *env, const sr_env_spec *spec, uint32_t en
 						 b->terminated, b->truncated};
 		size_t len[4] = {(size_t)b->n * b->obs_dim * 4, (size_t)b->n * 4, b->n, b->n};
 		for (int k = 0; k < 4; k++)
-			for (size_t i = 0; i < len[k]; i++)
-				h = (h ^ parts[k][i]) * 0x100000001b3ull;
+			h = t_fnv(h, parts[k], len[k]);
 		if (t == steps)
 			break;
 		for (uint32_t i = 0; i < envs; i++) {

@@ -78,22 +78,13 @@ static void acts(uint64_t *st, int32_t *a, uint32_t n)
 		a[i] = (int32_t)(sr_splitmix64(st) & 1);
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
-}
-
 static uint64_t batch_hash(uint64_t h, const sr_batch *b)
 {
-	h = fnv(h, b->obs, (size_t)b->n * b->obs_dim * sizeof(float));
-	h = fnv(h, b->reward, b->n * sizeof(float));
-	h = fnv(h, b->terminated, b->n);
-	h = fnv(h, b->truncated, b->n);
-	h = fnv(h, b->env_id, b->n * sizeof(uint32_t));
+	h = t_fnv(h, b->obs, (size_t)b->n * b->obs_dim * sizeof(float));
+	h = t_fnv(h, b->reward, b->n * sizeof(float));
+	h = t_fnv(h, b->terminated, b->n);
+	h = t_fnv(h, b->truncated, b->n);
+	h = t_fnv(h, b->env_id, b->n * sizeof(uint32_t));
 	return h;
 }
 
