@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,107 +514,349 @@ static int create_with_knobs(const struct bench_pool_cfg *cfg, const sr_pool_opt
 	return err;
 }
 
-int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r)
-{
-	sr_pool_opts o;
-	sr_pool *p = NULL;
-	sr_pool_info pi = {.size = sizeof(pi)};
-	sr_env_spec spec;
-	sr_pool_stats s0, s1;
-	struct drive d = {.cfg = cfg};
-	struct raw_acc raw = {0};
-	double *eff = NULL, *effp = NULL, *scal = NULL, *rawp = NULL, *lsr = NULL, *lss = NULL,
-	       *lse = NULL, *pw = NULL, *bal = NULL;
-	uint64_t win_ns = 0, cpu_win = 0, steps = 0, batches = 0, episodes = 0;
-	uint64_t ns_env = 0, ns_ring = 0, ns_copy = 0, ns_send = 0;
-	/* per worker: steps, env and ring ns over the rounds */
-	uint64_t wacc[BENCH_MAX_WORKERS][3] = {{0}};
-	sr_pool_worker_stats w0[BENCH_MAX_WORKERS], w1;
-	uint32_t T, R, n_per;
-	double slice, raw_slice;
-	int err;
-	cpu_set_t aff;
-	bool have_aff;
+/* The ratios of one round of the active window (see bench_pool_run). */
+struct round {
+	double eff;  /* pool / (T x raw loop alone) */
+	double effp; /* pool / raw loop on every worker's CPU at once */
+	double scal; /* parallel raw loop / (T x raw loop alone) */
+	double rawp; /* parallel raw loop, steps/s */
+	double lsr;  /* lockstep raw loop, steps/s (T > 1 and cfg->lockstep) */
+	double lss;  /* lockstep raw loop / (T x raw loop alone) */
+	double lse;  /* pool / lockstep raw loop */
+	double bal;  /* slowest / fastest CPU of the parallel raw loop */
+	double pw[BENCH_MAX_WORKERS]; /* per worker: its CPU's parallel raw loop */
+};
 
-	memset(r, 0, sizeof(*r));
-	if (!cfg->env || sr_env_find(cfg->env, &spec))
-		return fail(r, -ENOENT, "%s", sr_last_error());
-	if (cfg->checkpoint_every > 0 && cfg->async)
-		return fail(r, -ENOSYS, "%s", "checkpoint_every needs sync mode");
-	/* The pool binds this thread as worker 0 (SR_POOL_F_BIND_CALLER):
-	 * give it back its affinity at the end, or the next pool made in this
-	 * process would plan all its workers inside that one CPU. */
-	have_aff = pthread_getaffinity_np(pthread_self(), sizeof(aff), &aff) == 0;
-	sr_pool_opts_init(&o);
-	o.env = cfg->env;
-	o.num_envs = cfg->envs;
-	o.num_threads = cfg->threads;
-	o.batch_size = cfg->async ? (cfg->batch ? cfg->batch : cfg->envs / 2) : cfg->envs;
-	if (cfg->async && o.batch_size >= cfg->envs)
-		return fail(r, -EINVAL, "%s", "async needs batch < envs");
-	o.bind = (uint32_t)cfg->bind;
+/* Sums over the pool slices of the active window. */
+struct window {
+	uint64_t ns, cpu_ns, steps, batches, episodes;
+	uint64_t ns_env, ns_ring, ns_copy, ns_send;
+	uint64_t wacc[BENCH_MAX_WORKERS][3]; /* per worker: steps, env and ring ns */
+	sr_pool_stats last;                  /* the pool's stats after the last slice */
+};
+
+/* One bench_pool_run: what it set up, and what it has measured so far. */
+struct run {
+	const struct bench_pool_cfg *cfg;
+	sr_env_spec spec;
+	sr_pool *p;
+	struct drive d;
+	struct raw_acc raw;
+	struct round *rounds; /* R of them */
+	struct window win;
+	uint32_t T, R, n_per; /* threads, rounds, envs per thread */
+	double slice, raw_slice;
+};
+
+/* The pool's options for @cfg. 0 or -EINVAL. */
+static int pool_opts_for(const struct bench_pool_cfg *cfg, sr_pool_opts *o)
+{
+	sr_pool_opts_init(o);
+	o->env = cfg->env;
+	o->num_envs = cfg->envs;
+	o->num_threads = cfg->threads;
+	o->batch_size = cfg->async ? (cfg->batch ? cfg->batch : cfg->envs / 2) : cfg->envs;
+	if (cfg->async && o->batch_size >= cfg->envs)
+		return -EINVAL;
+	o->bind = (uint32_t)cfg->bind;
 	/* With a policy, the policy's device takes the batches from the ring. */
-	o.device = (uint32_t)(cfg->policy && strcmp(cfg->policy, "none") ? SR_DEVICE_HOST
-									  : cfg->device);
+	o->device = (uint32_t)(cfg->policy && strcmp(cfg->policy, "none") ? SR_DEVICE_HOST
+									   : cfg->device);
 	/* The calling thread steps worker 0's envs: bind it like a worker. */
-	o.flags = SR_POOL_F_SEED | (cfg->no_inline ? 0 : SR_POOL_F_BIND_CALLER) |
-		  (cfg->check_finite == 1 ? SR_POOL_F_CHECK_FINITE : 0) |
-		  (cfg->check_finite == 2 ? SR_POOL_F_NO_CHECK_FINITE : 0) |
-		  (cfg->procs ? SR_POOL_F_PROCS : 0) | (cfg->procs == 2 ? SR_POOL_F_PROC_INLINE : 0);
-	o.seed = cfg->seed;
-	o.ring_capacity = cfg->ring_capacity;
+	o->flags = SR_POOL_F_SEED | (cfg->no_inline ? 0 : SR_POOL_F_BIND_CALLER) |
+		   (cfg->check_finite == 1 ? SR_POOL_F_CHECK_FINITE : 0) |
+		   (cfg->check_finite == 2 ? SR_POOL_F_NO_CHECK_FINITE : 0) |
+		   (cfg->procs ? SR_POOL_F_PROCS : 0) | (cfg->procs == 2 ? SR_POOL_F_PROC_INLINE : 0);
+	o->seed = cfg->seed;
+	o->ring_capacity = cfg->ring_capacity;
 	if (cfg->cpuset) {
-		o.flags |= SR_POOL_F_CPUSET;
-		o.cpuset = cfg->cpuset;
+		o->flags |= SR_POOL_F_CPUSET;
+		o->cpuset = cfg->cpuset;
 	}
-	err = create_with_knobs(cfg, &o, &p);
-	if (err) {
-		fail(r, err, "%s", sr_last_error());
-		goto out;
-	}
-	d.p = p;
-	err = bench_policy_open(cfg->policy, p, cfg->device, cfg->seed, &d.bp, r->msg,
+	return 0;
+}
+
+/* Create the pool and the policy, allocate the buffers. 0 or -errno, with
+ * @r's message set. */
+static int run_setup(struct run *x, const sr_pool_opts *o, struct bench_pool_result *r)
+{
+	const struct bench_pool_cfg *cfg = x->cfg;
+	sr_pool_info pi = {.size = sizeof(pi)};
+	int err;
+
+	err = create_with_knobs(cfg, o, &x->p);
+	if (err)
+		return fail(r, err, "%s", sr_last_error());
+	x->d.p = x->p;
+	err = bench_policy_open(cfg->policy, x->p, cfg->device, cfg->seed, &x->d.bp, r->msg,
 				sizeof(r->msg));
 	if (err) {
 		r->err = err;
-		goto out;
+		return err;
 	}
-	sr_pool_info_get(p, &pi);
-	T = pi.num_threads;
-	r->threads_used = T;
+	sr_pool_info_get(x->p, &pi);
+	x->T = pi.num_threads;
+	r->threads_used = x->T;
 	r->ring_capacity = pi.ring ? sr_ring_capacity(pi.ring) : 0;
-	n_per = (cfg->envs + T - 1) / T;
-	d.rows = pi.batch_size;
+	x->n_per = (cfg->envs + x->T - 1) / x->T;
+	x->d.rows = pi.batch_size;
 	r->batch_groups = pi.batch_groups;
-	d.asz = sr_env_action_size(&spec);
-	d.acts = make_actions(&spec, d.rows, cfg->seed);
-	d.lat = malloc(MAX_LAT * sizeof(float));
-	R = rounds_for(cfg->seconds);
-	raw.cap = RAW_LAT;
-	raw.lat = malloc(RAW_LAT * sizeof(float));
-	eff = calloc(R, sizeof(double));
-	effp = calloc(R, sizeof(double));
-	scal = calloc(R, sizeof(double));
-	rawp = calloc(R, sizeof(double));
-	lsr = calloc(R, sizeof(double));
-	lss = calloc(R, sizeof(double));
-	lse = calloc(R, sizeof(double));
-	/* per round and worker: its CPU's raw loop while all ran at once */
-	pw = calloc((size_t)R * BENCH_MAX_WORKERS, sizeof(double));
-	bal = calloc(R, sizeof(double));
-	if (!d.acts || !d.lat || !raw.lat || !eff || !effp || !scal || !rawp || !lsr || !lss ||
-	    !lse || !pw || !bal) {
-		err = fail(r, -ENOMEM, "%s", "out of memory");
-		goto out;
-	}
+	x->d.asz = sr_env_action_size(&x->spec);
+	x->d.acts = make_actions(&x->spec, x->d.rows, cfg->seed);
+	x->d.lat = malloc(MAX_LAT * sizeof(float));
+	x->R = rounds_for(cfg->seconds);
+	x->raw.cap = RAW_LAT;
+	x->raw.lat = malloc(RAW_LAT * sizeof(float));
+	x->rounds = calloc(x->R, sizeof(*x->rounds));
+	if (!x->d.acts || !x->d.lat || !x->raw.lat || !x->rounds)
+		return fail(r, -ENOMEM, "%s", "out of memory");
+	return 0;
+}
 
-	err = sr_pool_reset(p, &d.b);
-	if (!err && cfg->async)
-		err = sr_pool_recv(p, &d.b);
-	if (!err)
-		err = drive_for(&d, cfg->warmup, false);
+/* One pool slice of the active window, added to x->win; *@rate gets the
+ * pool's steps/s over it. 0 or -errno. */
+static int run_pool_slice(struct run *x, double *rate)
+{
+	struct window *w = &x->win;
+	sr_pool_worker_stats w0[BENCH_MAX_WORKERS], w1;
+	sr_pool_stats s0, *s1 = &w->last;
+	uint64_t t0, t1, c0, c1, it0 = x->d.it;
+	int err;
+
+	sr_pool_stats_get(x->p, &s0);
+	for (uint32_t i = 0; i < x->T && i < BENCH_MAX_WORKERS; i++)
+		sr_pool_worker_stats_get(x->p, i, &w0[i]);
+	t0 = bench_now_ns();
+	c0 = cpu_ns();
+	err = drive_for(&x->d, x->slice, true);
 	if (err)
-		goto fail_pool;
+		return err;
+	w->batches += x->d.it - it0;
+	t1 = bench_now_ns();
+	c1 = cpu_ns();
+	sr_pool_stats_get(x->p, s1);
+	for (uint32_t i = 0; i < x->T && i < BENCH_MAX_WORKERS; i++) {
+		sr_pool_worker_stats_get(x->p, i, &w1);
+		w->wacc[i][0] += w1.steps - w0[i].steps;
+		w->wacc[i][1] += w1.ns_env_step - w0[i].ns_env_step;
+		w->wacc[i][2] += w1.ns_ring_publish - w0[i].ns_ring_publish;
+	}
+	w->ns += t1 - t0;
+	w->cpu_ns += c1 - c0;
+	w->steps += s1->steps - s0.steps;
+	w->episodes += s1->episodes - s0.episodes;
+	w->ns_env += s1->ns_env_step - s0.ns_env_step;
+	w->ns_ring += s1->ns_ring_publish - s0.ns_ring_publish;
+	w->ns_copy += s1->ns_collect - s0.ns_collect;
+	w->ns_send += s1->ns_send - s0.ns_send;
+	*rate = (double)(s1->steps - s0.steps) / ((double)(t1 - t0) / 1e9);
+	return 0;
+}
+
+/* Round @k of the active window: a pool slice, the raw loop alone, the raw
+ * loop on every worker's CPU (and in lockstep). 0 or -errno, with @r's
+ * message set. */
+static int run_round(struct run *x, uint32_t k, struct bench_pool_result *r)
+{
+	const struct bench_pool_cfg *cfg = x->cfg;
+	struct round *q = &x->rounds[k];
+	uint64_t rs = x->raw.steps, rn = x->raw.ns;
+	uint32_t T = x->T;
+	double pool_rate, r1, rt;
+	int err;
+
+	err = run_pool_slice(x, &pool_rate);
+	if (!err)
+		err = raw_loop(&x->spec, x->n_per, x->raw_slice, cfg->seed, &x->raw);
+	if (err)
+		return fail(r, err, "%s", sr_last_error());
+	r1 = (double)(x->raw.steps - rs) / ((double)(x->raw.ns - rn) / 1e9);
+	rt = T > 1 ? raw_parallel(x->p, &x->spec, T, x->n_per, x->raw_slice, cfg->seed, 0,
+				  T <= BENCH_MAX_WORKERS ? q->pw : NULL)
+		   : r1;
+	if (rt < 0)
+		return fail(r, (int)rt, "%s", "cannot start the parallel raw loop's threads");
+	q->rawp = rt;
+	if (T > 1 && T <= BENCH_MAX_WORKERS) {
+		double lo = q->pw[0], hi = q->pw[0];
+
+		for (uint32_t w = 1; w < T; w++) {
+			lo = fmin(lo, q->pw[w]);
+			hi = fmax(hi, q->pw[w]);
+		}
+		q->bal = hi > 0 ? lo / hi : 0;
+	}
+	q->eff = pool_rate / (T * r1);
+	q->effp = pool_rate / rt;
+	q->scal = rt / (T * r1);
+	if (T > 1 && cfg->lockstep) {
+		uint32_t chunk = x->d.rows / T ? x->d.rows / T : 1;
+		double rl = raw_parallel(x->p, &x->spec, T, x->n_per, x->raw_slice, cfg->seed,
+					 chunk, NULL);
+
+		if (rl < 0)
+			return fail(r, (int)rl, "%s",
+				    "cannot start the lockstep raw loop's threads");
+		q->lsr = rl;
+		q->lss = rl / (T * r1);
+		q->lse = pool_rate / rl;
+	}
+	if (k < BENCH_MAX_ROUNDS) {
+		r->round_figs[k] = (struct bench_round){
+			.efficiency = q->eff, .efficiency_parallel = q->effp,
+			.parallel_scaling = q->scal, .cpu_balance = q->bal,
+			.lockstep_scaling = q->lss, .efficiency_lockstep = q->lse};
+		r->nround_figs = k + 1;
+	}
+	return 0;
+}
+
+/* Median over the first @n rounds of the double at @off in struct round. */
+static double rounds_median(const struct round *rd, uint32_t n, size_t off)
+{
+	double col[BENCH_MAX_ROUNDS];
+
+	if (n > BENCH_MAX_ROUNDS)
+		n = BENCH_MAX_ROUNDS;
+	for (uint32_t k = 0; k < n; k++)
+		col[k] = *(const double *)((const char *)&rd[k] + off);
+	return median(col, n);
+}
+#define ROUNDS_MEDIAN(x, field) rounds_median((x)->rounds, (x)->R, offsetof(struct round, field))
+
+/* Per worker: placement, cost per step, busy share, parallel raw loop. */
+static void summarize_workers(const struct run *x, struct bench_pool_result *r)
+{
+	const struct window *w = &x->win;
+	sr_pool_worker_stats ws;
+
+	r->nworkers = x->T < BENCH_MAX_WORKERS ? x->T : BENCH_MAX_WORKERS;
+	for (uint32_t i = 0; i < r->nworkers; i++) {
+		struct bench_worker_result *br = &r->workers[i];
+		double st = w->wacc[i][0] ? (double)w->wacc[i][0] : 1.0;
+
+		sr_pool_worker_stats_get(x->p, i, &ws);
+		br->cpu = ws.cpu;
+		br->envs = ws.num_envs;
+		br->rows = ws.rows;
+		br->ns_env_per_step = (double)w->wacc[i][1] / st;
+		br->ns_ring_per_step = (double)w->wacc[i][2] / st;
+		/* Not the idle counter: a wait is accounted when it ends, so the
+		 * sleep through a raw-loop phase would land in the next pool
+		 * slice. */
+		br->busy_share = fmin(1.0, (double)(w->wacc[i][1] + w->wacc[i][2]) / (double)w->ns);
+		if (x->T > 1 && x->T <= BENCH_MAX_WORKERS)
+			br->raw_parallel_steps_per_sec =
+				rounds_median(x->rounds, x->R,
+					      offsetof(struct round, pw) + i * sizeof(double));
+	}
+}
+
+/* The rounds' medians over those where every CPU ran alike (BENCH_EQUAL). */
+static void summarize_equal_rounds(const struct run *x, struct bench_pool_result *r)
+{
+	double qe[BENCH_MAX_ROUNDS], ql[BENCH_MAX_ROUNDS];
+	uint32_t m = 0;
+
+	for (uint32_t k = 0; k < r->nround_figs; k++) {
+		const struct bench_round *q = &r->round_figs[k];
+
+		if (q->parallel_scaling < BENCH_EQUAL || q->cpu_balance < BENCH_EQUAL)
+			continue;
+		qe[m] = q->efficiency;
+		ql[m++] = q->efficiency_lockstep;
+	}
+	r->equal_rounds = m;
+	r->efficiency_equal = median(qe, m);
+	r->efficiency_lockstep_equal = median(ql, m);
+	r->cpu_balance = ROUNDS_MEDIAN(x, bal);
+}
+
+/* The result's figures from the active window's sums and rounds. */
+static void run_summarize(struct run *x, struct bench_pool_result *r)
+{
+	const struct window *w = &x->win;
+	uint32_t T = x->T;
+	double win = (double)w->ns, tot = win * T, nb = (double)w->batches;
+	double cpu_raw =
+		x->raw.cpu_ns ? (double)x->raw.steps / ((double)x->raw.cpu_ns / 1e9) : 0;
+	struct rusage ru;
+
+	r->rounds = x->R;
+	r->check_finite = w->last.check_finite;
+	r->nonfinite_rows = w->last.nonfinite_rows;
+	r->seconds = win / 1e9;
+	r->batches = w->batches;
+	r->episodes = w->episodes;
+	r->steps_per_sec = (double)w->steps / r->seconds;
+	r->raw_steps_per_sec = (double)x->raw.steps / ((double)x->raw.ns / 1e9);
+	r->raw_parallel_steps_per_sec = ROUNDS_MEDIAN(x, rawp);
+	r->efficiency_min = r->efficiency_max = x->rounds[0].eff;
+	for (uint32_t k = 1; k < x->R; k++) {
+		r->efficiency_min = fmin(r->efficiency_min, x->rounds[k].eff);
+		r->efficiency_max = fmax(r->efficiency_max, x->rounds[k].eff);
+	}
+	r->efficiency = ROUNDS_MEDIAN(x, eff);
+	r->efficiency_parallel = ROUNDS_MEDIAN(x, effp);
+	r->parallel_scaling = ROUNDS_MEDIAN(x, scal);
+	if (T > 1 && x->cfg->lockstep) {
+		r->raw_lockstep_steps_per_sec = ROUNDS_MEDIAN(x, lsr);
+		r->lockstep_scaling = ROUNDS_MEDIAN(x, lss);
+		r->efficiency_lockstep = ROUNDS_MEDIAN(x, lse);
+	}
+	r->cpu_pct = 100.0 * (double)w->cpu_ns / win;
+	r->steps_per_cpu_sec = (double)w->steps / ((double)w->cpu_ns / 1e9);
+	r->raw_steps_per_cpu_sec = cpu_raw;
+	r->efficiency_cpu = cpu_raw > 0 ? r->steps_per_cpu_sec / cpu_raw : 0;
+	getrusage(RUSAGE_SELF, &ru);
+	r->rss_kb = (uint64_t)ru.ru_maxrss;
+	r->ns_env_step = (double)w->ns_env / nb;
+	r->ns_ring = (double)w->ns_ring / nb;
+	r->ns_copy = (double)w->ns_copy / nb;
+	r->ns_policy = (double)x->d.pol_ns / nb;
+	r->share_env = (double)w->ns_env / tot;
+	r->share_ring = (double)w->ns_ring / tot;
+	r->share_copy = (double)w->ns_copy / tot;
+	r->share_policy = (double)x->d.pol_ns / tot;
+	r->ns_send = (double)w->ns_send / nb;
+	r->share_send = (double)w->ns_send / tot;
+	summarize_workers(x, r);
+	if (T > 1 && T <= BENCH_MAX_WORKERS)
+		summarize_equal_rounds(x, r);
+	/* The rest of the window: spinning, sleeping, and the caller's own
+	 * work between calls (choosing actions). */
+	r->share_wait = fmax(0.0, 1.0 - r->share_env - r->share_ring - r->share_copy -
+				     r->share_send - r->share_policy);
+	r->ns_wait = r->share_wait * tot / nb;
+	qsort(x->d.lat, x->d.nlat, sizeof(float), cmp_float);
+	if (x->d.nlat) {
+		r->p50_us = x->d.lat[x->d.nlat / 2];
+		r->p90_us = x->d.lat[(uint64_t)x->d.nlat * 90 / 100];
+		r->p99_us = x->d.lat[(uint64_t)x->d.nlat * 99 / 100];
+		r->p50_steps_per_sec = x->d.rows / (r->p50_us / 1e6);
+	}
+	qsort(x->raw.lat, x->raw.nlat, sizeof(float), cmp_float);
+	if (x->raw.nlat && x->raw.lat[x->raw.nlat / 2] > 0)
+		r->raw_p50_steps_per_sec =
+			(double)x->n_per / (x->raw.lat[x->raw.nlat / 2] / 1e9);
+	if (r->raw_p50_steps_per_sec > 0)
+		r->efficiency_p50 = r->p50_steps_per_sec / (T * r->raw_p50_steps_per_sec);
+}
+
+/* Warm-up, the R rounds of the active window, cool-down. 0 or -errno,
+ * with @r's message set. */
+static int run_windows(struct run *x, struct bench_pool_result *r)
+{
+	const struct bench_pool_cfg *cfg = x->cfg;
+	int err;
+
+	err = sr_pool_reset(x->p, &x->d.b);
+	if (!err && cfg->async)
+		err = sr_pool_recv(x->p, &x->d.b);
+	if (!err)
+		err = drive_for(&x->d, cfg->warmup, false);
+	if (err)
+		return fail(r, err, "%s", sr_last_error());
 
 	/*
 	 * The active window, in R rounds: a pool slice, then the raw loop
@@ -624,233 +867,75 @@ int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r
 	 * drifts under both sides of each ratio alike, and the median ratio
 	 * over the rounds is the figure.
 	 */
-	slice = fmax(cfg->seconds, 0.05) / R;
-	raw_slice = fmax(slice / 2, 0.02);
-	d.next_ckpt = bench_now_ns() + (uint64_t)(cfg->checkpoint_every * 1e9);
-	for (uint32_t k = 0; k < R; k++) {
-		uint64_t t0, t1, c0, c1, rs = raw.steps, rn = raw.ns, it0 = d.it;
-		double pool_rate, r1, rt;
-
-		sr_pool_stats_get(p, &s0);
-		for (uint32_t w = 0; w < T && w < BENCH_MAX_WORKERS; w++)
-			sr_pool_worker_stats_get(p, w, &w0[w]);
-		t0 = bench_now_ns();
-		c0 = cpu_ns();
-		err = drive_for(&d, slice, true);
+	x->slice = fmax(cfg->seconds, 0.05) / x->R;
+	x->raw_slice = fmax(x->slice / 2, 0.02);
+	x->d.next_ckpt = bench_now_ns() + (uint64_t)(cfg->checkpoint_every * 1e9);
+	for (uint32_t k = 0; k < x->R; k++) {
+		err = run_round(x, k, r);
 		if (err)
-			goto fail_pool;
-		batches += d.it - it0;
-		t1 = bench_now_ns();
-		c1 = cpu_ns();
-		sr_pool_stats_get(p, &s1);
-		for (uint32_t w = 0; w < T && w < BENCH_MAX_WORKERS; w++) {
-			sr_pool_worker_stats_get(p, w, &w1);
-			wacc[w][0] += w1.steps - w0[w].steps;
-			wacc[w][1] += w1.ns_env_step - w0[w].ns_env_step;
-			wacc[w][2] += w1.ns_ring_publish - w0[w].ns_ring_publish;
-		}
-		win_ns += t1 - t0;
-		cpu_win += c1 - c0;
-		steps += s1.steps - s0.steps;
-		episodes += s1.episodes - s0.episodes;
-		ns_env += s1.ns_env_step - s0.ns_env_step;
-		ns_ring += s1.ns_ring_publish - s0.ns_ring_publish;
-		ns_copy += s1.ns_collect - s0.ns_collect;
-		ns_send += s1.ns_send - s0.ns_send;
-		pool_rate = (double)(s1.steps - s0.steps) / ((double)(t1 - t0) / 1e9);
-
-		err = raw_loop(&spec, n_per, raw_slice, cfg->seed, &raw);
-		if (err)
-			goto fail_pool;
-		r1 = (double)(raw.steps - rs) / ((double)(raw.ns - rn) / 1e9);
-		rt = T > 1 ? raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, 0,
-					  T <= BENCH_MAX_WORKERS ? pw + (size_t)k * BENCH_MAX_WORKERS
-								 : NULL)
-			   : r1;
-		if (rt < 0) {
-			err = (int)rt;
-			fail(r, err, "%s", "cannot start the parallel raw loop's threads");
-			goto out;
-		}
-		rawp[k] = rt;
-		if (T > 1 && T <= BENCH_MAX_WORKERS) {
-			const double *q = pw + (size_t)k * BENCH_MAX_WORKERS;
-			double lo = q[0], hi = q[0];
-
-			for (uint32_t w = 1; w < T; w++) {
-				lo = fmin(lo, q[w]);
-				hi = fmax(hi, q[w]);
-			}
-			bal[k] = hi > 0 ? lo / hi : 0;
-		}
-		eff[k] = pool_rate / (T * r1);
-		effp[k] = pool_rate / rt;
-		scal[k] = rt / (T * r1);
-		if (T > 1 && cfg->lockstep) {
-			uint32_t chunk = d.rows / T ? d.rows / T : 1;
-			double rl = raw_parallel(p, &spec, T, n_per, raw_slice, cfg->seed, chunk,
-						 NULL);
-
-			if (rl < 0) {
-				err = (int)rl;
-				fail(r, err, "%s", "cannot start the lockstep raw loop's threads");
-				goto out;
-			}
-			lsr[k] = rl;
-			lss[k] = rl / (T * r1);
-			lse[k] = pool_rate / rl;
-		}
-		if (k < BENCH_MAX_ROUNDS) {
-			r->round_figs[k] = (struct bench_round){
-				.efficiency = eff[k], .efficiency_parallel = effp[k],
-				.parallel_scaling = scal[k], .cpu_balance = bal[k],
-				.lockstep_scaling = lss[k], .efficiency_lockstep = lse[k]};
-			r->nround_figs = k + 1;
-		}
+			return err;
 	}
-	if (d.ckpt_started)
-		sr_pool_checkpoint_wait(p, NULL);
-	err = drive_for(&d, cfg->cooldown, false);
+	if (x->d.ckpt_started)
+		sr_pool_checkpoint_wait(x->p, NULL);
+	err = drive_for(&x->d, cfg->cooldown, false);
 	if (err)
-		goto fail_pool;
-	if (d.ckpt_started) {
-		sr_pool_checkpoint_wait(p, NULL);
-		unlink(d.ckpt_path);
+		return fail(r, err, "%s", sr_last_error());
+	if (x->d.ckpt_started) {
+		sr_pool_checkpoint_wait(x->p, NULL);
+		unlink(x->d.ckpt_path);
 	}
-	{
-		double win = (double)win_ns, tot = win * T, nb = (double)batches;
-		double cpu_raw = raw.cpu_ns ? (double)raw.steps / ((double)raw.cpu_ns / 1e9) : 0;
-		struct rusage ru;
+	return 0;
+}
 
-		r->rounds = R;
-		r->check_finite = s1.check_finite;
-		r->nonfinite_rows = s1.nonfinite_rows;
-		r->seconds = win / 1e9;
-		r->batches = batches;
-		r->episodes = episodes;
-		r->steps_per_sec = (double)steps / r->seconds;
-		r->raw_steps_per_sec = (double)raw.steps / ((double)raw.ns / 1e9);
-		r->raw_parallel_steps_per_sec = median(rawp, R);
-		r->efficiency_min = r->efficiency_max = eff[0];
-		for (uint32_t k = 1; k < R; k++) {
-			r->efficiency_min = fmin(r->efficiency_min, eff[k]);
-			r->efficiency_max = fmax(r->efficiency_max, eff[k]);
-		}
-		r->efficiency = median(eff, R);
-		r->efficiency_parallel = median(effp, R);
-		r->parallel_scaling = median(scal, R);
-		if (T > 1 && cfg->lockstep) {
-			r->raw_lockstep_steps_per_sec = median(lsr, R);
-			r->lockstep_scaling = median(lss, R);
-			r->efficiency_lockstep = median(lse, R);
-		}
-		r->cpu_pct = 100.0 * (double)cpu_win / win;
-		r->steps_per_cpu_sec = (double)steps / ((double)cpu_win / 1e9);
-		r->raw_steps_per_cpu_sec = cpu_raw;
-		r->efficiency_cpu = cpu_raw > 0 ? r->steps_per_cpu_sec / cpu_raw : 0;
-		getrusage(RUSAGE_SELF, &ru);
-		r->rss_kb = (uint64_t)ru.ru_maxrss;
-		r->ns_env_step = (double)ns_env / nb;
-		r->ns_ring = (double)ns_ring / nb;
-		r->ns_copy = (double)ns_copy / nb;
-		r->ns_policy = (double)d.pol_ns / nb;
-		r->share_env = (double)ns_env / tot;
-		r->share_ring = (double)ns_ring / tot;
-		r->share_copy = (double)ns_copy / tot;
-		r->share_policy = (double)d.pol_ns / tot;
-		r->ns_send = (double)ns_send / nb;
-		r->share_send = (double)ns_send / tot;
-		r->nworkers = T < BENCH_MAX_WORKERS ? T : BENCH_MAX_WORKERS;
-		for (uint32_t w = 0; w < r->nworkers; w++) {
-			struct bench_worker_result *br = &r->workers[w];
-			double st = wacc[w][0] ? (double)wacc[w][0] : 1.0;
-
-			sr_pool_worker_stats_get(p, w, &w1);
-			br->cpu = w1.cpu;
-			br->envs = w1.num_envs;
-			br->rows = w1.rows;
-			br->ns_env_per_step = (double)wacc[w][1] / st;
-			br->ns_ring_per_step = (double)wacc[w][2] / st;
-			/* Not the idle counter: a wait is accounted when it ends,
-			 * so the sleep through a raw-loop phase would land in the
-			 * next pool slice. */
-			br->busy_share = fmin(1.0, (double)(wacc[w][1] + wacc[w][2]) / win);
-			if (T > 1 && T <= BENCH_MAX_WORKERS) {
-				double col[64]; /* R <= 40 rounds */
-				uint32_t m = R < 64 ? R : 64;
-
-				for (uint32_t k = 0; k < m; k++)
-					col[k] = pw[(size_t)k * BENCH_MAX_WORKERS + w];
-				br->raw_parallel_steps_per_sec = median(col, m);
-			}
-		}
-		if (T > 1 && T <= BENCH_MAX_WORKERS) {
-			/* From round_figs: the medians above sorted eff and lse in place. */
-			double qe[BENCH_MAX_ROUNDS], ql[BENCH_MAX_ROUNDS];
-			uint32_t m = 0;
-
-			for (uint32_t k = 0; k < r->nround_figs; k++) {
-				const struct bench_round *q = &r->round_figs[k];
-
-				if (q->parallel_scaling < BENCH_EQUAL || q->cpu_balance < BENCH_EQUAL)
-					continue;
-				qe[m] = q->efficiency;
-				ql[m++] = q->efficiency_lockstep;
-			}
-			r->equal_rounds = m;
-			r->efficiency_equal = median(qe, m);
-			r->efficiency_lockstep_equal = median(ql, m);
-			r->cpu_balance = median(bal, R);
-		}
-		/* The rest of the window: spinning, sleeping, and the caller's
-		 * own work between calls (choosing actions). */
-		r->share_wait = fmax(0.0, 1.0 - r->share_env - r->share_ring - r->share_copy -
-					     r->share_send - r->share_policy);
-		r->ns_wait = r->share_wait * tot / nb;
-		qsort(d.lat, d.nlat, sizeof(float), cmp_float);
-		if (d.nlat) {
-			r->p50_us = d.lat[d.nlat / 2];
-			r->p90_us = d.lat[(uint64_t)d.nlat * 90 / 100];
-			r->p99_us = d.lat[(uint64_t)d.nlat * 99 / 100];
-			r->p50_steps_per_sec = d.rows / (r->p50_us / 1e6);
-		}
-		qsort(raw.lat, raw.nlat, sizeof(float), cmp_float);
-		if (raw.nlat && raw.lat[raw.nlat / 2] > 0)
-			r->raw_p50_steps_per_sec = (double)n_per / (raw.lat[raw.nlat / 2] / 1e9);
-		if (r->raw_p50_steps_per_sec > 0)
-			r->efficiency_p50 = r->p50_steps_per_sec / (T * r->raw_p50_steps_per_sec);
-	}
-	err = 0;
-	goto out;
-fail_pool:
-	fail(r, err, "%s", sr_last_error());
-out:
-	if (p && cfg->procs) {
+/* The process workers' faults into @r; the policy, the pool, the buffers
+ * freed. */
+static void run_teardown(struct run *x, struct bench_pool_result *r)
+{
+	if (x->p && x->cfg->procs) {
 		sr_pool_faults pf;
 
-		if (!sr_pool_faults_get(p, &pf)) {
+		if (!sr_pool_faults_get(x->p, &pf)) {
 			r->faults = pf.faults;
 			r->restarts = pf.restarts;
 			r->fault_rows = pf.fault_rows;
 			snprintf(r->last_fault, sizeof(r->last_fault), "%s", pf.last);
 		}
 	}
-	bench_policy_close(d.bp);
-	sr_pool_destroy(p);
+	bench_policy_close(x->d.bp);
+	sr_pool_destroy(x->p);
+	free((void *)x->d.acts);
+	free(x->d.lat);
+	free(x->raw.lat);
+	free(x->rounds);
+}
+
+int bench_pool_run(const struct bench_pool_cfg *cfg, struct bench_pool_result *r)
+{
+	struct run x = {.cfg = cfg, .d = {.cfg = cfg}};
+	sr_pool_opts o;
+	cpu_set_t aff;
+	bool have_aff;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	if (!cfg->env || sr_env_find(cfg->env, &x.spec))
+		return fail(r, -ENOENT, "%s", sr_last_error());
+	if (cfg->checkpoint_every > 0 && cfg->async)
+		return fail(r, -ENOSYS, "%s", "checkpoint_every needs sync mode");
+	if (pool_opts_for(cfg, &o))
+		return fail(r, -EINVAL, "%s", "async needs batch < envs");
+	/* The pool binds this thread as worker 0 (SR_POOL_F_BIND_CALLER):
+	 * give it back its affinity at the end, or the next pool made in this
+	 * process would plan all its workers inside that one CPU. */
+	have_aff = pthread_getaffinity_np(pthread_self(), sizeof(aff), &aff) == 0;
+	err = run_setup(&x, &o, r);
+	if (!err)
+		err = run_windows(&x, r);
+	if (!err)
+		run_summarize(&x, r);
+	run_teardown(&x, r);
 	if (have_aff)
 		pthread_setaffinity_np(pthread_self(), sizeof(aff), &aff);
-	free((void *)d.acts);
-	free(d.lat);
-	free(raw.lat);
-	free(eff);
-	free(effp);
-	free(scal);
-	free(rawp);
-	free(lsr);
-	free(lss);
-	free(lse);
-	free(pw);
-	free(bal);
 	return err;
 }
 
