@@ -166,290 +166,378 @@ static double plain_write(const char *path, uint64_t bytes)
 	return (double)bytes / (1 << 20) / t;
 }
 
-int bench_checkpoint(int argc, char **argv)
-{
-	const char *env = "CartPole-v1", *dirv = NULL, *backends = "uring,pwrite,sync";
-	uint32_t envs = 1024, threads = UINT32_MAX;
-	uint64_t replay_mib = 1024, chunk_mib = 4;
-	double seconds = 3;
-	bool json = false, direct = false;
-	int nice = 99; /* 99: the library's default */
-	const char *v;
+/* One `stepring bench checkpoint`: its options, its pool, its figures. */
+struct ckbench {
+	/* options */
+	const char *env, *dir, *backends;
+	uint32_t envs, threads;
+	uint64_t replay_mib, chunk_mib;
+	double seconds;
+	bool json, direct;
+	int nice; /* 99: the library's default */
+	/* resolved */
 	sr_env_spec spec;
+	int order[3], nb; /* the backends' phases, in order */
+	char path[4096], plain[4096];
+	size_t slot;  /* bytes per ring slot */
+	uint64_t cap; /* ring capacity, slots */
+	/* running */
+	sr_pool *p;
+	int32_t *acts;
+	sr_ckpt_opts co;
+	struct lat lat;
+	/* figures */
+	uint64_t ckpt_bytes;
+	uint32_t used_threads;
+	double plain_mibs, idle_mibs, first_s;
+	struct phase ph[5];
+	int nph, failed;
+};
+
+/* Options into @c; dies on bad ones. false: --help was printed. */
+static bool ckb_parse(struct ckbench *c, int argc, char **argv)
+{
+	const char *v;
 	const struct cli_run_opts run = {
-		.env = &env, .envs = &envs, .envs_max = 1u << 20, .threads = &threads,
+		.env = &c->env, .envs = &c->envs, .envs_max = 1u << 20, .threads = &c->threads,
 	};
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
-			return 0;
+			return false;
 		} else if (cli_run_opt(argc, argv, &i, &run)) {
 			continue;
 		} else if (cli_opt(argc, argv, &i, "--replay-mib", &v)) {
-			replay_mib = (uint64_t)cli_int("--replay-mib", v, 0, 1 << 20);
+			c->replay_mib = (uint64_t)cli_int("--replay-mib", v, 0, 1 << 20);
 		} else if (cli_opt(argc, argv, &i, "--seconds", &v)) {
-			seconds = cli_double("--seconds", v, 0.1, 3600);
+			c->seconds = cli_double("--seconds", v, 0.1, 3600);
 		} else if (cli_opt(argc, argv, &i, "--backends", &v)) {
-			backends = v;
+			c->backends = v;
 		} else if (cli_opt(argc, argv, &i, "--chunk-mib", &v)) {
-			chunk_mib = (uint64_t)cli_int("--chunk-mib", v, 1, 256);
+			c->chunk_mib = (uint64_t)cli_int("--chunk-mib", v, 1, 256);
 		} else if (cli_opt(argc, argv, &i, "--dir", &v)) {
-			dirv = v;
+			c->dir = v;
 		} else if (cli_opt(argc, argv, &i, "--direct", NULL)) {
-			direct = true;
+			c->direct = true;
 		} else if (cli_opt(argc, argv, &i, "--nice", &v)) {
-			nice = (int)cli_int("--nice", v, -20, 19);
+			c->nice = (int)cli_int("--nice", v, -20, 19);
 		} else if (cli_opt(argc, argv, &i, "--json", NULL)) {
-			json = true;
+			c->json = true;
 		} else {
 			cli_unknown("bench checkpoint", argv[i]);
 		}
 	}
-	cli_env(env, &spec);
-	if (threads == UINT32_MAX) {
+	return true;
+}
+
+/* The env, the thread count, the backend list, the files, the ring's
+ * capacity: everything checked before spending a minute. Dies on bad
+ * input. */
+static void ckb_resolve(struct ckbench *c)
+{
+	char tmp[128], *save = NULL;
+
+	cli_env(c->env, &c->spec);
+	if (c->threads == UINT32_MAX) {
 		/* Leave one CPU to the checkpoint writer and the kernel. */
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		threads = n > 1 ? (uint32_t)(n - 1) : 1;
+		c->threads = n > 1 ? (uint32_t)(n - 1) : 1;
 	}
-	if (spec.act_kind != SR_SPACE_DISCRETE)
+	if (c->spec.act_kind != SR_SPACE_DISCRETE)
 		cli_die("bench checkpoint: --env must have a discrete action space (got '%s')",
-			spec.id);
-	/* Validate the backend list before spending a minute. */
-	int order[3], nb = 0;
-	{
-		char tmp[128], *save = NULL;
-		snprintf(tmp, sizeof(tmp), "%s", backends);
-		for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-			int b = bench_ckpt_backend_parse(t);
-			if (b < 0 || b == SR_CKPT_BACKEND_AUTO)
-				cli_die("--backends: unknown backend '%s' (uring, pwrite, sync)", t);
-			if (nb == 3)
-				cli_die("--backends: at most 3 entries");
-			order[nb++] = b;
-		}
-		if (!nb)
-			cli_die("--backends: empty list");
+			c->spec.id);
+	snprintf(tmp, sizeof(tmp), "%s", c->backends);
+	for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int b = bench_ckpt_backend_parse(t);
+		if (b < 0 || b == SR_CKPT_BACKEND_AUTO)
+			cli_die("--backends: unknown backend '%s' (uring, pwrite, sync)", t);
+		if (c->nb == 3)
+			cli_die("--backends: at most 3 entries");
+		c->order[c->nb++] = b;
 	}
-	if (!dirv) {
-		dirv = getenv("TMPDIR");
-		if (!dirv || !dirv[0])
-			dirv = "/var/tmp";
+	if (!c->nb)
+		cli_die("--backends: empty list");
+	if (!c->dir) {
+		c->dir = getenv("TMPDIR");
+		if (!c->dir || !c->dir[0])
+			c->dir = "/var/tmp";
 	}
-	char path[4096], plain[4096];
-	snprintf(path, sizeof(path), "%s/stepring-bench-%ld.ckpt", dirv, (long)getpid());
-	snprintf(plain, sizeof(plain), "%s/stepring-bench-%ld.plain", dirv, (long)getpid());
-	if (access(dirv, W_OK) < 0)
-		cli_die("--dir: cannot write to '%s': %s", dirv, strerror(errno));
+	snprintf(c->path, sizeof(c->path), "%s/stepring-bench-%ld.ckpt", c->dir, (long)getpid());
+	snprintf(c->plain, sizeof(c->plain), "%s/stepring-bench-%ld.plain", c->dir,
+		 (long)getpid());
+	if (access(c->dir, W_OK) < 0)
+		cli_die("--dir: cannot write to '%s': %s", c->dir, strerror(errno));
 
 	/* Ring capacity: a power of two whose saved window is >= replay_mib. */
-	size_t slot = (size_t)spec.obs_dim * 4 + sr_env_action_size(&spec) + 4 + 3 + 4 + 8;
-	uint64_t cap = 1;
-	while (cap * slot < replay_mib * (1ull << 20) || cap < 4ull * envs)
-		cap <<= 1;
+	c->slot = (size_t)c->spec.obs_dim * 4 + sr_env_action_size(&c->spec) + 4 + 3 + 4 + 8;
+	c->cap = 1;
+	while (c->cap * c->slot < c->replay_mib * (1ull << 20) || c->cap < 4ull * c->envs)
+		c->cap <<= 1;
+}
 
+/* The pool, its ring filled once over; the checkpoint options. Dies on
+ * failure. */
+static void ckb_open(struct ckbench *c)
+{
 	sr_pool_opts o;
-	sr_pool *p;
+	const sr_batch *b;
+
 	sr_pool_opts_init(&o);
-	o.env = env;
-	o.num_envs = envs;
-	o.num_threads = threads;
-	o.ring_capacity = cap;
+	o.env = c->env;
+	o.num_envs = c->envs;
+	o.num_threads = c->threads;
+	o.ring_capacity = c->cap;
 	o.flags |= SR_POOL_F_SEED;
 	o.seed = 1;
-	if (sr_pool_create(&o, &p))
+	if (sr_pool_create(&o, &c->p))
 		cli_die("bench checkpoint: %s", sr_last_error());
-	int32_t *acts = malloc(envs * sizeof(int32_t));
-	const sr_batch *b;
-	if (!acts || sr_pool_reset(p, &b))
+	c->acts = malloc(c->envs * sizeof(int32_t));
+	if (!c->acts || sr_pool_reset(c->p, &b))
 		cli_die("bench checkpoint: reset failed: %s", sr_last_error());
-	if (!json)
+	if (!c->json)
 		fprintf(stderr, "filling a %llu-slot ring (%.0f MiB window) with %s x %u...\n",
-			(unsigned long long)cap, (double)(cap * slot) / (1 << 20), spec.id, envs);
-	while (sr_ring_head(cli_pool_info(p).ring) < cap)
-		step(p, acts, envs, spec.act_n);
+			(unsigned long long)c->cap, (double)(c->cap * c->slot) / (1 << 20),
+			c->spec.id, c->envs);
+	while (sr_ring_head(cli_pool_info(c->p).ring) < c->cap)
+		step(c->p, c->acts, c->envs, c->spec.act_n);
 
-	sr_ckpt_opts co;
-	sr_ckpt_opts_init(&co);
-	co.flags = SR_CKPT_F_BACKEND | SR_CKPT_F_CHUNK | (nice != 99 ? SR_CKPT_F_NICE : 0) |
-		   (replay_mib ? SR_CKPT_F_REPLAY : 0) | (direct ? SR_CKPT_F_DIRECT : 0);
-	co.chunk_size = chunk_mib << 20;
-	co.nice = nice;
-	uint64_t ckpt_bytes = 0;
+	sr_ckpt_opts_init(&c->co);
+	c->co.flags = SR_CKPT_F_BACKEND | SR_CKPT_F_CHUNK |
+		      (c->nice != 99 ? SR_CKPT_F_NICE : 0) |
+		      (c->replay_mib ? SR_CKPT_F_REPLAY : 0) | (c->direct ? SR_CKPT_F_DIRECT : 0);
+	c->co.chunk_size = c->chunk_mib << 20;
+	c->co.nice = c->nice;
+}
 
-	/* Throughput with the pool idle: an io_uring checkpoint against a
-	 * plain sequential write of the same bytes, same directory. The first
-	 * checkpoint also maps and first-touches the staging memory (kept for
-	 * the next ones): timed apart. */
-	double plain_mibs = 0, idle_mibs = 0, first_s = 0;
-	int failed = 0;
+/* Throughput with the pool idle: an io_uring checkpoint against a plain
+ * sequential write of the same bytes, same directory. The first checkpoint
+ * also maps and first-touches the staging memory (kept for the next ones):
+ * timed apart. */
+static void ckb_idle_throughput(struct ckbench *c)
+{
 	sr_ckpt_status st;
-	if (!json)
+
+	if (!c->json)
 		fprintf(stderr, "throughput (pool idle)...\n");
-	co.backend = SR_CKPT_BACKEND_URING;
+	c->co.backend = SR_CKPT_BACKEND_URING;
 	for (int k = 0; k < 2; k++) {
-		if (sr_pool_checkpoint(p, path, &co) || sr_pool_checkpoint_wait(p, &st)) {
+		if (sr_pool_checkpoint(c->p, c->path, &c->co) ||
+		    sr_pool_checkpoint_wait(c->p, &st)) {
 			fprintf(stderr, "stepring: bench checkpoint: %s\n", sr_last_error());
-			failed++;
+			c->failed++;
 			break;
 		}
 		if (k == 0)
-			first_s = (double)st.ns_write / 1e9;
-		idle_mibs = (double)st.bytes / (1 << 20) / ((double)st.ns_write / 1e9);
-		ckpt_bytes = st.bytes;
+			c->first_s = (double)st.ns_write / 1e9;
+		c->idle_mibs = (double)st.bytes / (1 << 20) / ((double)st.ns_write / 1e9);
+		c->ckpt_bytes = st.bytes;
 	}
-	unlink(path);
-	plain_mibs = plain_write(plain, ckpt_bytes);
-	if (plain_mibs < 0) {
+	unlink(c->path);
+	c->plain_mibs = plain_write(c->plain, c->ckpt_bytes);
+	if (c->plain_mibs < 0) {
 		fprintf(stderr, "stepring: bench checkpoint: plain write failed: %s\n",
-			sr_strerror((int)plain_mibs));
-		failed++;
+			sr_strerror((int)c->plain_mibs));
+		c->failed++;
 	}
+}
 
-	struct phase ph[5];
-	struct lat lat = {0};
-	int nph = 0;
-	memset(ph, 0, sizeof(ph));
-
-	/* No checkpoint. */
-	ph[nph].name = "none";
-	for (double t0 = now_s(); now_s() - t0 < seconds;) {
+/* The baseline phase: batch latency without a checkpoint. */
+static void ckb_phase_none(struct ckbench *c)
+{
+	c->ph[c->nph].name = "none";
+	for (double t0 = now_s(); now_s() - t0 < c->seconds;) {
 		uint64_t s = bench_now_ns();
-		step(p, acts, envs, spec.act_n);
-		lat_add(&lat, (double)(bench_now_ns() - s) / 1e3);
+		step(c->p, c->acts, c->envs, c->spec.act_n);
+		lat_add(&c->lat, (double)(bench_now_ns() - s) / 1e3);
 	}
-	lat_fill(&lat, &ph[nph++]);
+	lat_fill(&c->lat, &c->ph[c->nph++]);
+}
 
+/* The phase of @backend: latency of every batch while a checkpoint is in
+ * flight (the iteration that starts one included); a new one starts when
+ * the last one ends, for at least c->seconds. */
+static void ckb_phase(struct ckbench *c, int backend)
+{
+	struct phase *f = &c->ph[c->nph++];
+	double sum_mibs = 0, sum_w = 0, sum_snap = 0;
+	bool inflight = false;
+	sr_ckpt_status st;
 
-	for (int k = 0; k < nb; k++) {
-		struct phase *f = &ph[nph++];
-		double sum_mibs = 0, sum_w = 0, sum_snap = 0;
-		bool inflight = false;
-
-		co.backend = (uint32_t)order[k];
-		f->name = sr_ckpt_backend_name(co.backend);
-		if (!json)
-			fprintf(stderr, "phase %s...\n", f->name);
-		/* Latency of every batch while a checkpoint is in flight (the
-		 * iteration that starts one included); a new one starts when the
-		 * last one ends, for at least @seconds. */
-		double t0 = now_s();
-		for (;;) {
-			bool start = !inflight && now_s() - t0 < seconds;
-			uint64_t s;
-			if (!inflight && !start)
-				break;
-			s = bench_now_ns();
-			if (start) {
-				int err = sr_pool_checkpoint(p, path, &co);
-				if (err) {
-					f->err = err;
-					fprintf(stderr, "stepring: bench checkpoint: %s\n",
-						sr_last_error());
-					break;
-				}
-				inflight = true;
-			}
-			step(p, acts, envs, spec.act_n);
-			lat_add(&lat, (double)(bench_now_ns() - s) / 1e3);
-			if (sr_pool_checkpoint_poll(p, NULL) == -EINPROGRESS)
-				continue;
-			inflight = false;
-			sr_pool_checkpoint_wait(p, &st);
-			if (st.result) {
-				f->err = st.result;
-				fprintf(stderr, "stepring: bench checkpoint: %s failed: %s\n",
-					f->name, sr_strerror(st.result));
+	c->co.backend = (uint32_t)backend;
+	f->name = sr_ckpt_backend_name(c->co.backend);
+	if (!c->json)
+		fprintf(stderr, "phase %s...\n", f->name);
+	double t0 = now_s();
+	for (;;) {
+		bool start = !inflight && now_s() - t0 < c->seconds;
+		uint64_t s;
+		if (!inflight && !start)
+			break;
+		s = bench_now_ns();
+		if (start) {
+			int err = sr_pool_checkpoint(c->p, c->path, &c->co);
+			if (err) {
+				f->err = err;
+				fprintf(stderr, "stepring: bench checkpoint: %s\n", sr_last_error());
 				break;
 			}
-			f->ckpts++;
-			f->backend_used = st.backend;
-			f->dropped += st.replay_dropped;
-			ckpt_bytes = st.bytes;
-			sum_mibs += (double)st.bytes / (1 << 20) / ((double)st.ns_write / 1e9);
-			sum_w += (double)st.ns_write / 1e9;
-			sum_snap += (double)st.ns_snapshot / 1e3;
+			inflight = true;
 		}
-		lat_fill(&lat, f);
-		if (f->ckpts) {
-			f->mib_per_s = sum_mibs / (double)f->ckpts;
-			f->write_s = sum_w / (double)f->ckpts;
-			f->snapshot_us = sum_snap / (double)f->ckpts;
+		step(c->p, c->acts, c->envs, c->spec.act_n);
+		lat_add(&c->lat, (double)(bench_now_ns() - s) / 1e3);
+		if (sr_pool_checkpoint_poll(c->p, NULL) == -EINPROGRESS)
+			continue;
+		inflight = false;
+		sr_pool_checkpoint_wait(c->p, &st);
+		if (st.result) {
+			f->err = st.result;
+			fprintf(stderr, "stepring: bench checkpoint: %s failed: %s\n", f->name,
+				sr_strerror(st.result));
+			break;
 		}
+		f->ckpts++;
+		f->backend_used = st.backend;
+		f->dropped += st.replay_dropped;
+		c->ckpt_bytes = st.bytes;
+		sum_mibs += (double)st.bytes / (1 << 20) / ((double)st.ns_write / 1e9);
+		sum_w += (double)st.ns_write / 1e9;
+		sum_snap += (double)st.ns_snapshot / 1e3;
 	}
+	lat_fill(&c->lat, f);
+	if (f->ckpts) {
+		f->mib_per_s = sum_mibs / (double)f->ckpts;
+		f->write_s = sum_w / (double)f->ckpts;
+		f->snapshot_us = sum_snap / (double)f->ckpts;
+	}
+}
 
-	unlink(path);
-	uint32_t used_threads = cli_pool_info(p).num_threads;
-	sr_pool_destroy(p);
-	free(acts);
-	free(lat.v);
+static void ckb_close(struct ckbench *c)
+{
+	unlink(c->path);
+	c->used_threads = cli_pool_info(c->p).num_threads;
+	sr_pool_destroy(c->p);
+	free(c->acts);
+	free(c->lat.v);
+}
 
-	const struct phase *base = &ph[0], *ur = NULL;
-	for (int i = 1; i < nph; i++)
-		if (!strcmp(ph[i].name, "uring"))
-			ur = &ph[i];
-	double p99_ratio = ur && base->p99_us > 0 ? ur->p99_us / base->p99_us : 0;
-	double tp_ratio = plain_mibs > 0 ? idle_mibs / plain_mibs : 0;
+/* The goals: p99 during io_uring checkpoints within 10% of none, idle
+ * checkpoint throughput >= 0.8 of a plain write. */
+struct ckb_goals {
+	const struct phase *ur; /* the uring phase, if run */
+	double p99_ratio, tp_ratio;
+	bool p99_met, tp_met;
+};
+
+static struct ckb_goals ckb_goals(struct ckbench *c)
+{
+	const struct phase *base = &c->ph[0];
+	struct ckb_goals g = {0};
+
+	for (int i = 1; i < c->nph; i++)
+		if (!strcmp(c->ph[i].name, "uring"))
+			g.ur = &c->ph[i];
+	g.p99_ratio = g.ur && base->p99_us > 0 ? g.ur->p99_us / base->p99_us : 0;
+	g.tp_ratio = c->plain_mibs > 0 ? c->idle_mibs / c->plain_mibs : 0;
 	/* A goal is only met by runs that happened: a phase whose every
 	 * checkpoint failed has no latency to compare. */
-	for (int i = 1; i < nph; i++)
-		failed += ph[i].err != 0;
-	bool p99_met = ur && !ur->err && ur->ckpts > 0 && base->samples > 0 && p99_ratio <= 1.1;
-	bool tp_met = idle_mibs > 0 && plain_mibs > 0 && tp_ratio >= 0.8;
+	for (int i = 1; i < c->nph; i++)
+		c->failed += c->ph[i].err != 0;
+	g.p99_met = g.ur && !g.ur->err && g.ur->ckpts > 0 && base->samples > 0 &&
+		    g.p99_ratio <= 1.1;
+	g.tp_met = c->idle_mibs > 0 && c->plain_mibs > 0 && g.tp_ratio >= 0.8;
+	return g;
+}
 
-	if (json) {
-		printf("{\"bench\":\"checkpoint\",\"env\":\"%s\",\"envs\":%u,\"threads\":%u,"
-		       "\"ring_capacity\":%llu,\"replay_mib\":%.1f,\"checkpoint_bytes\":%llu,"
-		       "\"chunk_mib\":%llu,\"seconds\":%g,\"phases\":[",
-		       spec.id, envs, used_threads, (unsigned long long)cap,
-		       replay_mib ? (double)(cap * slot) / (1 << 20) : 0.0,
-		       (unsigned long long)ckpt_bytes, (unsigned long long)chunk_mib, seconds);
-		for (int i = 0; i < nph; i++)
-			printf("%s{\"checkpoint\":\"%s\",\"p50_us\":%.2f,\"p99_us\":%.2f,"
-			       "\"max_us\":%.1f,\"batches\":%llu,\"checkpoints\":%llu,"
-			       "\"write_mib_s\":%.1f,\"write_s\":%.3f,\"snapshot_us\":%.1f,"
-			       "\"replay_dropped\":%llu,\"backend_used\":\"%s\",\"err\":%d}",
-			       i ? "," : "", ph[i].name, ph[i].p50_us, ph[i].p99_us, ph[i].max_us,
-			       (unsigned long long)ph[i].samples, (unsigned long long)ph[i].ckpts,
-			       ph[i].mib_per_s, ph[i].write_s, ph[i].snapshot_us,
-			       (unsigned long long)ph[i].dropped,
-			       i ? sr_ckpt_backend_name(ph[i].backend_used) : "none", ph[i].err);
-		printf("],\"throughput\":{\"uring_idle_mib_s\":%.1f,\"plain_write_mib_s\":%.1f,"
-		       "\"ratio\":%.3f,\"first_checkpoint_s\":%.2f},\"goals\":{\"p99_uring_over_none\":%.3f,"
-		       "\"p99_goal_met\":%s,\"throughput_ratio\":%.3f,\"throughput_goal_met\":%s},",
-		       idle_mibs, plain_mibs, tp_ratio, first_s, p99_ratio,
-		       p99_met ? "true" : "false", tp_ratio, tp_met ? "true" : "false");
-		printf("\"build\":\"%s\",", sr_build_info());
-		bench_json_machine(stdout);
-		printf("}\n");
-	} else {
-		printf("pool: %s x %u envs, %u threads, ring %llu slots; checkpoint %.1f MiB "
-		       "(replay window %.0f MiB)\n",
-		       spec.id, envs, used_threads, (unsigned long long)cap,
-		       (double)ckpt_bytes / (1 << 20),
-		       replay_mib ? (double)(cap * slot) / (1 << 20) : 0.0);
-		printf("%-8s %10s %10s %12s %8s %6s %10s %9s %12s %9s\n", "during", "p50_us",
-		       "p99_us", "max_us", "batches", "ckpts", "MiB/s", "write_s", "snapshot_us",
-		       "dropped");
-		for (int i = 0; i < nph; i++)
-			printf("%-8s %10.1f %10.1f %12.1f %8llu %6llu %10.1f %9.2f %12.1f %9llu\n",
-			       ph[i].name, ph[i].p50_us, ph[i].p99_us, ph[i].max_us,
-			       (unsigned long long)ph[i].samples, (unsigned long long)ph[i].ckpts,
-			       ph[i].mib_per_s, ph[i].write_s, ph[i].snapshot_us,
-			       (unsigned long long)ph[i].dropped);
-		printf("throughput, pool idle: io_uring checkpoint %.1f MiB/s, plain sequential "
-		       "write %.1f MiB/s: ratio %.2f (goal >= 0.8: %s); first checkpoint "
-		       "(staging memory first touched) %.2f s\n",
-		       idle_mibs, plain_mibs, tp_ratio, tp_met ? "met" : "NOT met",
-		       first_s);
-		if (ur)
-			printf("p99 during io_uring checkpoints / without: %.2f (goal <= 1.1: %s)\n",
-			       p99_ratio, p99_met ? "met" : "NOT met");
-	}
-	if (failed) {
+static void ckb_print_json(const struct ckbench *c, const struct ckb_goals *g)
+{
+	const struct phase *ph = c->ph;
+
+	printf("{\"bench\":\"checkpoint\",\"env\":\"%s\",\"envs\":%u,\"threads\":%u,"
+	       "\"ring_capacity\":%llu,\"replay_mib\":%.1f,\"checkpoint_bytes\":%llu,"
+	       "\"chunk_mib\":%llu,\"seconds\":%g,\"phases\":[",
+	       c->spec.id, c->envs, c->used_threads, (unsigned long long)c->cap,
+	       c->replay_mib ? (double)(c->cap * c->slot) / (1 << 20) : 0.0,
+	       (unsigned long long)c->ckpt_bytes, (unsigned long long)c->chunk_mib, c->seconds);
+	for (int i = 0; i < c->nph; i++)
+		printf("%s{\"checkpoint\":\"%s\",\"p50_us\":%.2f,\"p99_us\":%.2f,"
+		       "\"max_us\":%.1f,\"batches\":%llu,\"checkpoints\":%llu,"
+		       "\"write_mib_s\":%.1f,\"write_s\":%.3f,\"snapshot_us\":%.1f,"
+		       "\"replay_dropped\":%llu,\"backend_used\":\"%s\",\"err\":%d}",
+		       i ? "," : "", ph[i].name, ph[i].p50_us, ph[i].p99_us, ph[i].max_us,
+		       (unsigned long long)ph[i].samples, (unsigned long long)ph[i].ckpts,
+		       ph[i].mib_per_s, ph[i].write_s, ph[i].snapshot_us,
+		       (unsigned long long)ph[i].dropped,
+		       i ? sr_ckpt_backend_name(ph[i].backend_used) : "none", ph[i].err);
+	printf("],\"throughput\":{\"uring_idle_mib_s\":%.1f,\"plain_write_mib_s\":%.1f,"
+	       "\"ratio\":%.3f,\"first_checkpoint_s\":%.2f},\"goals\":{\"p99_uring_over_none\":%.3f,"
+	       "\"p99_goal_met\":%s,\"throughput_ratio\":%.3f,\"throughput_goal_met\":%s},",
+	       c->idle_mibs, c->plain_mibs, g->tp_ratio, c->first_s, g->p99_ratio,
+	       g->p99_met ? "true" : "false", g->tp_ratio, g->tp_met ? "true" : "false");
+	printf("\"build\":\"%s\",", sr_build_info());
+	bench_json_machine(stdout);
+	printf("}\n");
+}
+
+static void ckb_print_table(const struct ckbench *c, const struct ckb_goals *g)
+{
+	const struct phase *ph = c->ph;
+
+	printf("pool: %s x %u envs, %u threads, ring %llu slots; checkpoint %.1f MiB "
+	       "(replay window %.0f MiB)\n",
+	       c->spec.id, c->envs, c->used_threads, (unsigned long long)c->cap,
+	       (double)c->ckpt_bytes / (1 << 20),
+	       c->replay_mib ? (double)(c->cap * c->slot) / (1 << 20) : 0.0);
+	printf("%-8s %10s %10s %12s %8s %6s %10s %9s %12s %9s\n", "during", "p50_us", "p99_us",
+	       "max_us", "batches", "ckpts", "MiB/s", "write_s", "snapshot_us", "dropped");
+	for (int i = 0; i < c->nph; i++)
+		printf("%-8s %10.1f %10.1f %12.1f %8llu %6llu %10.1f %9.2f %12.1f %9llu\n",
+		       ph[i].name, ph[i].p50_us, ph[i].p99_us, ph[i].max_us,
+		       (unsigned long long)ph[i].samples, (unsigned long long)ph[i].ckpts,
+		       ph[i].mib_per_s, ph[i].write_s, ph[i].snapshot_us,
+		       (unsigned long long)ph[i].dropped);
+	printf("throughput, pool idle: io_uring checkpoint %.1f MiB/s, plain sequential "
+	       "write %.1f MiB/s: ratio %.2f (goal >= 0.8: %s); first checkpoint "
+	       "(staging memory first touched) %.2f s\n",
+	       c->idle_mibs, c->plain_mibs, g->tp_ratio, g->tp_met ? "met" : "NOT met",
+	       c->first_s);
+	if (g->ur)
+		printf("p99 during io_uring checkpoints / without: %.2f (goal <= 1.1: %s)\n",
+		       g->p99_ratio, g->p99_met ? "met" : "NOT met");
+}
+
+int bench_checkpoint(int argc, char **argv)
+{
+	static struct ckbench c; /* 8 KiB of paths: off the stack */
+	struct ckb_goals g;
+
+	memset(&c, 0, sizeof(c));
+	c.env = "CartPole-v1";
+	c.backends = "uring,pwrite,sync";
+	c.envs = 1024;
+	c.threads = UINT32_MAX;
+	c.replay_mib = 1024;
+	c.chunk_mib = 4;
+	c.seconds = 3;
+	c.nice = 99;
+	if (!ckb_parse(&c, argc, argv))
+		return 0;
+	ckb_resolve(&c);
+	ckb_open(&c);
+	ckb_idle_throughput(&c);
+	ckb_phase_none(&c);
+	for (int k = 0; k < c.nb; k++)
+		ckb_phase(&c, c.order[k]);
+	ckb_close(&c);
+	g = ckb_goals(&c);
+	if (c.json)
+		ckb_print_json(&c, &g);
+	else
+		ckb_print_table(&c, &g);
+	if (c.failed) {
 		fprintf(stderr, "stepring: bench checkpoint: %d part%s failed (err in the "
 				"output); the figures are incomplete\n",
-			failed, failed == 1 ? "" : "s");
+			c.failed, c.failed == 1 ? "" : "s");
 		return 1;
 	}
 	return 0;
