@@ -794,6 +794,18 @@ static int check_pool_sect(const struct sr__ckpt_pool_sect *ps)
 	return 0;
 }
 
+/* Section @pi of @f as a pool section: its size, its bytes, its fields. */
+static int read_pool_sect(const struct sr__ckpt_file *f, int pi, struct sr__ckpt_pool_sect *ps)
+{
+	int err;
+
+	if (f->table[pi].length != sizeof(*ps))
+		return sr__errorf(-EBADMSG, "checkpoint: pool section has size %llu, expected %zu",
+				  (unsigned long long)f->table[pi].length, sizeof(*ps));
+	err = sr__ckpt_read(f, pi, 0, ps, sizeof(*ps));
+	return err ? err : check_pool_sect(ps);
+}
+
 /* Section @type's length, or -1 when absent. */
 static int64_t sect_len(const struct sr__ckpt_file *f, uint32_t type)
 {
@@ -865,13 +877,7 @@ static int check_pool_file(const struct sr__ckpt_file *f)
 						  sr__ckpt_section_name(f->table[i].type));
 		return 0;
 	}
-	if (f->table[pi].length != sizeof(ps))
-		return sr__errorf(-EBADMSG, "checkpoint: pool section has size %llu, expected %zu",
-				  (unsigned long long)f->table[pi].length, sizeof(ps));
-	err = sr__ckpt_read(f, pi, 0, &ps, sizeof(ps));
-	if (err)
-		return err;
-	err = check_pool_sect(&ps);
+	err = read_pool_sect(f, pi, &ps);
 	if (err)
 		return err;
 	/* num_envs <= 2^24 and state_size <= 2^20: no product overflows. */
@@ -1051,14 +1057,7 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
 	int pi = sr__ckpt_find(f, SR_CKPT_SECT_POOL);
 	if (pi >= 0) {
 		struct sr__ckpt_pool_sect ps;
-		if (f->table[pi].length != sizeof(ps))
-			return sr__errorf(-EBADMSG, "checkpoint: pool section has size %llu, "
-						    "expected %zu",
-					  (unsigned long long)f->table[pi].length, sizeof(ps));
-		err = sr__ckpt_read(f, pi, 0, &ps, sizeof(ps));
-		if (err)
-			return err;
-		err = check_pool_sect(&ps);
+		err = read_pool_sect(f, pi, &ps);
 		if (err)
 			return err;
 		snprintf(info->env_id, sizeof(info->env_id), "%s", ps.env_id);

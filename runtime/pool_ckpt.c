@@ -1155,27 +1155,39 @@ static void restore_free(sr_pool *p, struct restore_in *in)
 	free(in->envs);
 }
 
-int sr_pool_restore(sr_pool *p, const char *path)
+/* What both restores do first: refuse what cannot be restored, let a
+ * checkpoint still being written finish, and open @path. Returns the open
+ * descriptor, or -errno (the message names @fn). */
+static int restore_open(sr_pool *p, const char *path, const char *fn)
 {
-	struct restore_in in;
 	struct sr__pool_ckpt *c;
 	int fd, err;
 
 	if (!p || !path)
-		return sr__errorf(-EINVAL, "sr_pool_restore: NULL argument");
+		return sr__errorf(-EINVAL, "%s: NULL argument", fn);
 	if (!p->kind->local_state)
-		return sr__errorf(-ENOTSUP, "sr_pool_restore: the envs live in worker processes "
-				  "(SR_POOL_F_PROCS); checkpoints need thread workers");
+		return sr__errorf(-ENOTSUP, "%s: the envs live in worker processes "
+				  "(SR_POOL_F_PROCS); checkpoints need thread workers", fn);
 	c = ckpt_state(p, false);
 	if (c && c->job)
 		finish_job(c, true);
 	err = check_async_idle(p, "restore");
 	if (err)
 		return err;
-
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return sr__errorf(-errno, "restore: cannot open '%s': %s", path, strerror(errno));
+	return fd;
+}
+
+int sr_pool_restore(sr_pool *p, const char *path)
+{
+	struct restore_in in;
+	int fd, err;
+
+	fd = restore_open(p, path, "sr_pool_restore");
+	if (fd < 0)
+		return fd;
 	memset(&in, 0, sizeof(in));
 	err = restore_load(p, fd, &in);
 	if (!err)
@@ -1192,25 +1204,13 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 	struct ckpt_runtime_sect rt;
 	struct ckpt_env_rec *envs = NULL;
 	uint8_t *states = NULL, *inst = NULL;
-	struct sr__pool_ckpt *c;
 	uint64_t lo, hi;
 	size_t ssz, rb;
 	int fd, err;
 
-	if (!p || !path)
-		return sr__errorf(-EINVAL, "sr_pool_restore_envs: NULL argument");
-	if (!p->kind->local_state)
-		return sr__errorf(-ENOTSUP, "sr_pool_restore_envs: the envs live in worker "
-				  "processes (SR_POOL_F_PROCS); checkpoints need thread workers");
-	c = ckpt_state(p, false);
-	if (c && c->job)
-		finish_job(c, true);
-	err = check_async_idle(p, "restore");
-	if (err)
-		return err;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = restore_open(p, path, "sr_pool_restore_envs");
 	if (fd < 0)
-		return sr__errorf(-errno, "restore: cannot open '%s': %s", path, strerror(errno));
+		return fd;
 	err = sr__ckpt_verify_fd(fd, &f, NULL);
 	if (err)
 		goto out;
