@@ -368,7 +368,7 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out
 	uint64_t t0 = *t;
 	int err;
 
-	/* Every worker has published (sr__grp_wait's acquire on each one's
+	/* Every worker has published (the kind's wait: an acquire on each one's
 	 * grp_done, which follows its releases), so the whole reservation (pads, batch,
 	 * same-step extras) is ready: consume it without scanning it with
 	 * peek. */
@@ -454,12 +454,6 @@ static int hand_async(sr_pool *p, struct batch_req *req)
 	return 0;
 }
 
-/* sr__wait_recv's predicate: slot @pos is published (R1 acquire). */
-static bool slot_ready(sr_pool *p, uint64_t pos)
-{
-	return sr__slot_begin(p->ring, pos);
-}
-
 /*
  * Batch groups. When batch_size divides num_envs into G >= 2 groups (and
  * is at least the thread count), each worker's slice is G runs of m_w
@@ -490,7 +484,7 @@ static bool slot_ready(sr_pool *p, uint64_t pos)
  * or from a group send with nothing in flight. A send of anything else
  * leaves group mode: its envs go to the per-env queues, and the groups
  * still in flight come back through the per-env recv above, as rows
- * (worker 0 runs its shares of them in sr__async_inline first).
+ * (an inline worker 0 runs its shares of them first: the kind's advance).
  *
  * The ring: group k's slots are claimed at its send, after those of the
  * groups sent before it; a worker reserves same-step extras while it runs
@@ -509,7 +503,9 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	struct batch_req req = {.first_seq = c->seq, .n = need};
 	int err;
 
-	t2 = sr__grp_wait(p, k);
+	err = p->kind->wait(p, k, &t2);
+	if (err)
+		return err;
 	/* A view that might not last until the next call (see Room; not
 	 * expected): the rows are copied. */
 	if (sr_ring_head(p->ring) - c->seq >= p->ring_cap - 2ull * p->num_envs) {
@@ -569,7 +565,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	const uint32_t chunk = need / (4 * p->num_threads) ? need / (4 * p->num_threads) : 1;
 	/* Half of worker 0's share of a batch, every call. */
 	uint32_t min0 = (uint32_t)((uint64_t)need * p->workers[0].n_envs / p->num_envs / 2);
-	uint64_t t0, tw = 0, tin = 0, ti;
+	uint64_t t0, tw = 0, tin = 0, ti, tw0;
 	uint64_t c = sr_ring_cursor(ring), pos = c;
 	uint32_t rows = 0;
 	bool extras = false;
@@ -581,12 +577,15 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 				  "were sent and not yet received", need, p->flight.n_inflight);
 	if (p->flight.grp_on)
 		return collect_group(p, t, out);
+	/* The kind's advance: an inline worker 0 steps min0 of its queue
+	 * first, then a chunk at a time while the batch is not published;
+	 * with none to step it waits for slot pos. tin: the time stepping. */
 	t0 = ti = sr__now_ns();
-	sr__async_inline(p, min0 ? min0 : 1);
+	err = p->kind->advance(p, pos, min0 ? min0 : 1, &tw);
 	tin += sr__now_ns() - ti;
+	if (err < 0)
+		return err;
 	for (;;) {
-		uint64_t t1;
-
 		/* R1: sr__slot_begin's acquire pairs with the workers' publish:
 		 * the slot's columns are visible. The slots from the cursor on
 		 * cannot be claimed for another lap (no lap check needed). */
@@ -600,15 +599,11 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 		if (rows == need)
 			break;
 		ti = sr__now_ns();
-		if (sr__async_inline(p, chunk)) {
-			tin += sr__now_ns() - ti;
-			continue;
-		}
-		tin += sr__now_ns() - ti;
-		/* Nothing left to step here: wait for slot pos (E0/E1). */
-		t1 = sr__now_ns();
-		sr__wait_recv(p, slot_ready, pos);
-		tw += sr__now_ns() - t1;
+		tw0 = tw;
+		err = p->kind->advance(p, pos, chunk, &tw);
+		tin += sr__now_ns() - ti - (tw - tw0);
+		if (err < 0)
+			return err;
 	}
 	p->col.ns_wait += tw;
 
@@ -653,15 +648,15 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 
 void sr__collect_drain(sr_pool *p)
 {
-	uint64_t first, mask = p->ring_cap - 1;
+	uint64_t first, mask = p->ring_cap - 1, tw = 0;
 
 	while (p->flight.n_inflight || sr_ring_cursor(p->ring) != sr_ring_head(p->ring)) {
-		uint32_t n;
+		uint32_t n = sr_ring_peek(p->ring, (uint32_t)p->ring_cap, &first);
 
-		sr__async_inline(p, UINT32_MAX);
-		n = sr_ring_peek(p->ring, (uint32_t)p->ring_cap, &first);
 		if (!n) {
-			sr__cpu_relax();
+			/* Worker 0's queue (inline), or a wait for the slot. */
+			if (p->kind->advance(p, sr_ring_cursor(p->ring), UINT32_MAX, &tw) < 0)
+				break; /* the workers failed for good: nothing more comes */
 			continue;
 		}
 		for (uint32_t i = 0; i < n; i++) {
@@ -673,11 +668,17 @@ void sr__collect_drain(sr_pool *p)
 		}
 		sr_ring_consume(p->ring, n);
 	}
+	if (p->flight.n_inflight) {
+		/* Only after a failure for good: nothing is in flight any more. */
+		memset(p->flight.inflight, 0, p->num_envs);
+		p->flight.n_inflight = 0;
+	}
+	p->col.ns_wait += tw;
 	collect_episodes(p);
 	p->flight.last_n = 0;
 	p->flight.grp_last = -1;
-	/* Every command is done (its rows came back), worker 0's share too
-	 * (sr__async_inline runs them). */
+	/* Every command is done (its rows came back), an inline worker 0's
+	 * share too (the kind's advance runs them). */
 	p->flight.grp_recvd = p->cmds.issued;
 	p->flight.grp_on = false;
 }

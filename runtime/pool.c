@@ -632,8 +632,7 @@ static int cmd_send(sr_pool *p, uint32_t g, const void *actions, const uint8_t *
 		}
 		sr__grp_shifts(p, c->shift);
 	}
-	p->kind->send(p);
-	return 0;
+	return p->kind->send(p);
 }
 
 /* Sync: one command for the one group, sent to the workers, waited for
@@ -717,11 +716,12 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 	if (!p)
 		return sr__errorf(-EINVAL, "pool is NULL");
 	if (p->async) {
+		int err = 0;
+
 		/* Drop whatever is in flight, then queue a reset of every env;
 		 * recv returns them. */
 		sr__collect_drain(p);
 		if (p->cmds.ngroups) {
-			int err = 0;
 
 			/* By group, in order: recv returns group 0 first (the
 			 * drain left no command in flight). */
@@ -732,15 +732,14 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 				*out = NULL;
 			return err;
 		}
-		for (uint32_t e = 0; e < p->num_envs; e++) {
-			p->flight.inflight[e] = 1;
-			sr__async_enqueue(p, e | SR__Q_RESET);
+		err = p->kind->send_envs(p, NULL, NULL, p->num_envs);
+		if (!err) {
+			memset(p->flight.inflight, 1, p->num_envs);
+			p->flight.n_inflight = p->num_envs;
 		}
-		p->flight.n_inflight = p->num_envs;
-		sr__async_kick(p);
 		if (out)
 			*out = NULL;
-		return 0;
+		return err;
 	}
 	if (!out)
 		return sr__errorf(-EINVAL, "out is NULL");
@@ -834,8 +833,6 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 	return sync_cmd(p, NULL, mask, ro, b, out);
 }
 
-#define SR__SEND_CHUNK 128
-
 int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint32_t n)
 {
 	bool fast = false;
@@ -882,8 +879,13 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 			return 0;
 		}
 	}
+	err = check_actions(p, actions, env_ids, n);
+	if (err)
+		return err;
 	if (!fast) {
-		/* In range, not in flight, no duplicates. */
+		/* In range, not in flight, no duplicates: marked in flight as
+		 * they pass (which catches duplicates in this call), unmarked
+		 * again on an error. */
 		for (uint32_t i = 0; i < n; i++) {
 			if (env_ids[i] >= p->num_envs)
 				err = sr__errorf(-EINVAL, "env id %u out of range [0, %u)",
@@ -893,54 +895,29 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 						 "(send again only after recv returned it)",
 						 env_ids[i]);
 			else {
-				p->flight.inflight[env_ids[i]] = 1; /* catches duplicates in this call */
+				p->flight.inflight[env_ids[i]] = 1;
 				continue;
 			}
 			while (i--)
 				p->flight.inflight[env_ids[i]] = 0;
 			return err;
 		}
-		for (uint32_t i = 0; i < n; i++)
-			p->flight.inflight[env_ids[i]] = 0;
-	}
-	err = check_actions(p, actions, env_ids, n);
-	if (err)
-		return err;
-	/* Per-env entries from here on: recv goes by rows, and takes the
-	 * groups still in flight as rows too. */
-	p->flight.grp_on = false;
-	/* Publish to the workers in chunks, so that they start stepping
-	 * while the rest is queued. */
-	for (uint32_t i0 = 0; i0 < n; i0 += SR__SEND_CHUNK) {
-		uint32_t i1 = n - i0 > SR__SEND_CHUNK ? i0 + SR__SEND_CHUNK : n;
+	} else {
 		/* Locals: the byte stores to inflight[] may alias anything. */
 		uint8_t *inflight = p->flight.inflight;
-		unsigned char *mailbox = p->async_act;
-		const unsigned char *a = actions;
-		const size_t asz = p->act_size;
 
-		if (asz == 4) {
-			/* Discrete actions (and 1-d boxes): a 4-byte move, not a
-			 * call to memcpy per row. */
-			for (uint32_t i = i0; i < i1; i++) {
-				uint32_t e = env_ids[i], v;
-
-				inflight[e] = 1;
-				memcpy(&v, a + (size_t)i * 4, 4);
-				memcpy(mailbox + (size_t)e * 4, &v, 4);
-				sr__async_enqueue(p, e);
-			}
-		} else {
-			for (uint32_t i = i0; i < i1; i++) {
-				uint32_t e = env_ids[i];
-
-				inflight[e] = 1;
-				memcpy(mailbox + (size_t)e * asz, a + (size_t)i * asz, asz);
-				sr__async_enqueue(p, e);
-			}
-		}
-		sr__async_kick(p);
+		for (uint32_t i = 0; i < n; i++)
+			inflight[env_ids[i]] = 1;
 	}
+	/* Per-env sends from here on: recv goes by rows, and takes the
+	 * groups still in flight as rows too. */
+	err = p->kind->send_envs(p, actions, env_ids, n);
+	if (err) {
+		for (uint32_t i = 0; i < n; i++)
+			p->flight.inflight[env_ids[i]] = 0;
+		return err;
+	}
+	p->flight.grp_on = false;
 	p->flight.sent_since_recv = true;
 	p->flight.n_inflight += n;
 	p->col.call_t0 = sr__now_ns();

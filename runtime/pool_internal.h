@@ -128,32 +128,41 @@ struct sr__grp_cmd {
 	unsigned char *acts_buf; /* async: the command's copy of the actions */
 	int32_t *shift;      /* num_threads: rebalancing's boundaries for this
 			      * command (see sr__rebalance.shift), fixed at its send */
+	uint32_t kgen;       /* the worker kind's own number for the command
+			      * (process workers: its record in the command block) */
 };
 
 /*
  * A kind of worker: the seam between the pool and what steps its envs.
  *
- * A worker is a thing that receives commands and publishes slots: the
- * pool thread reserves a command's slots on the ring and writes the
- * command (p->cmds.rec[k % ngroups]: a step with actions, or a reset,
- * optionally masked), then `send`s it; the workers step or reset their
- * envs straight into their rows of those slots and publish them (the
- * ring's R1); `wait` returns when command k is done and every one of its
- * rows is published, and the collector then consumes them. Finished
- * episodes come back through `episodes`. The pool's sync path (pool.c
- * sync_cmd), its statistics and its teardown go through p->kind only.
+ * A worker is a thing that receives commands and publishes slots, in sync
+ * and in async mode alike:
+ *  - commands (sync steps, resets and reset masks; async batch groups):
+ *    the pool thread reserves a command's slots on the ring and writes the
+ *    command (p->cmds.rec[k % ngroups]: a step with actions, or a reset,
+ *    optionally masked), then `send`s it; the workers step or reset their
+ *    envs straight into their rows of those slots and publish them (the
+ *    ring's R1); `wait` returns when command k is done and every one of its
+ *    rows is published, and the collector then consumes them. Several
+ *    commands may be in flight (batch groups: one per group).
+ *  - ragged async sends (envs that are not a whole group): `send_envs`
+ *    hands the workers a set of envs with their actions; each env's result
+ *    row is published in the ring when it is stepped, and the collector
+ *    returns rows in ring order, calling `advance` while the row it needs
+ *    next is not published.
+ * Finished episodes come back through `episodes`. The pool (pool.c,
+ * collector.c), its statistics and its teardown go through p->kind only.
  *
  * Kinds:
  *  - sr__kind_thread (worker.c): worker 0 inline on the pool thread,
  *    workers 1..T-1 pthreads bound by the placement plan, sleeping on
- *    their go word; envs in this process. The async paths (ragged sends
- *    through per-env queues, batch groups with several commands in
- *    flight) are this kind's alone.
+ *    their go word; envs in this process. Ragged sends go through per-env
+ *    SPSC queues and a per-env action mailbox.
  *  - sr__kind_proc (pool_procs.c): worker processes attached to the ring
- *    and to a command block in shared memory (runtime/proc.h); sync
- *    pools only, one command at a time; a worker that dies or hangs is a
- *    fault: its rows are published as SR_SLOT_FAULT, it is restarted, and
- *    wait returns the error.
+ *    and to a command block in shared memory (runtime/proc.h), worker 0
+ *    optionally inline; every command and every ragged send is a record
+ *    of the block's command ring; a worker that dies or hangs is a fault:
+ *    its rows are published as SR_SLOT_FAULT and it is restarted.
  * A pool member on another MPI rank would be one more kind.
  */
 struct sr__worker_kind {
@@ -165,12 +174,26 @@ struct sr__worker_kind {
 	 * commands. 0 or -errno (stop still runs, from sr_pool_destroy). */
 	int (*start)(sr_pool *p, const sr_pool_opts *o);
 	/* Send command p->cmds.issued, written by the caller, and count it
-	 * issued. Pool thread. */
-	void (*send)(sr_pool *p);
+	 * issued. 0, or -errno when the workers cannot take it (process
+	 * workers past their restart budget: nothing was issued). Pool thread. */
+	int (*send)(sr_pool *p);
 	/* Wait until command @k is done and its rows published; *@t: the
 	 * clock at the end. 0, or -errno when the command faulted (its rows
 	 * are published all the same, some as SR_SLOT_FAULT). Pool thread. */
 	int (*wait)(sr_pool *p, uint64_t k, uint64_t *t);
+	/* Async, a ragged send: step envs @ids[0 .. @n) with @actions (in the
+	 * same order, act_size bytes each), or with @actions NULL reset them;
+	 * @ids NULL: envs 0 .. n-1. The pool has checked the ids and the
+	 * actions and marked the envs in flight. 0 or -errno (nothing sent).
+	 * Pool thread. */
+	int (*send_envs)(sr_pool *p, const void *actions, const uint32_t *ids, uint32_t n);
+	/* Async recv and drain: the collector needs ring slot @pos. Run up to
+	 * @max envs of the work queued for an inline worker 0 and return how
+	 * many (> 0); with none to run, wait until slot @pos is published
+	 * (or, process workers, until the oldest command in flight is done)
+	 * and return 0, adding the wait to *@tw; -errno when the workers
+	 * failed for good. Pool thread. */
+	int (*advance)(sr_pool *p, uint64_t pos, uint32_t max, uint64_t *tw);
 	/* Merge the episodes the workers finished into p->stats. Pool thread. */
 	void (*episodes)(sr_pool *p);
 	/* Stop the workers and free what start made (a partial start too). */
@@ -429,7 +452,7 @@ struct sr_pool {
 	_Atomic uint32_t n_ready;
 
 	/* Bumped by a worker thread after each publish (and once when it has
-	 * started); the pool thread futex-waits on it (sr__wait_recv). */
+	 * started); the pool thread futex-waits on it (worker.c wait_recv). */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t pub_evt;
 	_Atomic uint32_t main_sleeping;
 
@@ -509,39 +532,9 @@ static inline uint32_t sr__worker_rows(const sr_pool *p, uint32_t w)
 
 	return (uint32_t)((int32_t)p->workers[w].n_envs + per * (hi - lo));
 }
-/* Async: queue env (| SR__Q_RESET) to its worker; sr__async_kick publishes.
- * Pool thread only. */
-static inline void sr__async_enqueue(sr_pool *p, uint32_t e)
-{
-	struct sr__worker *w = &p->workers[p->place.env_worker[e & ~SR__Q_RESET]];
-
-	/* Published by sr__async_kick, once per chunk of a send and worker:
-	 * a release store per entry would have the draining worker pop a
-	 * few entries at a time, each with its own reservation and publish. */
-	w->q[w->q_next++ & w->q_mask] = e;
-}
-void sr__async_kick(sr_pool *p);
-/* Async: step up to @max of the envs queued for worker 0, on the calling
- * thread; returns how many. */
-uint32_t sr__async_inline(sr_pool *p, uint32_t max);
-/* Commands: publish command p->cmds.issued (written by the caller) and
- * kick the worker threads; run worker 0's share of commands up to @k
- * (inline); whether every worker thread has finished command @k (a
- * predicate for sr__wait_recv). Pool thread only. */
-void sr__grp_publish(sr_pool *p);
 /* The boundaries for the next step command (rebalancing looks every
- * SR__RB_EVERY of them), into @shift (num_threads). */
+ * SR__RB_EVERY of them), into @shift (num_threads). Pool thread only. */
 void sr__grp_shifts(sr_pool *p, int32_t *shift);
-/* sr__grp_inline returns the clock at its end; 0: no inline worker 0. */
-uint64_t sr__grp_inline(sr_pool *p, uint64_t k);
-bool sr__grp_done(sr_pool *p, uint64_t k);
-/* Run worker 0's share of commands up to @k, then wait until every worker
- * thread has finished command @k; returns the clock at the end (the wait
- * goes to p->col.ns_wait). Pool thread only. */
-uint64_t sr__grp_wait(sr_pool *p, uint64_t k);
-/* recv: spin, then sleep on pub_evt (E1), until @ready(p, @arg); the
- * workers' notify after each publish (E0) wakes it. Pool thread only. */
-void sr__wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t arg);
 /* pool.c: mark group @g's envs in flight (1) or not (0). */
 void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v);
 void sr__futex_wait(_Atomic uint32_t *addr, uint32_t val);
@@ -568,7 +561,7 @@ int sr__collector_open(sr_pool *p);
 void sr__collector_close(sr_pool *p);
 /* Sync: consume everything published (pads, batch, extras) and expose
  * slots [seq, seq + num_envs) as the batch. *@t: the clock when the
- * workers finished (sr__grp_wait), then when the batch is formed. */
+ * workers finished (the kind's wait), then when the batch is formed. */
 int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out);
 /* Async: wait for batch_size ready envs and expose them; *@t gets the
  * clock at the end. */

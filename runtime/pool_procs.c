@@ -101,9 +101,10 @@ static void mirror(sr_pool *p)
  * sends a command and waits for it in one call: send leaves the command
  * where the pool wrote it, and wait runs it (a process pool has one
  * command at a time: sync only). */
-static void procs_send(sr_pool *p)
+static int procs_send(sr_pool *p)
 {
 	p->cmds.issued++;
+	return 0;
 }
 
 static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "ring_internal.h"
 
 uint64_t sr__now_ns(void)
 {
@@ -733,7 +734,7 @@ static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 	add_relaxed(&w->ns_ring, (t1 - t0) - ns_env);
 	publish_shm(w);
 	w->grp_next = k + 1;
-	/* GD0: release pairs with the acquire in sr__grp_done (GD1): the
+	/* GD0: release pairs with the acquire in grp_done (GD1): the
 	 * rows (and same-step extras) are published, and the command's
 	 * record is read for the last time. */
 	atomic_store_explicit(&w->grp_done, k + 1, memory_order_release);
@@ -760,7 +761,7 @@ static uint32_t drain_groups(struct sr__worker *w, uint64_t *t)
 		__builtin_prefetch(c);
 		__builtin_prefetch(c->shift);
 	}
-	/* GS1: acquire pairs with the release in sr__grp_publish (GS0): the
+	/* GS1: acquire pairs with the release in grp_publish (GS0): the
 	 * commands' records, their actions and the slots' claim. */
 	sent = atomic_load_explicit(&p->cmds.sent, memory_order_acquire);
 	for (; w->grp_next < sent; n++)
@@ -780,7 +781,7 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 {
 	sr_pool *p = w->pool;
 	uint32_t tail = atomic_load_explicit(&w->q_tail, memory_order_relaxed);
-	/* A1: acquire pairs with the release in sr__async_kick (A0): the
+	/* A1: acquire pairs with the release in async_kick (A0): the
 	 * queue entries and the env's action mailbox are visible. */
 	uint32_t head = atomic_load_explicit(&w->q_head, memory_order_acquire);
 	uint32_t k = head - tail < max ? head - tail : max;
@@ -949,6 +950,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+static void wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t arg);
+
 /* S1: the worker threads started so far have allocated their memory. */
 static bool started(sr_pool *p, uint64_t n)
 {
@@ -986,13 +989,13 @@ static int thread_start(sr_pool *p, const sr_pool_opts *o)
 			char what[64];
 
 			/* The ones started: ready before they are stopped. */
-			sr__wait_recv(p, started, i - ft);
+			wait_recv(p, started, i - ft);
 			snprintf(what, sizeof(what), "cannot start worker thread %u of %u", i, T);
 			return sr__thread_errorf(err, what);
 		}
 		w->started = true;
 	}
-	sr__wait_recv(p, started, T - ft);
+	wait_recv(p, started, T - ft);
 	for (uint32_t i = ft; i < T; i++)
 		if (p->workers[i].alloc_err)
 			return sr__errorf(p->workers[i].alloc_err,
@@ -1114,7 +1117,19 @@ static void rebalance(sr_pool *p)
 	}
 }
 
-void sr__async_kick(sr_pool *p)
+/* Async: queue env (| SR__Q_RESET) to its worker; async_kick publishes.
+ * Pool thread only. */
+static inline void async_enqueue(sr_pool *p, uint32_t e)
+{
+	struct sr__worker *w = &p->workers[p->place.env_worker[e & ~SR__Q_RESET]];
+
+	/* Published by async_kick, once per chunk of a send and worker: a
+	 * release store per entry would have the draining worker pop a few
+	 * entries at a time, each with its own reservation and publish. */
+	w->q[w->q_next++ & w->q_mask] = e;
+}
+
+static void async_kick(sr_pool *p)
 {
 	for (uint32_t i = 0; i < p->num_threads; i++) {
 		struct sr__worker *w = &p->workers[i];
@@ -1128,7 +1143,9 @@ void sr__async_kick(sr_pool *p)
 	}
 }
 
-uint32_t sr__async_inline(sr_pool *p, uint32_t max)
+/* Async: step up to @max of the envs queued for worker 0, on the calling
+ * thread (group commands still in flight first); returns how many. */
+static uint32_t async_inline(sr_pool *p, uint32_t max)
 {
 	struct sr__worker *w0 = &p->workers[0];
 	uint64_t t = 0; /* the last group's end: the clock read once */
@@ -1147,6 +1164,71 @@ uint32_t sr__async_inline(sr_pool *p, uint32_t max)
 	return n;
 }
 
+#define SR__SEND_CHUNK 128
+
+/*
+ * A ragged send: each env's action into its mailbox (p->async_act) and the
+ * env into its owner's queue, published to the workers every
+ * SR__SEND_CHUNK entries (A0), so that they start stepping while the rest
+ * is queued.
+ */
+static int thread_send_envs(sr_pool *p, const void *actions, const uint32_t *ids, uint32_t n)
+{
+	const unsigned char *a = actions;
+	unsigned char *mailbox = p->async_act;
+	const size_t asz = p->act_size;
+
+	for (uint32_t i0 = 0; i0 < n; i0 += SR__SEND_CHUNK) {
+		uint32_t i1 = n - i0 > SR__SEND_CHUNK ? i0 + SR__SEND_CHUNK : n;
+
+		if (!a) {
+			for (uint32_t i = i0; i < i1; i++)
+				async_enqueue(p, (ids ? ids[i] : i) | SR__Q_RESET);
+		} else if (asz == 4) {
+			/* Discrete actions (and 1-d boxes): a 4-byte move, not a
+			 * call to memcpy per row. */
+			for (uint32_t i = i0; i < i1; i++) {
+				uint32_t e = ids ? ids[i] : i, v;
+
+				memcpy(&v, a + (size_t)i * 4, 4);
+				memcpy(mailbox + (size_t)e * 4, &v, 4);
+				async_enqueue(p, e);
+			}
+		} else {
+			for (uint32_t i = i0; i < i1; i++) {
+				uint32_t e = ids ? ids[i] : i;
+
+				memcpy(mailbox + (size_t)e * asz, a + (size_t)i * asz, asz);
+				async_enqueue(p, e);
+			}
+		}
+		async_kick(p);
+	}
+	return 0;
+}
+
+/* wait_recv's predicate: slot @pos is published (R1 acquire). */
+static bool slot_ready(sr_pool *p, uint64_t pos)
+{
+	return sr__slot_begin(p->ring, pos);
+}
+
+static int thread_advance(sr_pool *p, uint64_t pos, uint32_t max, uint64_t *tw)
+{
+	uint32_t n = async_inline(p, max);
+	uint64_t t1;
+
+	if (n)
+		return (int)(n > INT32_MAX ? INT32_MAX : n);
+	if (slot_ready(p, pos))
+		return 0;
+	/* Nothing left to step here: wait for slot pos (E0/E1). */
+	t1 = sr__now_ns();
+	wait_recv(p, slot_ready, pos);
+	*tw += sr__now_ns() - t1;
+	return 0;
+}
+
 void sr__grp_shifts(sr_pool *p, int32_t *shift)
 {
 	if (p->rb.on)
@@ -1161,7 +1243,9 @@ void sr__grp_shifts(sr_pool *p, int32_t *shift)
 	}
 }
 
-void sr__grp_publish(sr_pool *p)
+/* Publish command p->cmds.issued (written by the caller) and kick the
+ * worker threads. */
+static int grp_publish(sr_pool *p)
 {
 	p->cmds.issued++;
 	/* GS0: release pairs with GS1 in drain_groups: the command record,
@@ -1169,9 +1253,12 @@ void sr__grp_publish(sr_pool *p)
 	atomic_store_explicit(&p->cmds.sent, p->cmds.issued, memory_order_release);
 	for (uint32_t i = p->first_thread; i < p->num_threads; i++)
 		kick(&p->workers[i]);
+	return 0;
 }
 
-uint64_t sr__grp_inline(sr_pool *p, uint64_t k)
+/* Run worker 0's share of commands up to @k (inline); returns the clock at
+ * its end; 0: no inline worker 0. */
+static uint64_t grp_inline(sr_pool *p, uint64_t k)
 {
 	struct sr__worker *w0 = &p->workers[0];
 	uint64_t t = 0;
@@ -1187,13 +1274,18 @@ uint64_t sr__grp_inline(sr_pool *p, uint64_t k)
 	return t;
 }
 
-uint64_t sr__grp_wait(sr_pool *p, uint64_t k)
+static bool grp_done(sr_pool *p, uint64_t k);
+
+/* Run worker 0's share of commands up to @k, then wait until every worker
+ * thread has finished command @k; returns the clock at the end (the wait
+ * goes to p->col.ns_wait). */
+static uint64_t grp_wait(sr_pool *p, uint64_t k)
 {
-	uint64_t t = sr__grp_inline(p, k), t0;
+	uint64_t t = grp_inline(p, k), t0;
 
 	if (p->num_threads > p->first_thread) {
 		t0 = t ? t : sr__now_ns();
-		sr__wait_recv(p, sr__grp_done, k);
+		wait_recv(p, grp_done, k);
 		t = sr__now_ns();
 		p->col.ns_wait += t - t0;
 	}
@@ -1202,7 +1294,7 @@ uint64_t sr__grp_wait(sr_pool *p, uint64_t k)
 
 /* GD1: every worker thread has finished command @k (its rows are
  * published: acquire pairs with GD0). */
-bool sr__grp_done(sr_pool *p, uint64_t k)
+static bool grp_done(sr_pool *p, uint64_t k)
 {
 	for (uint32_t i = p->first_thread; i < p->num_threads; i++)
 		if (atomic_load_explicit(&p->workers[i].grp_done, memory_order_acquire) <= k)
@@ -1210,7 +1302,9 @@ bool sr__grp_done(sr_pool *p, uint64_t k)
 	return true;
 }
 
-void sr__wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t arg)
+/* recv: spin, then sleep on pub_evt (E1), until @ready(p, @arg); the
+ * workers' notify after each publish (E0) wakes it. */
+static void wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t arg)
 {
 	uint32_t spins = 0;
 
@@ -1252,7 +1346,7 @@ static void thread_episodes(sr_pool *p)
 
 static int thread_wait(sr_pool *p, uint64_t k, uint64_t *t)
 {
-	*t = sr__grp_wait(p, k);
+	*t = grp_wait(p, k);
 	return 0;
 }
 
@@ -1260,8 +1354,10 @@ const struct sr__worker_kind sr__kind_thread = {
 	.name = "thread",
 	.local_state = true,
 	.start = thread_start,
-	.send = sr__grp_publish,
+	.send = grp_publish,
 	.wait = thread_wait,
+	.send_envs = thread_send_envs,
+	.advance = thread_advance,
 	.episodes = thread_episodes,
 	.stop = thread_stop,
 };
