@@ -416,6 +416,7 @@ _OPTIONAL = {
     "sr_ring_env_id_col": (c_vp, [c_vp]),
     "sr_ring_prev_col": (c_vp, [c_vp]),
     "sr_ring_publish": (None, [c_vp, c_u64, c_u32]),
+    "sr_ring_reserve": (ctypes.c_int, [c_vp, c_u32, c_u32, ctypes.POINTER(c_u64)]),
     # stepring/proc.h and process pools (SR_POOL_F_PROCS)
     "sr_pool_faults_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_pool_faults)]),
     "sr_proc_worker_open": (ctypes.c_int, [ctypes.POINTER(c_vp), ctypes.POINTER(sr_proc_info)]),

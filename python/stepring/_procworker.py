@@ -29,15 +29,25 @@ import traceback
 _F32_MAX = 3.4028234663852886e38  # larger rewards are infinite in the ring's float32
 
 NO_PREV = (1 << 64) - 1
-FIRST, PAD = 1, 2
+FIRST, PAD, FINAL = 1, 2, 4
 CMD_STEP = 1
+NEXT_STEP, SAME_STEP, DISABLED = 0, 1, 2  # enum sr_autoreset
 
 
 class Slice:
     """Envs [info.first_env, info.first_env + info.n_envs) of a pool,
     stepped into its ring. `envs` are built from env_fns by the caller and
     seeded at their first reset: Gymnasium's convention (seed + env index)
-    before any restart, sr_proc_seed(seed, env, restarts) after one."""
+    before any restart, sr_proc_seed(seed, env, restarts) after one.
+
+    Autoreset modes, as gymnasium.vector.SyncVectorEnv and the C worker:
+    NEXT_STEP resets an env whose episode ended at its next step (a FIRST
+    row, reward 0); SAME_STEP resets it in the step that ended it: the
+    batch row holds the reset obs (FIRST) with the step's reward and flags,
+    and the step's own row moves to an extra ring slot flagged FINAL (its
+    obs in the final-obs area too); DISABLED steps nothing for an ended env
+    until a reset command resets it: the row repeats its last obs and flags
+    as a PAD row."""
 
     def __init__(self, lib, info, env_fns, discrete, obs_shape):
         import ctypes
@@ -51,6 +61,7 @@ class Slice:
         self.asz = info.act_size
         self.od = od = info.obs_dim
         self.restarts = info.restarts
+        self.mode = info.autoreset
         self.discrete = discrete
         self.ring = ring = info.ring
         self.cap = cap = lib.sr_ring_capacity(ring)
@@ -76,15 +87,30 @@ class Slice:
         self.env_col = col(lib.sr_ring_env_id_col, ctypes.c_uint32)
         self.prev_col = col(lib.sr_ring_prev_col, ctypes.c_uint64)
         self.env_vals = np.arange(first, first + n, dtype=np.uint32)
+        # The final-obs area of the command block (SAME_STEP, or
+        # SR_POOL_F_FINAL_OBS): one row per env of the pool.
+        self.final = None
+        if info.final_obs:
+            self.final = np.ctypeslib.as_array(
+                (ctypes.c_float * (self.num_envs * od)).from_address(info.final_obs)).reshape(
+                    (self.num_envs,) + tuple(obs_shape))
+        self.extra_seq = ctypes.c_uint64()
         seed, r = info.seed, info.restarts
         self.first_seed = [int(seed + base + i) if r == 0 else
                            int(lib.sr_proc_seed(seed, base + i, r)) for i in range(n)]
         self.pending = [True] * n      # the first seed is still to be used
-        self.done = [r > 0] * n        # after a restart: reset at the next step
+        # After a restart every env starts over: a reset at its next step
+        # (NEXT_STEP, SAME_STEP), or truncated pad rows until a reset
+        # command resets it (DISABLED).
+        self.done = [r > 0] * n
+        self.done_term = [False] * n
+        self.done_trunc = [r > 0] * n
         self.prev = [NO_PREV] * n
         self.ep_ret = [0.0] * n
         self.ep_len = [0] * n
-        self.obs_l = [None] * n
+        # Each env's last obs (a pad row repeats it); zeros before any.
+        zero = np.zeros(tuple(obs_shape), np.float32)
+        self.obs_l = [zero] * n
         self._act_addr = None
         self._mask_addr = None
 
@@ -119,6 +145,7 @@ class Slice:
         s = seq & self.mask
         rows = slice(s, s + n)
         done, prev, obs_l = self.done, self.prev, self.obs_l
+        fin = None
         if kind == CMD_STEP:
             u8, typed = self._actions(actions)
             self.act_col[rows] = u8
@@ -129,8 +156,17 @@ class Slice:
             flags, prevs = [0] * n, [0] * n
             ep_ret, ep_len, step_fns = self.ep_ret, self.ep_len, self.step_fns
             episode = lib.sr_proc_worker_episode
+            mode, final = self.mode, self.final
             for i in range(n):
                 if done[i]:
+                    if mode == DISABLED:
+                        # Not stepped until reset: its last obs and flags
+                        # again, in a pad row.
+                        terms[i] = self.done_term[i]
+                        truncs[i] = self.done_trunc[i]
+                        flags[i] = PAD
+                        prevs[i] = prev[i]
+                        continue
                     obs_l[i] = self._reset(i)
                     flags[i] = FIRST
                     prevs[i] = NO_PREV
@@ -146,7 +182,20 @@ class Slice:
                     ep_len[i] += 1
                     if te or tr:
                         done[i] = True
+                        self.done_term[i] = te
+                        self.done_trunc[i] = tr
                         episode(w, float(ep_ret[i]), ep_len[i])
+                        if final is not None:
+                            final[self.first + i] = o
+                        if mode == SAME_STEP:
+                            # The step's row goes to an extra slot; the
+                            # batch row starts the next episode.
+                            if fin is None:
+                                fin = []
+                            fin.append((i, o, prevs[i]))
+                            obs_l[i] = self._reset(i)
+                            flags[i] = FIRST
+                            prevs[i] = NO_PREV
                 prev[i] = seq + i
         else:  # reset: every env, or where the mask byte is set
             m = None
@@ -160,14 +209,12 @@ class Slice:
             for i in range(n):
                 if m is None or m[i]:
                     obs_l[i] = self._reset(i)
+                    self.done_term[i] = self.done_trunc[i] = False
                     flags[i] = FIRST
                     prevs[i] = NO_PREV
                     prev[i] = seq + i
                 else:
-                    # Not reset: its last row's obs again, in a pad row.
-                    obs_l[i] = (self.obs_rows[prev[i] & self.mask].copy()
-                                if prev[i] != NO_PREV else
-                                self.np.zeros(self.obs_rows.shape[1:], self.np.float32))
+                    # Not reset: its last obs again, in a pad row.
                     flags[i] = PAD
                     prevs[i] = prev[i]
         self.obs_rows[rows] = obs_l
@@ -177,8 +224,31 @@ class Slice:
         self.flags_col[rows] = flags
         self.env_col[rows] = self.env_vals
         self.prev_col[rows] = prevs
+        if fin is not None:
+            self._finals(s, fin, rews, terms, truncs)
         # R1: the rows are whole; publish (release).
         lib.sr_ring_publish(self.ring, seq, n)
+
+    def _finals(self, s, fin, rews, terms, truncs):
+        """SAME_STEP: the ended envs' step rows (final obs, the step's
+        action, reward and flags, its prev link) in extra slots reserved
+        now, flagged FINAL and published (the C worker's order: before the
+        batch rows). If this process dies before publishing them, the pool
+        publishes the reserved gap as pad rows."""
+        k, m = len(fin), self.mask
+        self.lib.sr_ring_reserve(self.ring, k, 0, self.ctypes.byref(self.extra_seq))
+        e = self.extra_seq.value
+        for j, (i, o, pv) in enumerate(fin):
+            se = (e + j) & m
+            self.obs_rows[se] = o
+            self.act_col[se] = self.act_col[s + i]
+            self.rew_col[se] = rews[i]
+            self.term_col[se] = terms[i]
+            self.trunc_col[se] = truncs[i]
+            self.flags_col[se] = FINAL
+            self.env_col[se] = self.first + i
+            self.prev_col[se] = pv
+        self.lib.sr_ring_publish(self.ring, e, k)
 
 
 def _main():

@@ -27,6 +27,7 @@ import numpy as np
 
 from . import _lib
 from ._procworker import Slice
+from .vector import _autoreset_name, _metadata_mode, _AUTORESET
 
 try:
     import gymnasium
@@ -48,16 +49,20 @@ def _stub():  # never called: the envs live in the worker processes
 
 class ProcVectorEnv(_Base):
     """A gymnasium.vector.VectorEnv of Python envs stepped in worker processes
-    attached to a stepring pool's shared-memory ring (sync, NEXT_STEP
-    autoreset). info["fault"] (and "_fault") marks rows whose worker died or
-    hung during the step: truncated, obs zero, reward 0."""
+    attached to a stepring pool's shared-memory ring (sync; autoreset_mode
+    next_step, same_step or disabled, as SyncVectorEnv). info["fault"] (and
+    "_fault") marks rows whose worker died or hung during the step:
+    truncated, obs zero, reward 0 (same_step: obs of the env's next
+    episode, its final obs zero)."""
 
     def __init__(self, env_fns, *, num_workers=2, seed=None, step_timeout=None,
-                 max_restarts=100, copy=True, inline=True, check_finite=None):
+                 max_restarts=100, copy=True, inline=True, check_finite=None,
+                 autoreset_mode="next_step"):
         if gymnasium is None:
             raise _lib.UnsupportedError(-38, "make_vec(env_fns=...) needs gymnasium")
         import cloudpickle
         env_fns = list(env_fns)
+        self.autoreset_mode = _autoreset_name(autoreset_mode)
         if not env_fns:
             raise ValueError("env_fns is empty")
         if not all(callable(f) for f in env_fns):
@@ -87,10 +92,11 @@ class ProcVectorEnv(_Base):
         self.num_envs = len(env_fns)
         self.observation_space = batch_space(ob, self.num_envs)
         self.action_space = batch_space(ac, self.num_envs)
-        try:
-            self.metadata["autoreset_mode"] = gymnasium.vector.AutoresetMode.NEXT_STEP
-        except AttributeError:
-            pass
+        self.metadata["autoreset_mode"] = _metadata_mode(self.autoreset_mode)
+        self._same_step = self.autoreset_mode == "same_step"
+        self._disabled = self.autoreset_mode == "disabled"
+        # disabled: envs whose episode ended and that were not reset yet
+        self._ended = np.zeros(self.num_envs, bool)
         self._obs_shape = tuple(ob.shape)
         self._obs_dim = int(np.prod(self._obs_shape)) if self._obs_shape else 1
         self._num_workers = max(1, min(int(num_workers), self.num_envs))
@@ -150,6 +156,7 @@ class ProcVectorEnv(_Base):
         o.spec = ctypes.pointer(sp)
         o.num_threads = self._num_workers
         o.seed = int(seed) & ((1 << 64) - 1)
+        o.autoreset = _AUTORESET[self.autoreset_mode]
         o.bind = 2  # SR_BIND_NONE: the workers are processes
         o.worker_argv = ctypes.cast(self._argv, ctypes.POINTER(ctypes.c_char_p))
         o.worker_payload = ctypes.cast(self._pbuf, ctypes.c_void_p)
@@ -239,53 +246,109 @@ class ProcVectorEnv(_Base):
         b = self._pb.contents
         n, s = b.n, b.first_seq & self._mask
         if b.obs == self._obs_base + s * self._obs_dim * 4 and s + n <= self._mask + 1:
+            # The batch is ring rows [s, s + n): slices of the column views.
             obs = self._r_obs[s:s + n]
-            fault = (self._flags[s:s + n] & _lib.SR_SLOT_FAULT) != 0
-            info = {"fault": fault, "_fault": fault.copy()} if fault.any() else {}
-            if b.nonfinite:
-                info["nonfinite"] = (self._flags[s:s + n] & _lib.SR_SLOT_NONFINITE) != 0
-            dt = self.single_observation_space.dtype
-            obs = obs.astype(dt) if dt != np.float32 else (obs.copy() if self._copy else obs)
-            return (obs, self._r_rew[s:s + n].astype(np.float64),
-                    self._r_term[s:s + n].astype(bool), self._r_trunc[s:s + n].astype(bool),
-                    info)
-        od = b.obs_dim
-        f32 = ctypes.POINTER(ctypes.c_float)
-        u8 = ctypes.POINTER(ctypes.c_uint8)
-        obs = np.ctypeslib.as_array(ctypes.cast(b.obs, f32), (n * od,)).reshape(
-            (n,) + self._obs_shape)
-        rew = np.ctypeslib.as_array(ctypes.cast(b.reward, f32), (n,))
-        term = np.ctypeslib.as_array(ctypes.cast(b.terminated, u8), (n,))
-        trunc = np.ctypeslib.as_array(ctypes.cast(b.truncated, u8), (n,))
-        s = b.first_seq & self._mask
-        fault = (self._flags[s:s + n] & _lib.SR_SLOT_FAULT) != 0
-        info = {}
-        if fault.any():
-            info = {"fault": fault.copy(), "_fault": fault.copy()}
+            rew, term, trunc = self._r_rew[s:s + n], self._r_term[s:s + n], \
+                self._r_trunc[s:s + n]
+        else:
+            od = b.obs_dim
+            f32 = ctypes.POINTER(ctypes.c_float)
+            u8 = ctypes.POINTER(ctypes.c_uint8)
+            obs = np.ctypeslib.as_array(ctypes.cast(b.obs, f32), (n * od,)).reshape(
+                (n,) + self._obs_shape)
+            rew = np.ctypeslib.as_array(ctypes.cast(b.reward, f32), (n,))
+            term = np.ctypeslib.as_array(ctypes.cast(b.terminated, u8), (n,))
+            trunc = np.ctypeslib.as_array(ctypes.cast(b.truncated, u8), (n,))
+        flags = self._flags[s:s + n]
+        fault = (flags & _lib.SR_SLOT_FAULT) != 0
+        info = {"fault": fault, "_fault": fault.copy()} if fault.any() else {}
         if b.nonfinite:
-            info["nonfinite"] = (self._flags[s:s + n] & _lib.SR_SLOT_NONFINITE) != 0
+            info["nonfinite"] = (flags & _lib.SR_SLOT_NONFINITE) != 0
         dt = self.single_observation_space.dtype
         obs = obs.astype(dt) if dt != np.float32 else (obs.copy() if self._copy else obs)
-        return obs, rew.astype(np.float64), term.astype(bool), trunc.astype(bool), info
+        term, trunc = term.astype(bool), trunc.astype(bool)
+        if self._same_step and what == "step":
+            done = term | trunc
+            if done.any():
+                self._final_infos(b, n, done, fault, info)
+        return obs, rew.astype(np.float64), term, trunc, info
+
+    def _final_infos(self, b, n, done, fault, info):
+        """same_step: as SyncVectorEnv, info["final_obs"] (an object array:
+        the last obs of each env whose episode ended in this step, None
+        elsewhere), info["final_info"] (their step infos) and the masks
+        "_final_obs", "_final_info". A fault row's final obs is zeros (the
+        env's state was lost with its worker)."""
+        fo = np.ctypeslib.as_array(ctypes.cast(b.final_obs, ctypes.POINTER(ctypes.c_float)),
+                                   (n * b.obs_dim,)).reshape((n,) + self._obs_shape)
+        dt = self.single_observation_space.dtype
+        arr = np.full(n, None, dtype=object)
+        for i in np.flatnonzero(done):
+            arr[i] = (np.zeros(self._obs_shape, dt) if fault[i] else fo[i].astype(dt))
+        info["final_obs"] = arr
+        info["_final_obs"] = done
+        info["final_info"] = {}
+        info["_final_info"] = done.copy()
 
     # --- gymnasium.vector.VectorEnv -------------------------------------
     def reset(self, *, seed=None, options=None):
-        """Reset every env. A seed other than the pool's starts new workers
-        seeded from it (env i from seed + i, as Gymnasium's vector envs)."""
+        """Reset every env, or those of options["reset_mask"] (a bool array
+        of num_envs; the others keep their episode and show their last obs).
+        A seed other than the pool's starts new workers seeded from it (env
+        i from seed + i, as Gymnasium's vector envs)."""
+        opts = dict(options) if options else {}
+        mask = opts.pop("reset_mask", None)
+        if opts:
+            raise NotImplementedError("process workers: reset options other than reset_mask")
         if isinstance(seed, (list, tuple)):
             raise ValueError("process workers take one seed for all envs (env i gets seed + i)")
         if seed is not None and seed != self._seed:
             self._make_pool(seed)
-        self._call(_lib.lib.sr_pool_reset, ctypes.byref(self._pb))
+        if mask is not None:
+            m = np.ascontiguousarray(mask)
+            if m.shape != (self.num_envs,) or m.dtype.kind not in "bui":
+                raise ValueError("reset_mask must be a bool array of shape (%d,), not %s %s"
+                                 % (self.num_envs, m.dtype, m.shape))
+            m = m.astype(bool)
+            mu8 = m.astype(np.uint8)
+            self._call(_lib.lib.sr_pool_reset_mask, mu8.ctypes.data, ctypes.byref(self._pb))
+            self._ended[m] = False
+        else:
+            self._call(_lib.lib.sr_pool_reset, ctypes.byref(self._pb))
+            self._ended[:] = False
         obs, _, _, _, info = self._batch("reset")
         return obs, info
 
     def step(self, actions):
+        if self._disabled and self._ended.any():
+            raise _lib.ResetNeededError(
+                "autoreset_mode='disabled': envs %s ended and were not reset; reset them "
+                "with reset(options={'reset_mask': mask}) before stepping"
+                % np.flatnonzero(self._ended).tolist())
         a = np.ascontiguousarray(actions, dtype=self._act_dtype)
         if a.shape[0] != self.num_envs:
             raise ValueError("expected %d actions, got shape %s" % (self.num_envs, a.shape))
         self._call(_lib.lib.sr_pool_step, a.ctypes.data, self._pb_ref)
-        return self._batch("step")
+        out = self._batch("step")
+        if self._disabled:
+            np.logical_or(out[2], out[3], out=self._ended)
+        elif self._same_step and "fault" in out[4]:
+            out = self._restart_rows(out)
+        return out
+
+    def _restart_rows(self, out):
+        """same_step after a fault: the fault rows are truncated episodes,
+        so their obs must be the first obs of the next one (the restarted
+        worker starts them now, with a reset of those envs only: pad rows
+        for the others in the ring), not zeros a policy would act on."""
+        obs, rew, term, trunc, info = out
+        m = info["fault"].astype(np.uint8)
+        self._call(_lib.lib.sr_pool_reset_mask, m.ctypes.data, ctypes.byref(self._pb))
+        fresh = self._batch("reset")[0]
+        obs = obs.copy() if not obs.flags.writeable or not self._copy else obs
+        sel = info["fault"]
+        obs[sel] = fresh[sel]
+        return obs, rew, term, trunc, info
 
     def close_extras(self, **kwargs):
         self._destroy()
@@ -320,7 +383,7 @@ class ProcVectorEnv(_Base):
 
 
 def make_vec(env_fns, *, num_workers=2, seed=None, step_timeout=None, max_restarts=100,
-             copy=True, inline=True, check_finite=None):
+             copy=True, inline=True, check_finite=None, autoreset_mode="next_step"):
     """A ProcVectorEnv of the envs env_fns[i]() (callables, as
     gymnasium.vector.AsyncVectorEnv takes) in num_workers workers: with
     inline (the default) worker 0's envs are stepped in this process, by
@@ -329,7 +392,9 @@ def make_vec(env_fns, *, num_workers=2, seed=None, step_timeout=None, max_restar
     a fault like any other, but a segfault or a hang in them is this
     process's. inline=False: every env in a worker process. check_finite:
     as stepring.make_vec's (info["nonfinite"] marks rows with a NaN or an
-    infinity in the obs or reward)."""
+    infinity in the obs or reward). autoreset_mode: 'next_step' (the
+    default), 'same_step' or 'disabled' (or a gymnasium.vector.AutoresetMode),
+    with SyncVectorEnv's semantics."""
     return ProcVectorEnv(env_fns, num_workers=num_workers, seed=seed, step_timeout=step_timeout,
                          max_restarts=max_restarts, copy=copy, inline=inline,
-                         check_finite=check_finite)
+                         check_finite=check_finite, autoreset_mode=autoreset_mode)

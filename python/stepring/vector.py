@@ -1213,7 +1213,7 @@ def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threa
         from . import procs
         if env_id is not None:
             raise ValueError("give env_id or env_fns, not both")
-        return procs.make_vec(env_fns, seed=seed, copy=copy, **kw)
+        return procs.make_vec(env_fns, seed=seed, copy=copy, autoreset_mode=autoreset_mode, **kw)
     if env_id is None:
         raise TypeError("make_vec needs env_id (or env_fns)")
     return VectorEnv(env_id, num_envs, mode=mode, batch_size=batch_size, num_threads=num_threads,

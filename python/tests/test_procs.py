@@ -274,3 +274,140 @@ def test_gymnasium_make_vec_env_id():
         gym.make_vec("stepring/Procs-v0", num_envs=2)
     with pytest.raises(gym.error.Error):
         gym.make_vec("stepring/Procs-v0", num_envs=2, env_id="NoSuchEnv-v9")
+
+
+# --- autoreset modes -----------------------------------------------------
+
+def _env_fns(kind, n):
+    from gymnasium.envs.classic_control import AcrobotEnv, PendulumEnv
+    from gymnasium.wrappers import TimeLimit
+    # Time limits short enough that every env ends episodes (truncated)
+    # in a short test; CartPole's also end by termination.
+    return {"cartpole": [CartPoleEnv] * n,
+            "acrobot": [lambda: TimeLimit(AcrobotEnv(), 40)] * n,
+            "pendulum": [lambda: TimeLimit(PendulumEnv(), 30)] * n}[kind]
+
+
+def _actions(space, rng):
+    if isinstance(space, gym.spaces.Discrete):
+        return rng.integers(0, space.n, 1)[0]
+    return rng.uniform(space.low, space.high).astype(space.dtype)
+
+
+def _assert_same_step(r1, r2):
+    np.testing.assert_allclose(r1[0], r2[0], rtol=0, atol=1e-6)  # float32 in the ring
+    np.testing.assert_allclose(r1[1], r2[1], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(r1[2], r2[2])
+    np.testing.assert_array_equal(r1[3], r2[3])
+    i1, i2 = r1[4], r2[4]
+    assert sorted(i1) == sorted(i2)
+    if "final_obs" in i2:
+        np.testing.assert_array_equal(i1["_final_obs"], i2["_final_obs"])
+        np.testing.assert_array_equal(i1["_final_info"], i2["_final_info"])
+        assert i1["final_info"] == i2["final_info"]
+        for i in range(len(i2["final_obs"])):
+            if i2["_final_obs"][i]:
+                np.testing.assert_allclose(i1["final_obs"][i], i2["final_obs"][i],
+                                           rtol=0, atol=1e-6)
+            else:
+                assert i1["final_obs"][i] is None and i2["final_obs"][i] is None
+
+
+@pytest.mark.parametrize("inline", [True, False])
+@pytest.mark.parametrize("kind", ["cartpole", "acrobot", "pendulum"])
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_autoreset_modes_match_sync_vector_env(mode, kind, inline):
+    """Each autoreset mode against SyncVectorEnv(autoreset_mode=...) of the
+    same env fns, seeds and actions, step by step: obs, rewards, flags, and
+    in same_step final_obs / final_info and their masks; disabled resets
+    the ended envs with options={"reset_mask": ...} on both."""
+    n, k = 5, 120
+    fns = _env_fns(kind, n)
+    ours = stepring.make_vec(env_fns=fns, num_workers=2, seed=11, inline=inline,
+                             autoreset_mode=mode)
+    ref = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode[mode.upper()])
+    try:
+        assert isinstance(ours, gym.vector.VectorEnv)
+        assert ours.metadata["autoreset_mode"] == gym.vector.AutoresetMode[mode.upper()]
+        o1, _ = ours.reset(seed=11)
+        o2, _ = ref.reset(seed=11)
+        np.testing.assert_allclose(o1, o2, rtol=0, atol=1e-6)
+        rng = np.random.default_rng(3)
+        ends = resets = 0
+        for _ in range(k):
+            a = np.stack([_actions(ours.single_action_space, rng) for _ in range(n)])
+            r1, r2 = ours.step(a), ref.step(a)
+            _assert_same_step(r1, r2)
+            done = r2[2] | r2[3]
+            ends += int(done.sum())
+            if mode == "disabled" and done.any():
+                with pytest.raises(stepring.ResetNeededError):
+                    ours.step(a)
+                p1 = ours.reset(options={"reset_mask": done.copy()})
+                p2 = ref.reset(options={"reset_mask": done.copy()})
+                np.testing.assert_allclose(p1[0], p2[0], rtol=0, atol=1e-6)
+                resets += 1
+        assert ends >= n  # every mode saw episodes end
+        assert (resets > 0) == (mode == "disabled")
+    finally:
+        ours.close()
+        ref.close()
+
+
+@pytest.mark.parametrize("inline", [True, False])
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_fault_in_each_autoreset_mode(mode, inline):
+    """A Python exception in env 4 (worker 1, a process) at step 10, in each
+    mode: fault rows for envs 3-5 (truncated, flagged), then what the mode
+    says: next_step a reset row at the next step; same_step the first obs
+    of the restarted envs' next episode at once (final obs zeros); disabled
+    a ResetNeededError until they are reset. The restarted envs are seeded
+    from sr_proc_seed(seed, env, 1)."""
+    n, seed = 6, 1
+    envs = stepring.make_vec(env_fns=_fns(n), num_workers=2, seed=seed, inline=inline,
+                             autoreset_mode=mode)
+    lib = stepring._lib.lib
+
+    def fresh(e):
+        return FaultyEnv().reset(seed=int(lib.sr_proc_seed(seed, e, 1)))[0]
+
+    try:
+        envs.reset()
+        zeros = np.zeros(n, np.int64)
+        for t in range(60):
+            a = zeros.copy()
+            if t == 10:
+                a[4] = 2
+            obs, rew, term, trunc, info = envs.step(a)
+            if t == 10:
+                assert info["fault"].tolist() == [False] * 3 + [True] * 3
+                assert trunc[3:].all() and not term[3:].any() and (rew[3:] == 0).all()
+                if mode == "same_step":
+                    assert info["_final_obs"][3:].all()
+                    for e in range(3, 6):
+                        assert (info["final_obs"][e] == 0).all()
+                        np.testing.assert_array_equal(obs[e], fresh(e))
+                else:
+                    assert (obs[3:] == 0).all()
+                if mode == "disabled":
+                    with pytest.raises(stepring.ResetNeededError):
+                        envs.step(zeros)
+                    obs, _ = envs.reset(options={"reset_mask": term | trunc})
+                    for e in range(3, 6):
+                        np.testing.assert_array_equal(obs[e], fresh(e))
+                continue
+            assert "fault" not in info
+            if t == 11:
+                if mode == "next_step":
+                    # the restarted envs' reset row
+                    assert (rew[3:] == 0).all() and not trunc[3:].any()
+                    for e in range(3, 6):
+                        np.testing.assert_array_equal(obs[e], fresh(e))
+                else:
+                    assert (rew[3:] == 1).all()  # stepped from the fresh obs
+            if mode == "disabled" and (term | trunc).any():
+                envs.reset(options={"reset_mask": term | trunc})
+        st = envs.fault_stats()
+        assert st["faults"] == 1 and st["restarts"] == 1 and st["fault_rows"] == 3
+    finally:
+        envs.close()
