@@ -61,9 +61,9 @@ static int stage_open_cuda(sr_pool *p, uint32_t max_rows)
 	o.kind = SR_DEVICE_CUDA;
 	o.index = p->col.dev_index;
 	o.max_rows = max_rows;
-	o.obs_dim = p->obs_dim;
-	o.act_kind = p->spec.act_kind;
-	o.act_dim = p->spec.act_kind == SR_SPACE_DISCRETE ? 1 : p->spec.act_dim;
+	o.obs_dim = p->cfg.obs_dim;
+	o.act_kind = p->cfg.spec.act_kind;
+	o.act_dim = p->cfg.spec.act_kind == SR_SPACE_DISCRETE ? 1 : p->cfg.spec.act_dim;
 	o.flags = SR_DEVICE_F_RING;
 	o.ring = p->ring;
 	return sr_device_open(&o, &p->col.dev);
@@ -71,17 +71,17 @@ static int stage_open_cuda(sr_pool *p, uint32_t max_rows)
 
 int sr__collector_open(sr_pool *p)
 {
-	const uint32_t rows = p->async ? p->batch_size : p->num_envs;
-	const size_t od = p->obs_dim;
+	const uint32_t rows = p->cfg.async ? p->cfg.batch_size : p->cfg.num_envs;
+	const size_t od = p->cfg.obs_dim;
 	struct sr__collector *st = &p->col;
 	char *m;
 	int err;
 
 	st->gather = calloc(rows, sizeof(*st->gather));
-	if (p->keep_final && p->async)
-		st->final_stage = calloc((size_t)rows * p->obs_dim, sizeof(float));
+	if (p->cfg.keep_final && p->cfg.async)
+		st->final_stage = calloc((size_t)rows * p->cfg.obs_dim, sizeof(float));
 	st->stage = malloc(rows * (od * sizeof(float) + sizeof(float) + sizeof(uint32_t) + 2));
-	if (!st->gather || (p->keep_final && p->async && !st->final_stage) || !st->stage)
+	if (!st->gather || (p->cfg.keep_final && p->cfg.async && !st->final_stage) || !st->stage)
 		return sr__errorf(-ENOMEM, "cannot allocate the collector's buffers");
 	m = st->stage;
 	st->obs = (float *)m;
@@ -126,7 +126,7 @@ static void gather_rows(const sr_pool *p, const uint64_t *seqs, uint32_t n)
 {
 	const struct sr__collector *st = &p->col;
 	const uint64_t mask = p->ring_cap - 1;
-	const uint32_t od = p->obs_dim;
+	const uint32_t od = p->cfg.obs_dim;
 
 	for (uint32_t i = 0, j; i < n; i = j) {
 		const uint64_t s = seqs[i] & mask;
@@ -149,7 +149,7 @@ static void land_host(sr_pool *p, const struct batch_req *req, sr_batch *out)
 {
 	const struct sr__collector *st = &p->col;
 	const uint64_t cap = p->ring_cap, mask = cap - 1;
-	const uint32_t od = p->obs_dim;
+	const uint32_t od = p->cfg.obs_dim;
 
 	if (!req->seqs && (req->first_seq & mask) + req->n <= cap) {
 		/* Zero copy: the rows are the ring's own slots. */
@@ -205,7 +205,7 @@ static int land_device(sr_pool *p, const struct batch_req *req, sr_batch *out)
 		err = sr_device_submit_ring(st->dev, p->ring, req->first_seq, req->n, 0, &b);
 	} else {
 		sr_batch g = {
-			.n = req->n, .obs_dim = p->obs_dim, .obs = st->obs, .reward = st->reward,
+			.n = req->n, .obs_dim = p->cfg.obs_dim, .obs = st->obs, .reward = st->reward,
 			.terminated = st->term, .truncated = st->trunc, .env_id = st->env_id,
 			.first_seq = UINT64_MAX,
 		};
@@ -277,7 +277,7 @@ uint64_t sr__nonfinite_rows(const sr_pool *p)
 {
 	uint64_t n = p->fin.pool_rows;
 
-	for (uint32_t i = 0; i < p->num_threads && p->workers; i++)
+	for (uint32_t i = 0; i < p->cfg.num_threads && p->workers; i++)
 		n += atomic_load_explicit(&p->workers[i].nonfinite, memory_order_relaxed);
 	return n;
 }
@@ -285,7 +285,7 @@ uint64_t sr__nonfinite_rows(const sr_pool *p)
 void sr__nonfinite_scan(sr_pool *p, uint64_t seq, uint32_t n)
 {
 	const uint64_t mask = p->ring_cap - 1;
-	const uint32_t od = p->obs_dim;
+	const uint32_t od = p->cfg.obs_dim;
 
 	if (!p->fin.on)
 		return;
@@ -316,7 +316,7 @@ static void nonfinite_tell(sr_pool *p)
 		 "env %" PRIu64 " (%s) wrote a non-finite %s (NaN or infinity): its rows are "
 		 "flagged SR_SLOT_NONFINITE and counted in sr_pool_stats.nonfinite_rows; mask "
 		 "them out (STEPRING_CHECK_FINITE=0 turns the check off)",
-		 (uint64_t)((f & SR__NF_ENV_MASK) - 1), p->spec.id,
+		 (uint64_t)((f & SR__NF_ENV_MASK) - 1), p->cfg.spec.id,
 		 (f & SR__NF_OBS) && (f & SR__NF_REW) ? "observation and reward"
 		 : (f & SR__NF_OBS)		   ? "observation"
 						   : "reward");
@@ -352,8 +352,8 @@ static int land_batch(sr_pool *p, const struct batch_req *req)
 	sr_batch *out = &p->col.batch;
 
 	out->n = req->n;
-	out->obs_dim = p->obs_dim;
-	out->final_obs = p->keep_final ? req->final_obs : NULL;
+	out->obs_dim = p->cfg.obs_dim;
+	out->final_obs = p->cfg.keep_final ? req->final_obs : NULL;
 	out->nonfinite = batch_nonfinite(p, req);
 	if (p->col.dev)
 		return land_device(p, req, out);
@@ -363,8 +363,8 @@ static int land_batch(sr_pool *p, const struct batch_req *req)
 
 int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out)
 {
-	struct batch_req req = {.first_seq = seq, .n = p->num_envs,
-				    .final_obs = p->keep_final ? p->final_env : NULL};
+	struct batch_req req = {.first_seq = seq, .n = p->cfg.num_envs,
+				    .final_obs = p->cfg.keep_final ? p->final_env : NULL};
 	uint64_t t0 = *t;
 	int err;
 
@@ -435,15 +435,15 @@ static int hand_async(sr_pool *p, struct batch_req *req)
 {
 	int err;
 
-	if (p->keep_final) {
+	if (p->cfg.keep_final) {
 		const uint64_t mask = p->ring_cap - 1;
 
 		for (uint32_t i = 0; i < req->n; i++) {
 			uint64_t s = (req->seqs ? req->seqs[i] : req->first_seq + i) & mask;
 			if (p->c_term[s] | p->c_trunc[s])
-				memcpy(p->col.final_stage + (size_t)i * p->obs_dim,
-				       p->final_env + (size_t)p->c_env[s] * p->obs_dim,
-				       p->obs_dim * sizeof(float));
+				memcpy(p->col.final_stage + (size_t)i * p->cfg.obs_dim,
+				       p->final_env + (size_t)p->c_env[s] * p->cfg.obs_dim,
+				       p->cfg.obs_dim * sizeof(float));
 		}
 		req->final_obs = p->col.final_stage;
 	}
@@ -497,7 +497,7 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 {
 	const uint64_t k = p->flight.grp_recvd;
 	const struct sr__grp_cmd *c = sr__cmd_rec(p, k);
-	const uint32_t need = p->batch_size, g = c->g;
+	const uint32_t need = p->cfg.batch_size, g = c->g;
 	const uint64_t end = c->seq + need;
 	uint64_t t2;
 	struct batch_req req = {.first_seq = c->seq, .n = need};
@@ -508,7 +508,7 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 		return err;
 	/* A view that might not last until the next call (see Room; not
 	 * expected): the rows are copied. */
-	if (sr_ring_head(p->ring) - c->seq >= p->ring_cap - 2ull * p->num_envs) {
+	if (sr_ring_head(p->ring) - c->seq >= p->ring_cap - 2ull * p->cfg.num_envs) {
 		for (uint32_t i = 0; i < need; i++)
 			p->col.gather[i] = c->seq + i;
 		req.seqs = p->col.gather;
@@ -519,7 +519,7 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	sr__grp_mark(p, g, 0);
 	p->flight.grp_last = (int32_t)g;
 	/* last_ids: for a send that names the envs, or leaves group mode. */
-	for (uint32_t i = 0; i < p->num_threads; i++) {
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
 		const struct sr__worker *w = &p->workers[i];
 		/* Locals: the stores may alias the worker's fields. */
 		const uint32_t e0 = w->first_env + g * w->grp_m, m = w->grp_m;
@@ -556,15 +556,15 @@ static void gather_results(sr_pool *p, uint64_t c, uint64_t pos)
 
 int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 {
-	const uint32_t need = p->batch_size;
+	const uint32_t need = p->cfg.batch_size;
 	const uint64_t mask = p->ring_cap - 1;
 	const uint8_t *flags = p->c_flags;
 	const sr_ring *ring = p->ring;
 	/* A quarter of a worker's share: fine enough not to overshoot the
 	 * batch with an expensive env, coarse enough to amortise a drain. */
-	const uint32_t chunk = need / (4 * p->num_threads) ? need / (4 * p->num_threads) : 1;
+	const uint32_t chunk = need / (4 * p->cfg.num_threads) ? need / (4 * p->cfg.num_threads) : 1;
 	/* Half of worker 0's share of a batch, every call. */
-	uint32_t min0 = (uint32_t)((uint64_t)need * p->workers[0].n_envs / p->num_envs / 2);
+	uint32_t min0 = (uint32_t)((uint64_t)need * p->workers[0].n_envs / p->cfg.num_envs / 2);
 	uint64_t t0, tw = 0, tin = 0, ti, tw0;
 	uint64_t c = sr_ring_cursor(ring), pos = c;
 	uint32_t rows = 0;
@@ -613,7 +613,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	req.final_obs = NULL;
 	/* Extras in the range, or a view that might not last until the next
 	 * call (see Room above; not expected): the rows are copied. */
-	if (extras || sr_ring_head(ring) - c >= p->ring_cap - 2ull * p->num_envs) {
+	if (extras || sr_ring_head(ring) - c >= p->ring_cap - 2ull * p->cfg.num_envs) {
 		gather_results(p, c, pos);
 		req.seqs = p->col.gather;
 	}
@@ -670,7 +670,7 @@ void sr__collect_drain(sr_pool *p)
 	}
 	if (p->flight.n_inflight) {
 		/* Only after a failure for good: nothing is in flight any more. */
-		memset(p->flight.inflight, 0, p->num_envs);
+		memset(p->flight.inflight, 0, p->cfg.num_envs);
 		p->flight.n_inflight = 0;
 	}
 	p->col.ns_wait += tw;

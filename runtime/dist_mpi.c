@@ -479,7 +479,7 @@ int sr_mpi_pool_create(MPI_Comm comm, const sr_pool_opts *opts, const sr_mpi_opt
 	mp->info.num_envs = opts->num_envs;
 	mp->info.first_env = first;
 	mp->info.local_envs = nloc;
-	mp->info.num_threads = mp->pool->num_threads;
+	mp->info.num_threads = mp->pool->cfg.num_threads;
 	if (opts->flags & SR_POOL_F_TOPOLOGY)
 		mp->info.cpus[0] = '\0';
 	MPI_Comm_free(&node);
@@ -784,7 +784,7 @@ static int manifest_write(sr_mpi_pool *mp, const char *dir, uint64_t gen)
 	if (!f)
 		return sr__errorf(-errno, "checkpoint: cannot write '%s': %s", tmp, strerror(errno));
 	fprintf(f, "%s\ngeneration %llu\nenv %s\nnum_envs %llu\nseed %llu\nparts %u\n",
-		MANIFEST_MAGIC, (unsigned long long)gen, mp->pool->spec.id,
+		MANIFEST_MAGIC, (unsigned long long)gen, mp->pool->cfg.spec.id,
 		(unsigned long long)mp->info.num_envs, (unsigned long long)mp->seed,
 		mp->info.size);
 	for (uint32_t r = 0; r < mp->info.size; r++) {
@@ -898,12 +898,12 @@ int sr_mpi_pool_restore(sr_mpi_pool *mp, const char *dir)
 		err = sr__errorf(err, "no manifest in '%s' (no complete checkpoint there)", dir);
 	else if (err)
 		err = sr__errorf(err, "'%s/manifest' is malformed or cut short", dir);
-	else if (strcmp(m.env, mp->pool->spec.id) || m.num_envs != mp->info.num_envs ||
+	else if (strcmp(m.env, mp->pool->cfg.spec.id) || m.num_envs != mp->info.num_envs ||
 		 m.seed != mp->seed)
 		err = sr__errorf(-EINVAL, "'%s' holds a run of %llu %s envs with seed %llu; this "
 				 "pool is %llu %s envs with seed %llu", dir,
 				 (unsigned long long)m.num_envs, m.env, (unsigned long long)m.seed,
-				 (unsigned long long)mp->info.num_envs, mp->pool->spec.id,
+				 (unsigned long long)mp->info.num_envs, mp->pool->cfg.spec.id,
 				 (unsigned long long)mp->seed);
 	for (uint32_t k = 0; !err && k < m.parts; k++) {
 		if (m.part[k].first != next)

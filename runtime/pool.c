@@ -116,12 +116,12 @@ out:
 /* Threads for @p's work, at most @cores; the reason in p->threads_note. */
 static uint32_t auto_threads(sr_pool *p, uint32_t cores)
 {
-	uint64_t cost = step_cost_ns(&p->spec, p->seed);
-	uint64_t work = cost * p->num_envs;
+	uint64_t cost = step_cost_ns(&p->cfg.spec, p->cfg.seed);
+	uint64_t work = cost * p->cfg.num_envs;
 	uint64_t t = work / SR__THREAD_GRAIN_NS;
 
 	if (!cost) {
-		snprintf(p->threads_note, sizeof(p->threads_note),
+		snprintf(p->cfg.threads_note, sizeof(p->cfg.threads_note),
 			 "%u (default: the step cost could not be measured: one per core)", cores);
 		return cores;
 	}
@@ -129,9 +129,9 @@ static uint32_t auto_threads(sr_pool *p, uint32_t cores)
 		t = 1;
 	if (t > cores)
 		t = cores;
-	snprintf(p->threads_note, sizeof(p->threads_note),
+	snprintf(p->cfg.threads_note, sizeof(p->cfg.threads_note),
 		 "%u (default: %u envs x %llu ns a step = %.1f us a batch; one thread per "
-		 "%llu us of it, %s)", (unsigned)t, p->num_envs, (unsigned long long)cost,
+		 "%llu us of it, %s)", (unsigned)t, p->cfg.num_envs, (unsigned long long)cost,
 		 (double)work / 1e3, SR__THREAD_GRAIN_NS / 1000,
 		 t == 1 ? "so the calling thread steps them all" :
 		 t == cores ? "up to one per core" : "fewer than the cores");
@@ -213,28 +213,28 @@ static int create_config(sr_pool *p, const sr_pool_opts *o)
 	int err;
 
 	if (o->spec)
-		err = sr_env_spec_upgrade(o->spec, &p->spec); /* v1 or v2 */
+		err = sr_env_spec_upgrade(o->spec, &p->cfg.spec); /* v1 or v2 */
 	else
-		err = sr_env_find(o->env, &p->spec);
+		err = sr_env_find(o->env, &p->cfg.spec);
 	if (err)
 		return err;
-	p->num_envs = o->num_envs;
-	p->batch_size = o->batch_size ? o->batch_size : o->num_envs;
-	p->async = p->batch_size < p->num_envs;
-	p->autoreset = o->autoreset;
-	p->keep_final = o->autoreset == SR_AUTORESET_SAME_STEP || (o->flags & SR_POOL_F_FINAL_OBS);
-	p->seed = (o->flags & SR_POOL_F_SEED) ? o->seed : 0;
-	p->env_base = (o->flags & SR_POOL_F_FIRST_ENV) ? o->first_env : 0;
-	p->act_size = sr_env_action_size(&p->spec);
+	p->cfg.num_envs = o->num_envs;
+	p->cfg.batch_size = o->batch_size ? o->batch_size : o->num_envs;
+	p->cfg.async = p->cfg.batch_size < p->cfg.num_envs;
+	p->cfg.autoreset = o->autoreset;
+	p->cfg.keep_final = o->autoreset == SR_AUTORESET_SAME_STEP || (o->flags & SR_POOL_F_FINAL_OBS);
+	p->cfg.seed = (o->flags & SR_POOL_F_SEED) ? o->seed : 0;
+	p->cfg.env_base = (o->flags & SR_POOL_F_FIRST_ENV) ? o->first_env : 0;
+	p->cfg.act_size = sr_env_action_size(&p->cfg.spec);
 	p->kind = (o->flags & SR_POOL_F_PROCS) ? &sr__kind_proc : &sr__kind_thread;
-	p->obs_dim = p->spec.obs_dim;
+	p->cfg.obs_dim = p->cfg.spec.obs_dim;
 	p->col.dev_kind = o->device;
 	p->col.dev_index = o->device_index;
-	p->spin_iters = 1u << 14;
+	p->cfg.spin_iters = 1u << 14;
 	{
 		const char *s = getenv("STEPRING_SPIN");
 		if (s && *s)
-			p->spin_iters = (uint32_t)strtoul(s, NULL, 10);
+			p->cfg.spin_iters = (uint32_t)strtoul(s, NULL, 10);
 	}
 	p->fin.on = sr__check_finite_default();
 	if (o->flags & (SR_POOL_F_CHECK_FINITE | SR_POOL_F_NO_CHECK_FINITE))
@@ -284,18 +284,18 @@ static int create_placement(sr_pool *p, const sr_pool_opts *o)
 	if (o->num_threads == 0)
 		T = auto_threads(p, T);
 	else
-		snprintf(p->threads_note, sizeof(p->threads_note), "%u (asked for)",
-			 T < p->num_envs ? T : p->num_envs);
-	if (T > p->num_envs)
-		T = p->num_envs; /* a worker without envs would only cost a thread */
-	p->num_threads = T;
-	p->first_thread = (p->knobs & SR__KNOB_NO_INLINE) ? 0 : 1;
+		snprintf(p->cfg.threads_note, sizeof(p->cfg.threads_note), "%u (asked for)",
+			 T < p->cfg.num_envs ? T : p->cfg.num_envs);
+	if (T > p->cfg.num_envs)
+		T = p->cfg.num_envs; /* a worker without envs would only cost a thread */
+	p->cfg.num_threads = T;
+	p->first_thread = (p->cfg.knobs & SR__KNOB_NO_INLINE) ? 0 : 1;
 	/* Async: a worker thread steps at most this many queued envs per
 	 * reservation. recv returns rows in ring order, so a batch that
 	 * reaches into a drain waits for the whole drain: a worker's share of
 	 * a batch keeps that short; 128 rows at least keep the per-drain
 	 * costs (reserve, publish, wake) small against the steps. */
-	p->drain_max = p->batch_size / T > SR__DRAIN_MIN ? p->batch_size / T : SR__DRAIN_MIN;
+	p->drain_max = p->cfg.batch_size / T > SR__DRAIN_MIN ? p->cfg.batch_size / T : SR__DRAIN_MIN;
 	return 0;
 }
 
@@ -306,10 +306,10 @@ static int create_ring(sr_pool *p, const sr_pool_opts *o)
 	int err;
 
 	memset(&ro, 0, sizeof(ro));
-	ro.obs_dim = p->obs_dim;
-	ro.act_size = (uint32_t)p->act_size;
+	ro.obs_dim = p->cfg.obs_dim;
+	ro.act_size = (uint32_t)p->cfg.act_size;
 	ro.capacity = o->ring_capacity ? o->ring_capacity
-				       : pow2_at_least(4ull * p->num_envs > 1024 ? 4ull * p->num_envs
+				       : pow2_at_least(4ull * p->cfg.num_envs > 1024 ? 4ull * p->cfg.num_envs
 										  : 1024);
 	if (o->flags & SR_POOL_F_RING_NAME) {
 		ro.flags = SR_RING_SHM;
@@ -333,22 +333,22 @@ static int create_ring(sr_pool *p, const sr_pool_opts *o)
 /* The worker records and the per-env and per-worker arrays. */
 static int create_arrays(sr_pool *p)
 {
-	const uint32_t T = p->num_threads;
+	const uint32_t T = p->cfg.num_threads;
 
 	p->workers = aligned_alloc(SR_CACHELINE, sizeof(*p->workers) * T);
-	p->place.env_worker = calloc(p->num_envs, sizeof(*p->place.env_worker));
+	p->place.env_worker = calloc(p->cfg.num_envs, sizeof(*p->place.env_worker));
 	p->rb.shift = calloc(T, sizeof(*p->rb.shift));
 	p->rb.mark = calloc(2 * (size_t)T, sizeof(*p->rb.mark));
 	p->rb.inv = calloc(T, sizeof(*p->rb.inv));
-	p->flight.inflight = calloc(p->num_envs, 1);
-	p->flight.last_ids = calloc(p->num_envs, sizeof(*p->flight.last_ids));
-	p->async_act = calloc(p->num_envs, p->act_size);
-	if (p->keep_final)
-		p->final_env = calloc((size_t)p->num_envs * p->obs_dim, sizeof(float));
+	p->flight.inflight = calloc(p->cfg.num_envs, 1);
+	p->flight.last_ids = calloc(p->cfg.num_envs, sizeof(*p->flight.last_ids));
+	p->async_act = calloc(p->cfg.num_envs, p->cfg.act_size);
+	if (p->cfg.keep_final)
+		p->final_env = calloc((size_t)p->cfg.num_envs * p->cfg.obs_dim, sizeof(float));
 	if (!p->workers || !p->place.env_worker || !p->rb.shift || !p->rb.mark || !p->rb.inv ||
 	    !p->flight.inflight || !p->flight.last_ids || !p->async_act ||
-	    (p->keep_final && !p->final_env))
-		return sr__errorf(-ENOMEM, "out of memory for %u envs", p->num_envs);
+	    (p->cfg.keep_final && !p->final_env))
+		return sr__errorf(-ENOMEM, "out of memory for %u envs", p->cfg.num_envs);
 	memset(p->workers, 0, sizeof(*p->workers) * T);
 	p->flight.grp_last = -1;
 	return 0;
@@ -362,21 +362,21 @@ static int create_arrays(sr_pool *p)
  */
 static int create_commands(sr_pool *p, const sr_pool_opts *o)
 {
-	const uint32_t T = p->num_threads;
+	const uint32_t T = p->cfg.num_threads;
 
-	if (p->async && (p->num_envs % p->batch_size != 0 || p->batch_size < T ||
-			 (p->knobs & SR__KNOB_NO_BATCH_GROUPS)))
+	if (p->cfg.async && (p->cfg.num_envs % p->cfg.batch_size != 0 || p->cfg.batch_size < T ||
+			 (p->cfg.knobs & SR__KNOB_NO_BATCH_GROUPS)))
 		return 0; /* per-env queues only */
-	p->cmds.ngroups = p->num_envs / p->batch_size;
+	p->cmds.ngroups = p->cfg.num_envs / p->cfg.batch_size;
 	p->cmds.rec = calloc(p->cmds.ngroups, sizeof(*p->cmds.rec));
 	if (!p->cmds.rec)
 		return sr__errorf(-ENOMEM, "out of memory for %u batch groups", p->cmds.ngroups);
 	for (uint32_t g = 0; g < p->cmds.ngroups; g++) {
 		/* Sync steps use the caller's actions in place. */
-		if (p->async)
-			p->cmds.rec[g].acts_buf = malloc((size_t)p->batch_size * p->act_size);
+		if (p->cfg.async)
+			p->cmds.rec[g].acts_buf = malloc((size_t)p->cfg.batch_size * p->cfg.act_size);
 		p->cmds.rec[g].shift = calloc(T, sizeof(int32_t));
-		if ((p->async && !p->cmds.rec[g].acts_buf) || !p->cmds.rec[g].shift)
+		if ((p->cfg.async && !p->cmds.rec[g].acts_buf) || !p->cmds.rec[g].shift)
 			return sr__errorf(-ENOMEM, "out of memory for %u batch groups",
 					  p->cmds.ngroups);
 	}
@@ -390,7 +390,7 @@ static int create_commands(sr_pool *p, const sr_pool_opts *o)
  */
 static void create_slices(sr_pool *p, const sr_pool_opts *o)
 {
-	const uint32_t T = p->num_threads, base = p->num_envs / T, extra = p->num_envs % T;
+	const uint32_t T = p->cfg.num_threads, base = p->cfg.num_envs / T, extra = p->cfg.num_envs % T;
 	uint32_t env = 0;
 
 	for (uint32_t i = 0; i < T; i++) {
@@ -401,8 +401,8 @@ static void create_slices(sr_pool *p, const sr_pool_opts *o)
 		w->n_envs = base + (i < extra);
 		if (p->cmds.ngroups) {
 			/* batch_size / T rows of each group, the first ones one more. */
-			w->grp_m = p->batch_size / T + (i < p->batch_size % T);
-			w->grp_off = i * (p->batch_size / T) + (i < p->batch_size % T ? i : p->batch_size % T);
+			w->grp_m = p->cfg.batch_size / T + (i < p->cfg.batch_size % T);
+			w->grp_off = i * (p->cfg.batch_size / T) + (i < p->cfg.batch_size % T ? i : p->cfg.batch_size % T);
 			w->n_envs = w->grp_m * p->cmds.ngroups;
 		}
 		w->cpu = p->place.plan->w[i].cpu;
@@ -410,12 +410,12 @@ static void create_slices(sr_pool *p, const sr_pool_opts *o)
 			p->place.env_worker[env + k] = i;
 		env += w->n_envs;
 	}
-	p->max_slice = 0;
+	p->cfg.max_slice = 0;
 	for (uint32_t i = 0; i < T; i++)
-		if (p->workers[i].n_envs > p->max_slice)
-			p->max_slice = p->workers[i].n_envs;
-	p->rb.on = (!p->async || p->cmds.ngroups) && T > 1 &&
-		   !(p->knobs & SR__KNOB_NO_REBALANCE) && !(o->flags & SR_POOL_F_PROCS);
+		if (p->workers[i].n_envs > p->cfg.max_slice)
+			p->cfg.max_slice = p->workers[i].n_envs;
+	p->rb.on = (!p->cfg.async || p->cmds.ngroups) && T > 1 &&
+		   !(p->cfg.knobs & SR__KNOB_NO_REBALANCE) && !(o->flags & SR_POOL_F_PROCS);
 }
 
 /* Everything but the validation and the allocation of @p itself. */
@@ -502,7 +502,7 @@ int sr__pool_create_knobs(const sr_pool_opts *o, uint32_t knobs, sr_pool **out)
 	if (!p)
 		return sr__errorf(-ENOMEM, "out of memory");
 	p->shm.start_ns = sr__now_ns();
-	p->knobs = knobs;
+	p->cfg.knobs = knobs;
 	err = create_steps(p, o);
 	if (err) {
 		sr_pool_destroy(p);
@@ -548,7 +548,7 @@ void sr_pool_destroy(sr_pool *p)
 SR_VECTOR_CLONES
 static int check_actions(const sr_pool *p, const void *actions, const uint32_t *ids, uint32_t n)
 {
-	const sr_env_spec *s = &p->spec;
+	const sr_env_spec *s = &p->cfg.spec;
 
 	if (!actions)
 		return sr__errorf(-EINVAL, "actions is NULL");
@@ -614,7 +614,7 @@ static int cmd_send(sr_pool *p, uint32_t g, const void *actions, const uint8_t *
 	 * head, so this (the only consumer's) reservation never waits. The
 	 * seq words of the slots are written only by the workers that
 	 * publish them (R3 is the claim on head, see run_group). */
-	err = sr_ring_reserve(p->ring, p->batch_size, SR_RESERVE_CONTIG, seq);
+	err = sr_ring_reserve(p->ring, p->cfg.batch_size, SR_RESERVE_CONTIG, seq);
 	if (err)
 		return err;
 	c->g = g;
@@ -627,7 +627,7 @@ static int cmd_send(sr_pool *p, uint32_t g, const void *actions, const uint8_t *
 	c->acts = actions;
 	if (actions) {
 		if (c->acts_buf) {
-			memcpy(c->acts_buf, actions, (size_t)p->batch_size * p->act_size);
+			memcpy(c->acts_buf, actions, (size_t)p->cfg.batch_size * p->cfg.act_size);
 			c->acts = c->acts_buf;
 		}
 		sr__grp_shifts(p, c->shift);
@@ -662,7 +662,7 @@ static int sync_cmd(sr_pool *p, const void *actions, const uint8_t *mask,
 /* Batch groups: mark group @g's envs in flight (1) or not (0). */
 void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v)
 {
-	for (uint32_t i = 0; i < p->num_threads; i++) {
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
 		const struct sr__worker *w = &p->workers[i];
 
 		memset(p->flight.inflight + w->first_env + g * w->grp_m, v, w->grp_m);
@@ -676,12 +676,12 @@ static int32_t grp_match(const sr_pool *p, const uint32_t *ids, uint32_t n)
 	uint32_t g;
 
 	/* Worker 0's envs start at 0: a group's first row is env g * m_0. */
-	if (!p->cmds.ngroups || n != p->batch_size)
+	if (!p->cmds.ngroups || n != p->cfg.batch_size)
 		return -1;
 	g = ids[0] / w0->grp_m;
 	if (g >= p->cmds.ngroups)
 		return -1;
-	for (uint32_t i = 0; i < p->num_threads; i++) {
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
 		const struct sr__worker *w = &p->workers[i];
 		uint32_t e0 = w->first_env + g * w->grp_m, bad = 0;
 
@@ -707,7 +707,7 @@ static int grp_send(sr_pool *p, uint32_t g, const void *actions)
 	if (err)
 		return err;
 	sr__grp_mark(p, g, 1);
-	p->flight.n_inflight += p->batch_size;
+	p->flight.n_inflight += p->cfg.batch_size;
 	return 0;
 }
 
@@ -715,7 +715,7 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 {
 	if (!p)
 		return sr__errorf(-EINVAL, "pool is NULL");
-	if (p->async) {
+	if (p->cfg.async) {
 		int err = 0;
 
 		/* Drop whatever is in flight, then queue a reset of every env;
@@ -732,10 +732,10 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 				*out = NULL;
 			return err;
 		}
-		err = p->kind->send_envs(p, NULL, NULL, p->num_envs);
+		err = p->kind->send_envs(p, NULL, NULL, p->cfg.num_envs);
 		if (!err) {
-			memset(p->flight.inflight, 1, p->num_envs);
-			p->flight.n_inflight = p->num_envs;
+			memset(p->flight.inflight, 1, p->cfg.num_envs);
+			p->flight.n_inflight = p->cfg.num_envs;
 		}
 		if (out)
 			*out = NULL;
@@ -752,10 +752,10 @@ int sr_pool_step(sr_pool *p, const void *actions, const sr_batch **out)
 
 	if (!p || !out)
 		return sr__errorf(-EINVAL, "sr_pool_step: NULL argument");
-	if (p->async)
+	if (p->cfg.async)
 		return sr__errorf(-EINVAL, "sr_pool_step is for sync pools (batch_size == num_envs); "
 				  "this one is async: use sr_pool_send / sr_pool_recv");
-	err = check_actions(p, actions, NULL, p->num_envs);
+	err = check_actions(p, actions, NULL, p->cfg.num_envs);
 	if (err)
 		return err;
 	return sync_cmd(p, actions, NULL, NULL, NULL, out);
@@ -765,7 +765,7 @@ int sr_pool_reset_mask(sr_pool *p, const uint8_t *mask, const sr_batch **out)
 {
 	if (!p || !mask || !out)
 		return sr__errorf(-EINVAL, "sr_pool_reset_mask: NULL argument");
-	if (p->async)
+	if (p->cfg.async)
 		return sr__errorf(-EINVAL, "sr_pool_reset_mask is for sync pools");
 	return sync_cmd(p, NULL, mask, NULL, NULL, out);
 }
@@ -791,7 +791,7 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 				  o->flags & ~(uint32_t)SR_RESET_F_ALL);
 	if (!o->flags)
 		return sr_pool_reset(p, out);
-	if (p->async)
+	if (p->cfg.async)
 		return sr__errorf(-EINVAL, "reset masks, seeds and options need a sync pool; an "
 				  "async pool resets every env (sr_pool_reset)");
 	if ((o->flags & SR_RESET_F_MASK) && !o->mask)
@@ -808,11 +808,11 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 	if (o->flags & SR_RESET_F_OPTIONS) {
 		if (!o->options)
 			return sr__errorf(-EINVAL, "SR_RESET_F_OPTIONS set but options is NULL");
-		ro = sr__env_reset_opt(&p->spec);
+		ro = sr__env_reset_opt(&p->cfg.spec);
 		if (!ro)
 			return sr__errorf(-EINVAL, "env '%s' takes no reset options (got '%.64s')",
-					  p->spec.id, o->options);
-		err = sr__env_parse_reset_opts(&p->spec, ro, o->options, b);
+					  p->cfg.spec.id, o->options);
+		err = sr__env_parse_reset_opts(&p->cfg.spec, ro, o->options, b);
 		if (err)
 			return err;
 	}
@@ -821,13 +821,13 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 		/* On this thread: between commands the workers touch no env
 		 * state (the last command's completion was acquired; the next
 		 * kick releases these writes to them), as restore does. */
-		for (uint32_t e = 0; e < p->num_envs; e++) {
+		for (uint32_t e = 0; e < p->cfg.num_envs; e++) {
 			if ((mask && !mask[e]) ||
 			    ((o->flags & SR_RESET_F_SEEDS) && o->seed_mask && !o->seed_mask[e]))
 				continue;
-			p->spec.seed(&p->spec, sr__env_state(p, e), 1,
+			p->cfg.spec.seed(&p->cfg.spec, sr__env_state(p, e), 1,
 				     (o->flags & SR_RESET_F_SEED) ? o->seed : o->seeds[e],
-				     (o->flags & SR_RESET_F_SEED) ? p->env_base + e : 0);
+				     (o->flags & SR_RESET_F_SEED) ? p->cfg.env_base + e : 0);
 		}
 	}
 	return sync_cmd(p, NULL, mask, ro, b, out);
@@ -841,7 +841,7 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 
 	if (!p)
 		return sr__errorf(-EINVAL, "pool is NULL");
-	if (!p->async)
+	if (!p->cfg.async)
 		return sr__errorf(-EINVAL, "sr_pool_send is for async pools (batch_size < "
 				  "num_envs); this one is sync: use sr_pool_step");
 	if (!env_ids) {
@@ -887,9 +887,9 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 		 * they pass (which catches duplicates in this call), unmarked
 		 * again on an error. */
 		for (uint32_t i = 0; i < n; i++) {
-			if (env_ids[i] >= p->num_envs)
+			if (env_ids[i] >= p->cfg.num_envs)
 				err = sr__errorf(-EINVAL, "env id %u out of range [0, %u)",
-						 env_ids[i], p->num_envs);
+						 env_ids[i], p->cfg.num_envs);
 			else if (p->flight.inflight[env_ids[i]] == 1)
 				err = sr__errorf(-EINVAL, "env %u already has an action in flight "
 						 "(send again only after recv returned it)",
@@ -932,7 +932,7 @@ int sr_pool_recv(sr_pool *p, const sr_batch **out)
 
 	if (!p || !out)
 		return sr__errorf(-EINVAL, "sr_pool_recv: NULL argument");
-	if (!p->async)
+	if (!p->cfg.async)
 		return sr__errorf(-EINVAL, "sr_pool_recv is for async pools; use sr_pool_step");
 	t0 = p->col.call_t0 ? p->col.call_t0 : sr__now_ns();
 	err = sr__collect_async(p, &t, out);
@@ -944,7 +944,7 @@ int sr_pool_recv(sr_pool *p, const sr_batch **out)
 
 void sr__pool_quiesce(sr_pool *p)
 {
-	if (p->async)
+	if (p->cfg.async)
 		sr__collect_drain(p);
 }
 
@@ -956,17 +956,17 @@ int sr_pool_info_get(const sr_pool *p, sr_pool_info *info)
 	if (!p || !info || info->size < offsetof(sr_pool_info, num_threads))
 		return sr__errorf(-EINVAL, "pool info: NULL argument, or info->size not set");
 	memset(&o, 0, sizeof(o));
-	o.num_envs = p->num_envs;
-	o.num_threads = p->num_threads;
-	o.batch_size = p->batch_size;
+	o.num_envs = p->cfg.num_envs;
+	o.num_threads = p->cfg.num_threads;
+	o.batch_size = p->cfg.batch_size;
 	/* A sync pool's one command group is not a batch group. */
-	o.batch_groups = p->async ? p->cmds.ngroups : 0;
-	o.autoreset = p->autoreset;
+	o.batch_groups = p->cfg.async ? p->cmds.ngroups : 0;
+	o.autoreset = p->cfg.autoreset;
 	o.device = p->col.dev ? SR_DEVICE_CUDA : SR_DEVICE_HOST;
-	o.first_env = p->env_base;
-	o.spec = &p->spec;
+	o.first_env = p->cfg.env_base;
+	o.spec = &p->cfg.spec;
 	o.ring = p->ring;
-	o.threads_note = p->threads_note;
+	o.threads_note = p->cfg.threads_note;
 	/* What both sides know; zeroes beyond. */
 	size = info->size;
 	memcpy(info, &o, size < sizeof(o) ? size : sizeof(o));
@@ -982,8 +982,8 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 
 	if (!p || !out)
 		return sr__errorf(-EINVAL, "sr_pool_worker_stats_get: NULL argument");
-	if (worker >= p->num_threads)
-		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker, p->num_threads);
+	if (worker >= p->cfg.num_threads)
+		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker, p->cfg.num_threads);
 	w = &p->workers[worker];
 	memset(out, 0, sizeof(*out));
 	/* Relaxed: counters written by the worker alone (see worker.c). */
@@ -1012,7 +1012,7 @@ int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
 	if (!p || !out)
 		return sr__errorf(-EINVAL, "sr_pool_stats_get: NULL argument");
 	memset(out, 0, sizeof(*out));
-	for (uint32_t i = 0; i < p->num_threads; i++) {
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
 		struct sr__worker *w = &p->workers[i];
 		out->steps += atomic_load_explicit(&w->steps, memory_order_relaxed);
 		out->ns_env_step += atomic_load_explicit(&w->ns_env, memory_order_relaxed);

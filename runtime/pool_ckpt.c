@@ -337,7 +337,7 @@ static uint64_t pool_steps(const sr_pool *p)
 {
 	uint64_t s = 0;
 
-	for (uint32_t w = 0; w < p->num_threads; w++)
+	for (uint32_t w = 0; w < p->cfg.num_threads; w++)
 		s += atomic_load_explicit(&p->workers[w].steps, memory_order_relaxed);
 	return s;
 }
@@ -353,26 +353,26 @@ static size_t env_rec_bytes(const sr_env_spec *s)
 static void fill_pool_sect(const sr_pool *p, struct sr__ckpt_pool_sect *ps)
 {
 	memset(ps, 0, sizeof(*ps));
-	snprintf(ps->env_id, sizeof(ps->env_id), "%s", p->spec.id);
-	ps->num_envs = p->num_envs;
-	ps->batch_size = p->batch_size;
-	ps->num_threads = p->num_threads;
-	ps->autoreset = p->autoreset;
-	ps->obs_dim = p->obs_dim;
-	ps->act_size = (uint32_t)p->act_size;
-	ps->state_size = (uint32_t)env_rec_bytes(&p->spec); /* bytes per env in env_states */
-	ps->act_kind = p->spec.act_kind;
-	ps->pool_flags = p->keep_final ? SR_POOL_F_FINAL_OBS : 0;
-	ps->max_episode_steps = p->spec.max_episode_steps;
-	ps->seed = p->seed;
-	ps->first_env = p->env_base;
+	snprintf(ps->env_id, sizeof(ps->env_id), "%s", p->cfg.spec.id);
+	ps->num_envs = p->cfg.num_envs;
+	ps->batch_size = p->cfg.batch_size;
+	ps->num_threads = p->cfg.num_threads;
+	ps->autoreset = p->cfg.autoreset;
+	ps->obs_dim = p->cfg.obs_dim;
+	ps->act_size = (uint32_t)p->cfg.act_size;
+	ps->state_size = (uint32_t)env_rec_bytes(&p->cfg.spec); /* bytes per env in env_states */
+	ps->act_kind = p->cfg.spec.act_kind;
+	ps->pool_flags = p->cfg.keep_final ? SR_POOL_F_FINAL_OBS : 0;
+	ps->max_episode_steps = p->cfg.spec.max_episode_steps;
+	ps->seed = p->cfg.seed;
+	ps->first_env = p->cfg.env_base;
 	ps->steps = pool_steps(p);
 	ps->ring_capacity = p->ring_cap;
 }
 
 static int check_async_idle(const sr_pool *p, const char *what)
 {
-	if (p->async && p->flight.n_inflight)
+	if (p->cfg.async && p->flight.n_inflight)
 		return sr__errorf(-EBUSY,
 				  "%s: %u envs have steps in flight; receive them first (async "
 				  "pools are checkpointed when nothing is in flight)",
@@ -427,10 +427,10 @@ struct snap_layout {
 
 static void snap_layout(const sr_pool *p, struct snap_layout *l)
 {
-	l->nst = (size_t)p->num_envs * env_rec_bytes(&p->spec);
+	l->nst = (size_t)p->cfg.num_envs * env_rec_bytes(&p->cfg.spec);
 	l->off_states = sizeof(struct sr__ckpt_pool_sect);
 	l->off_envs = (l->off_states + l->nst + 63) & ~(size_t)63;
-	l->off_stats = l->off_envs + (size_t)p->num_envs * sizeof(struct ckpt_env_rec);
+	l->off_stats = l->off_envs + (size_t)p->cfg.num_envs * sizeof(struct ckpt_env_rec);
 	l->off_rt = l->off_stats + sizeof(struct ckpt_stats_sect);
 	l->total = l->off_rt + sizeof(struct ckpt_runtime_sect);
 }
@@ -439,7 +439,7 @@ static void snap_layout(const sr_pool *p, struct snap_layout *l)
  * (the pool is quiescent: no worker touches them meanwhile). */
 static int save_opaque(const sr_pool *p, const struct sr__worker *wk, uint8_t *states)
 {
-	const sr_env_spec *s = &p->spec;
+	const sr_env_spec *s = &p->cfg.spec;
 	size_t rb = env_rec_bytes(s);
 
 	for (uint32_t i = 0; i < wk->n_envs; i++) {
@@ -461,11 +461,11 @@ static int save_opaque(const sr_pool *p, const struct sr__worker *wk, uint8_t *s
 /* Every env's state bytes (or saved form) and bookkeeping, in env order. */
 static int snap_envs(const sr_pool *p, uint8_t *states, struct ckpt_env_rec *recs)
 {
-	size_t ssz = p->spec.state_size;
+	size_t ssz = p->cfg.spec.state_size;
 
-	for (uint32_t w = 0; w < p->num_threads; w++) {
+	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
 		const struct sr__worker *wk = &p->workers[w];
-		if (sr_env_is_opaque(&p->spec)) {
+		if (sr_env_is_opaque(&p->cfg.spec)) {
 			int err = save_opaque(p, wk, states);
 			if (err)
 				return err;
@@ -523,12 +523,12 @@ static int snapshot(struct sr__pool_ckpt *c, struct sr__ckpt_src *src, uint32_t 
 	rt = (struct ckpt_runtime_sect *)(snap + l.off_rt);
 	rt->ring_head = sr_ring_head(p->ring);
 	rt->ring_cursor = sr_ring_cursor(p->ring);
-	memcpy(rt->spec_params, p->spec.params, sizeof(rt->spec_params));
+	memcpy(rt->spec_params, p->cfg.spec.params, sizeof(rt->spec_params));
 
 	src[(*n)++] = SRC(SR_CKPT_SECT_POOL, sizeof(struct sr__ckpt_pool_sect), snap);
 	src[(*n)++] = SRC(SR_CKPT_SECT_ENV_STATES, l.nst, snap + l.off_states);
 	src[(*n)++] = SRC(SR_CKPT_SECT_ENV_COUNTERS,
-			  (size_t)p->num_envs * sizeof(struct ckpt_env_rec), snap + l.off_envs);
+			  (size_t)p->cfg.num_envs * sizeof(struct ckpt_env_rec), snap + l.off_envs);
 	src[(*n)++] = SRC(SR_CKPT_SECT_STATS, sizeof(struct ckpt_stats_sect), snap + l.off_stats);
 	src[(*n)++] = SRC(SR_CKPT_SECT_RUNTIME, sizeof(struct ckpt_runtime_sect), snap + l.off_rt);
 	c->snap = snap;
@@ -764,18 +764,18 @@ static int read_exact(const struct sr__ckpt_file *f, uint32_t type, void *buf, s
 static int check_geometry(const sr_pool *p, const struct sr__ckpt_pool_sect *ps,
 			  const struct ckpt_runtime_sect *rt)
 {
-	if (strcmp(ps->env_id, p->spec.id))
+	if (strcmp(ps->env_id, p->cfg.spec.id))
 		return sr__errorf(-EINVAL, "restore: env differs: checkpoint has '%s', pool has '%s'",
-				  ps->env_id, p->spec.id);
-	GEOM("num_envs", ps->num_envs, p->num_envs);
-	GEOM("first env (global index)", ps->first_env, p->env_base);
-	GEOM("batch_size", ps->batch_size, p->batch_size);
-	GEOM("obs_dim", ps->obs_dim, p->obs_dim);
-	GEOM("action size", ps->act_size, p->act_size);
-	GEOM("env state_size", ps->state_size, env_rec_bytes(&p->spec));
-	GEOM("autoreset", ps->autoreset, p->autoreset);
-	GEOM("max_episode_steps", ps->max_episode_steps, p->spec.max_episode_steps);
-	if (memcmp(rt->spec_params, p->spec.params, sizeof(rt->spec_params)))
+				  ps->env_id, p->cfg.spec.id);
+	GEOM("num_envs", ps->num_envs, p->cfg.num_envs);
+	GEOM("first env (global index)", ps->first_env, p->cfg.env_base);
+	GEOM("batch_size", ps->batch_size, p->cfg.batch_size);
+	GEOM("obs_dim", ps->obs_dim, p->cfg.obs_dim);
+	GEOM("action size", ps->act_size, p->cfg.act_size);
+	GEOM("env state_size", ps->state_size, env_rec_bytes(&p->cfg.spec));
+	GEOM("autoreset", ps->autoreset, p->cfg.autoreset);
+	GEOM("max_episode_steps", ps->max_episode_steps, p->cfg.spec.max_episode_steps);
+	if (memcmp(rt->spec_params, p->cfg.spec.params, sizeof(rt->spec_params)))
 		return sr__errorf(-EINVAL, "restore: the env parameters of '%s' differ", ps->env_id);
 	return 0;
 }
@@ -871,7 +871,7 @@ static int check_loaded(const sr_pool *p, const struct ckpt_runtime_sect *rt,
 			const struct ckpt_stats_sect *ss, const uint8_t *states,
 			const struct ckpt_env_rec *envs)
 {
-	uint32_t max = p->spec.max_episode_steps;
+	uint32_t max = p->cfg.spec.max_episode_steps;
 
 	/* A snapshot is taken at a step boundary, with every slot consumed. */
 	if (rt->ring_cursor != rt->ring_head)
@@ -886,7 +886,7 @@ static int check_loaded(const sr_pool *p, const struct ckpt_runtime_sect *rt,
 				  "%llu episodes)",
 				  (unsigned long long)ss->steps, (unsigned long long)ss->batches,
 				  (unsigned long long)ss->episodes);
-	for (uint32_t e = 0; e < p->num_envs; e++) {
+	for (uint32_t e = 0; e < p->cfg.num_envs; e++) {
 		const struct ckpt_env_rec *er = &envs[e];
 
 		if (er->done > 1 || er->term > 1 || er->trunc > 1 || er->pad0)
@@ -903,12 +903,12 @@ static int check_loaded(const sr_pool *p, const struct ckpt_runtime_sect *rt,
 					  "(elapsed %u of at most %u, length %llu)",
 					  e, er->elapsed, max, (unsigned long long)er->ep_len);
 		/* (opaque envs: load_opaque checks the loaded instances) */
-		if (p->spec.check_state && !sr_env_is_opaque(&p->spec) &&
-		    p->spec.check_state(&p->spec, states + (size_t)e * p->spec.state_size))
+		if (p->cfg.spec.check_state && !sr_env_is_opaque(&p->cfg.spec) &&
+		    p->cfg.spec.check_state(&p->cfg.spec, states + (size_t)e * p->cfg.spec.state_size))
 			return sr__errorf(-EBADMSG,
 					  "restore: env %u's state is not one env '%s' can be in "
 					  "(its check_state hook refused it)",
-					  e, p->spec.id);
+					  e, p->cfg.spec.id);
 	}
 	return 0;
 }
@@ -934,7 +934,7 @@ static int check_window(const sr_pool *p, const struct sr__ckpt_replay_meta *m,
 		memcpy(&prev, d + 7 * n + 8 * i, 8);
 		if (term > 1 || trunc > 1 ||
 		    (flags & ~(uint8_t)(SR_SLOT_FIRST | SR_SLOT_PAD | SR_SLOT_FINAL)) ||
-		    (flags & SR_SLOT_PAD ? env != UINT32_MAX : env >= p->num_envs) ||
+		    (flags & SR_SLOT_PAD ? env != UINT32_MAX : env >= p->cfg.num_envs) ||
 		    (prev != SR_RING_NO_PREV && prev >= s))
 			return sr__errorf(-EBADMSG,
 					  "restore: replay slot %llu is malformed (flags 0x%x, env "
@@ -966,19 +966,19 @@ static void swap_bytes(uint8_t *a, uint8_t *b, size_t n)
  */
 static int load_opaque(const sr_pool *p, const uint8_t *states, uint8_t **out)
 {
-	const sr_env_spec *s = &p->spec;
+	const sr_env_spec *s = &p->cfg.spec;
 	size_t rb = env_rec_bytes(s), ssz = s->state_size;
-	uint8_t *inst = aligned_alloc(64, ((size_t)p->num_envs * ssz + 63) & ~(size_t)63);
+	uint8_t *inst = aligned_alloc(64, ((size_t)p->cfg.num_envs * ssz + 63) & ~(size_t)63);
 	int err;
 
 	if (!inst)
 		return sr__errorf(-ENOMEM, "restore: out of memory");
-	err = sr_env_create_instances(s, inst, p->num_envs);
+	err = sr_env_create_instances(s, inst, p->cfg.num_envs);
 	if (err) {
 		free(inst);
 		return err;
 	}
-	for (uint32_t e = 0; e < p->num_envs; e++) {
+	for (uint32_t e = 0; e < p->cfg.num_envs; e++) {
 		const uint8_t *rec = states + (size_t)e * rb;
 		uint64_t len;
 		memcpy(&len, rec, 8);
@@ -989,7 +989,7 @@ static int load_opaque(const sr_pool *p, const uint8_t *states, uint8_t **out)
 		if (!err && s->check_state)
 			err = s->check_state(s, inst + (size_t)e * ssz);
 		if (err) {
-			sr_env_destroy_instances(s, inst, p->num_envs);
+			sr_env_destroy_instances(s, inst, p->cfg.num_envs);
 			free(inst);
 			return sr__errorf(-EBADMSG,
 					  "restore: env %u's saved state does not load into '%s' "
@@ -1057,7 +1057,7 @@ static int restore_load_replay(sr_pool *p, struct restore_in *in, int *ri)
 /* Verify @fd, read every section into @in and check it against @p. */
 static int restore_load(sr_pool *p, int fd, struct restore_in *in)
 {
-	size_t nst = (size_t)p->num_envs * env_rec_bytes(&p->spec);
+	size_t nst = (size_t)p->cfg.num_envs * env_rec_bytes(&p->cfg.spec);
 	int err, ri = -1;
 
 	/* Every CRC first: nothing below runs on a corrupt file. */
@@ -1073,15 +1073,15 @@ static int restore_load(sr_pool *p, int fd, struct restore_in *in)
 	if (err)
 		return err;
 	in->states = malloc(nst);
-	in->envs = malloc((size_t)p->num_envs * sizeof(*in->envs));
+	in->envs = malloc((size_t)p->cfg.num_envs * sizeof(*in->envs));
 	if (!in->states || !in->envs)
 		return sr__errorf(-ENOMEM, "restore: out of memory");
 	err = read_exact(&in->f, SR_CKPT_SECT_ENV_STATES, in->states, nst, true);
-	if (!err && sr_env_is_opaque(&p->spec))
+	if (!err && sr_env_is_opaque(&p->cfg.spec))
 		err = load_opaque(p, in->states, &in->loaded);
 	if (!err)
 		err = read_exact(&in->f, SR_CKPT_SECT_ENV_COUNTERS, in->envs,
-				 (size_t)p->num_envs * sizeof(*in->envs), true);
+				 (size_t)p->cfg.num_envs * sizeof(*in->envs), true);
 	if (!err)
 		err = restore_load_replay(p, in, &ri);
 	if (!err)
@@ -1102,9 +1102,9 @@ static void restore_apply(sr_pool *p, const struct restore_in *in)
 {
 	sr_ring *r = p->ring;
 
-	for (uint32_t w = 0; w < p->num_threads; w++) {
+	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
 		struct sr__worker *wk = &p->workers[w];
-		size_t ssz = p->spec.state_size;
+		size_t ssz = p->cfg.spec.state_size;
 		if (in->loaded) /* swap handles: the old instances go to in->loaded */
 			swap_bytes(wk->states, in->loaded + (size_t)wk->first_env * ssz,
 				   (size_t)wk->n_envs * ssz);
@@ -1146,7 +1146,7 @@ static void restore_apply(sr_pool *p, const struct restore_in *in)
 static void restore_free(sr_pool *p, struct restore_in *in)
 {
 	if (in->loaded) { /* the old instances after success, the loaded ones after a failure */
-		sr_env_destroy_instances(&p->spec, in->loaded, p->num_envs);
+		sr_env_destroy_instances(&p->cfg.spec, in->loaded, p->cfg.num_envs);
 		free(in->loaded);
 	}
 	if (in->stage)
@@ -1219,9 +1219,9 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 		err = read_exact(&f, SR_CKPT_SECT_RUNTIME, &rt, sizeof(rt), true);
 	if (err)
 		goto out;
-	if (strcmp(ps.env_id, p->spec.id)) {
+	if (strcmp(ps.env_id, p->cfg.spec.id)) {
 		err = sr__errorf(-EINVAL, "restore: env differs: checkpoint has '%s', pool has '%s'",
-				 ps.env_id, p->spec.id);
+				 ps.env_id, p->cfg.spec.id);
 		goto out;
 	}
 #define GEOM2(field, a, b)                                                                 \
@@ -1231,26 +1231,26 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 				 (unsigned long long)(b));                                 \
 		goto out;                                                                  \
 	}
-	GEOM2("obs_dim", ps.obs_dim, p->obs_dim)
-	GEOM2("action size", ps.act_size, p->act_size)
-	GEOM2("env state_size", ps.state_size, env_rec_bytes(&p->spec))
-	GEOM2("autoreset", ps.autoreset, p->autoreset)
-	GEOM2("max_episode_steps", ps.max_episode_steps, p->spec.max_episode_steps)
-	GEOM2("seed", ps.seed, p->seed)
+	GEOM2("obs_dim", ps.obs_dim, p->cfg.obs_dim)
+	GEOM2("action size", ps.act_size, p->cfg.act_size)
+	GEOM2("env state_size", ps.state_size, env_rec_bytes(&p->cfg.spec))
+	GEOM2("autoreset", ps.autoreset, p->cfg.autoreset)
+	GEOM2("max_episode_steps", ps.max_episode_steps, p->cfg.spec.max_episode_steps)
+	GEOM2("seed", ps.seed, p->cfg.seed)
 #undef GEOM2
-	if (memcmp(rt.spec_params, p->spec.params, sizeof(rt.spec_params))) {
+	if (memcmp(rt.spec_params, p->cfg.spec.params, sizeof(rt.spec_params))) {
 		err = sr__errorf(-EINVAL, "restore: the env parameters of '%s' differ", ps.env_id);
 		goto out;
 	}
-	lo = ps.first_env > p->env_base ? ps.first_env : p->env_base;
-	hi = ps.first_env + ps.num_envs < p->env_base + p->num_envs ? ps.first_env + ps.num_envs
-								     : p->env_base + p->num_envs;
+	lo = ps.first_env > p->cfg.env_base ? ps.first_env : p->cfg.env_base;
+	hi = ps.first_env + ps.num_envs < p->cfg.env_base + p->cfg.num_envs ? ps.first_env + ps.num_envs
+								     : p->cfg.env_base + p->cfg.num_envs;
 	if (lo >= hi) {
 		err = 0; /* nothing in common */
 		goto out;
 	}
-	ssz = p->spec.state_size;
-	rb = env_rec_bytes(&p->spec); /* ssz, or an opaque env's length + save() bytes */
+	ssz = p->cfg.spec.state_size;
+	rb = env_rec_bytes(&p->cfg.spec); /* ssz, or an opaque env's length + save() bytes */
 	states = malloc((size_t)ps.num_envs * rb);
 	envs = malloc((size_t)ps.num_envs * sizeof(*envs));
 	if (!states || !envs) {
@@ -1268,13 +1268,13 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 			err = sr__errorf(-EBADMSG, "restore: env %u bookkeeping is malformed", e);
 			goto out;
 		}
-	if (sr_env_is_opaque(&p->spec)) {
+	if (sr_env_is_opaque(&p->cfg.spec)) {
 		/* An opaque env (ABI v2): each saved record of [lo, hi) is
 		 * loaded into a new instance, made here, before the pool
 		 * changes (as sr_pool_restore does for the whole pool); the
 		 * instances' handles are swapped with the workers' below and
 		 * the old ones destroyed. */
-		const sr_env_spec *s = &p->spec;
+		const sr_env_spec *s = &p->cfg.spec;
 		uint64_t n = hi - lo;
 
 		inst = aligned_alloc(64, ((size_t)n * ssz + 63) & ~(size_t)63);
@@ -1304,26 +1304,26 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 				goto out;
 			}
 		}
-	} else if (p->spec.check_state) {
+	} else if (p->cfg.spec.check_state) {
 		/* The env's own check of a state (v2 specs): nothing is applied
 		 * when any saved state is refused. */
 		for (uint64_t g = lo; g < hi; g++) {
-			err = p->spec.check_state(&p->spec, states + (g - ps.first_env) * ssz);
+			err = p->cfg.spec.check_state(&p->cfg.spec, states + (g - ps.first_env) * ssz);
 			if (err) {
 				err = sr__errorf(err < 0 ? err : -EBADMSG, "restore: env %llu: the "
 						 "saved state is refused by '%s'",
-						 (unsigned long long)g, p->spec.id);
+						 (unsigned long long)g, p->cfg.spec.id);
 				goto out;
 			}
 		}
 	}
 
 	/* ---- from here on the pool changes ---- */
-	for (uint32_t w = 0; w < p->num_threads; w++) {
+	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
 		struct sr__worker *wk = &p->workers[w];
 
 		for (uint32_t i = 0; i < wk->n_envs; i++) {
-			uint64_t g = p->env_base + wk->first_env + i;
+			uint64_t g = p->cfg.env_base + wk->first_env + i;
 			const struct ckpt_env_rec *er;
 
 			if (g < lo || g >= hi)
@@ -1346,7 +1346,7 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 	err = (int)(hi - lo);
 out:
 	if (inst) { /* the old instances after success, the loaded ones after a failure */
-		sr_env_destroy_instances(&p->spec, inst, (uint32_t)(hi - lo));
+		sr_env_destroy_instances(&p->cfg.spec, inst, (uint32_t)(hi - lo));
 		free(inst);
 	}
 	free(states);

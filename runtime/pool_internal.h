@@ -415,22 +415,32 @@ struct sr__finite {
 	uint64_t pool_rows;       /* pool thread: rows it flagged (process workers) */
 };
 
-struct sr_pool {
-	/* --- configuration --- */
+/*
+ * Configuration (pool.c sr_pool_create, from the options and the
+ * environment): written by the creating thread before any worker starts,
+ * read-only after, by every thread. No ordering of its own: a worker
+ * thread sees it through pthread_create, a worker process gets what it
+ * needs in its start options (pool_procs.c). It is the first thing in the
+ * pool, on lines that are never written while the pool runs.
+ */
+struct sr__pool_cfg {
 	sr_env_spec spec;
 	uint32_t num_envs, num_threads, batch_size;
 	char threads_note[200]; /* how num_threads was chosen (sr_pool_info) */
-	bool async;
-	uint32_t autoreset;
-	bool keep_final;  /* final_obs kept (SAME_STEP or SR_POOL_F_FINAL_OBS) */
+	bool async;             /* batch_size < num_envs */
+	uint32_t autoreset;     /* enum sr_autoreset */
+	bool keep_final;        /* final_obs kept (SAME_STEP or SR_POOL_F_FINAL_OBS) */
 	uint64_t seed;
-	uint64_t env_base; /* SR_POOL_F_FIRST_ENV: global index of env 0 (seeding only) */
-	uint32_t knobs;    /* SR__KNOB_* */
-	size_t act_size;
+	uint64_t env_base;      /* SR_POOL_F_FIRST_ENV: global index of env 0 (seeding only) */
+	uint32_t knobs;         /* SR__KNOB_* */
+	size_t act_size;        /* bytes of one env's action */
 	uint32_t obs_dim;
-	uint32_t spin_iters; /* spin before futex_wait */
-	uint32_t max_slice;   /* the most envs any worker owns */
+	uint32_t spin_iters;    /* spin before futex_wait */
+	uint32_t max_slice;     /* the most envs any worker owns */
+};
 
+struct sr_pool {
+	struct sr__pool_cfg cfg; /* set at create, read-only after */
 	struct sr__placement place; /* where the workers run */
 	const struct sr__worker_kind *kind; /* what the workers are (threads, processes) */
 

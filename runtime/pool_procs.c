@@ -23,21 +23,21 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	uint32_t *slice;
 	int err;
 
-	slice = calloc(p->num_threads, sizeof(*slice));
+	slice = calloc(p->cfg.num_threads, sizeof(*slice));
 	if (!slice)
 		return sr__errorf(-ENOMEM, "out of memory");
-	for (uint32_t w = 0; w < p->num_threads; w++)
+	for (uint32_t w = 0; w < p->cfg.num_threads; w++)
 		slice[w] = p->workers[w].n_envs;
 	memset(&po, 0, sizeof(po));
-	po.num_envs = p->num_envs;
-	po.nworkers = p->num_threads;
+	po.num_envs = p->cfg.num_envs;
+	po.nworkers = p->cfg.num_threads;
 	po.slice_n = slice;
-	po.spec = &p->spec;
+	po.spec = &p->cfg.spec;
 	po.ring = p->ring;
-	po.seed = p->seed;
-	po.env_base = p->env_base;
-	po.autoreset = p->autoreset;
-	po.keep_final = p->keep_final;
+	po.seed = p->cfg.seed;
+	po.env_base = p->cfg.env_base;
+	po.autoreset = p->cfg.autoreset;
+	po.keep_final = p->cfg.keep_final;
 	po.inline0 = (o->flags & SR_POOL_F_PROC_INLINE) != 0;
 	po.inline_fn = o->proc_inline;
 	po.inline_arg = o->proc_inline_arg;
@@ -51,7 +51,7 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	 * spins, a waiter sleeps at once. STEPRING_PROC_SPIN_US sets the most
 	 * microseconds a waiter spins (0: never). */
 	{
-		uint32_t parties = p->num_threads - (po.inline0 ? 1u : 0u) + 1u;
+		uint32_t parties = p->cfg.num_threads - (po.inline0 ? 1u : 0u) + 1u;
 		const char *s = getenv("STEPRING_PROC_SPIN_US");
 
 		po.spin_ns = parties <= p->place.plan->npus ? 200000u : 0u;
@@ -70,7 +70,7 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	free(slice);
 	if (err)
 		return err;
-	if (p->keep_final) {
+	if (p->cfg.keep_final) {
 		free(p->final_env);
 		p->final_env = sr__procs_final(p->procs);
 	}
@@ -79,7 +79,7 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 
 static void mirror(sr_pool *p)
 {
-	for (uint32_t w = 0; w < p->num_threads; w++) {
+	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
 		struct sr__worker *x = &p->workers[w];
 		struct sr__procs_wstats ws;
 
@@ -120,7 +120,7 @@ static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)
 	 * yet, so flagged before the batch is formed (a replay sampler in
 	 * another process may copy one in between without its flag). */
 	if (!err)
-		sr__nonfinite_scan(p, c->seq, p->num_envs);
+		sr__nonfinite_scan(p, c->seq, p->cfg.num_envs);
 	mirror(p);
 	sr__procs_info(p->procs, &after);
 	if (after.faults != before.faults)

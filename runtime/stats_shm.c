@@ -57,23 +57,23 @@ int sr__stats_shm_open(sr_pool *p, const char *ring_name)
 	s->version = SR_STATS_VERSION;
 	s->state = SR_STATS_STATE_RUNNING;
 	s->pid = getpid();
-	snprintf(s->env_id, sizeof(s->env_id), "%s", p->spec.id);
-	s->num_envs = p->num_envs;
-	s->num_threads = p->num_threads;
-	s->batch_size = p->batch_size;
-	s->mode = p->async ? 1 : 0;
+	snprintf(s->env_id, sizeof(s->env_id), "%s", p->cfg.spec.id);
+	s->num_envs = p->cfg.num_envs;
+	s->num_threads = p->cfg.num_threads;
+	s->batch_size = p->cfg.batch_size;
+	s->mode = p->cfg.async ? 1 : 0;
 	s->start_ns = p->shm.start_ns;
 	s->now_ns = p->shm.start_ns;
 	s->ring_capacity = p->ring_cap;
 	for (uint32_t i = 0; i < SR_STATS_MAX_WORKERS; i++)
 		s->workers[i].cpu = UINT64_MAX;
-	for (uint32_t i = 0; i < p->num_threads && i < SR_STATS_MAX_WORKERS; i++)
+	for (uint32_t i = 0; i < p->cfg.num_threads && i < SR_STATS_MAX_WORKERS; i++)
 		p->workers[i].shm = &s->workers[i];
 	/* Magic last, with release: a reader that sees it sees the rest. */
 	__atomic_store_n(&s->magic, SR_STATS_MAGIC, __ATOMIC_RELEASE);
 	err = sr__shm_link(&seg, "stats segment");
 	if (err) {
-		for (uint32_t i = 0; i < p->num_threads && i < SR_STATS_MAX_WORKERS; i++)
+		for (uint32_t i = 0; i < p->cfg.num_threads && i < SR_STATS_MAX_WORKERS; i++)
 			p->workers[i].shm = NULL;
 		sr__shm_abandon(&seg);
 		free(name);
@@ -142,7 +142,7 @@ void sr__stats_shm_close(sr_pool *p)
 	p->col.lat_n = 1; /* force an update */
 	sr__stats_shm_update(p);
 	__atomic_store_n(&p->shm.blk->state, SR_STATS_STATE_ENDED, __ATOMIC_RELEASE);
-	for (uint32_t i = 0; i < p->num_threads && p->workers; i++)
+	for (uint32_t i = 0; i < p->cfg.num_threads && p->workers; i++)
 		p->workers[i].shm = NULL;
 	munmap(p->shm.blk, p->shm.len);
 	shm_unlink(p->shm.name);

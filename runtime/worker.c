@@ -82,7 +82,7 @@ static size_t align64(size_t x)
 
 static inline unsigned char *state_of(struct sr__worker *w, uint32_t loc)
 {
-	return w->states + (size_t)loc * w->pool->spec.state_size;
+	return w->states + (size_t)loc * w->pool->cfg.spec.state_size;
 }
 
 static int worker_alloc(struct sr__worker *w)
@@ -91,10 +91,10 @@ static int worker_alloc(struct sr__worker *w)
 	size_t n = w->n_envs ? w->n_envs : 1, qcap = 1, ecap = 1;
 	/* Scratch and the episode queue also serve the envs it steps for its
 	 * neighbours (rebalancing: up to a quarter of each one's share). */
-	size_t ns = n + (p->rb.on ? p->max_slice / 2 : 0);
+	size_t ns = n + (p->rb.on ? p->cfg.max_slice / 2 : 0);
 	/* 8-byte columns first, then 4-byte, then bytes; each 64-aligned. */
 	size_t o_states = 0;
-	size_t o_prev = align64(o_states + n * p->spec.state_size);
+	size_t o_prev = align64(o_states + n * p->cfg.spec.state_size);
 	size_t o_eret = align64(o_prev + n * sizeof(uint64_t));
 	size_t o_elen = align64(o_eret + n * sizeof(double));
 	size_t o_rew = align64(o_elen + n * sizeof(uint64_t));
@@ -146,8 +146,8 @@ static int worker_alloc(struct sr__worker *w)
 		w->prev_seq[i] = SR_RING_NO_PREV;
 	/* Opaque envs (a physics world per instance): create each one here, on
 	 * the owning thread, so that its heap is first touched on this node. */
-	if (sr_env_is_opaque(&p->spec)) {
-		int err = sr_env_create_instances(&p->spec, w->states, w->n_envs);
+	if (sr_env_is_opaque(&p->cfg.spec)) {
+		int err = sr_env_create_instances(&p->cfg.spec, w->states, w->n_envs);
 		if (err) {
 			free(m);
 			w->mem = NULL;
@@ -155,7 +155,7 @@ static int worker_alloc(struct sr__worker *w)
 		}
 	}
 	if (w->n_envs)
-		p->spec.seed(&p->spec, w->states, w->n_envs, p->seed, p->env_base + w->first_env);
+		p->cfg.spec.seed(&p->cfg.spec, w->states, w->n_envs, p->cfg.seed, p->cfg.env_base + w->first_env);
 	return 0;
 }
 
@@ -163,7 +163,7 @@ static int worker_alloc(struct sr__worker *w)
 static void worker_free(sr_pool *p, struct sr__worker *w)
 {
 	if (w->mem)
-		sr_env_destroy_instances(&p->spec, w->states, w->n_envs);
+		sr_env_destroy_instances(&p->cfg.spec, w->states, w->n_envs);
 	free(w->mem);
 	w->mem = NULL;
 }
@@ -217,20 +217,20 @@ static void env_calls(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t s,
 		      const unsigned char *acts)
 {
 	sr_pool *p = w->pool;
-	const sr_env_spec *sp = &p->spec;
+	const sr_env_spec *sp = &p->cfg.spec;
 	const uint8_t *done = w->done + lo;
-	uint32_t od = p->obs_dim, i = 0;
+	uint32_t od = p->cfg.obs_dim, i = 0;
 
 	while (i < n) {
 		uint32_t j = next_set(done, i, n);
 
 		if (j > i)
-			sp->step(sp, state_of(w, lo + i), j - i, acts + (size_t)i * p->act_size,
+			sp->step(sp, state_of(w, lo + i), j - i, acts + (size_t)i * p->cfg.act_size,
 				 p->c_obs + (s + i) * od, w->reward_scratch + lo + i,
 				 p->c_term + s + i);
 		if (j == n)
 			break;
-		if (p->autoreset == SR_AUTORESET_DISABLED)
+		if (p->cfg.autoreset == SR_AUTORESET_DISABLED)
 			sp->observe(sp, state_of(w, lo + j), p->c_obs + (s + j) * od);
 		else
 			sp->reset(sp, state_of(w, lo + j), 1, p->c_obs + (s + j) * od);
@@ -272,7 +272,7 @@ static uint32_t flag_nonfinite(struct sr__worker *w, struct sr__worker *x, uint3
 			       uint32_t n, uint64_t s, bool rew_too)
 {
 	sr_pool *p = w->pool;
-	const uint32_t od = p->obs_dim;
+	const uint32_t od = p->cfg.obs_dim;
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -315,10 +315,10 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 {
 	sr_pool *p = w->pool;
 	const uint64_t s = seq & (p->ring_cap - 1);
-	const uint32_t maxs = p->spec.max_episode_steps;
+	const uint32_t maxs = p->cfg.spec.max_episode_steps;
 	/* truncated <=> elapsed + 1 >= maxs <=> elapsed >= maxs - 1 */
 	const uint32_t trunc_at = maxs ? maxs - 1 : UINT32_MAX;
-	const uint32_t od = p->obs_dim;
+	const uint32_t od = p->cfg.obs_dim;
 	const uint32_t env0 = w->first_env + lo;
 	/* Locals: byte stores may alias anything, so fields read through @p
 	 * or @w would be reloaded after every store. */
@@ -341,7 +341,7 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 	uint32_t na = 0, nb = 0;
 	uint8_t any = 0;
 
-	memcpy(p->c_act + s * p->act_size, acts, (size_t)n * p->act_size);
+	memcpy(p->c_act + s * p->cfg.act_size, acts, (size_t)n * p->cfg.act_size);
 	memset(c_flags, 0, n);
 	for (uint32_t i = 0; i < n; i++) {
 		c_env[i] = env0 + i;
@@ -417,7 +417,7 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 		 * where it does not apply. */
 		const uint32_t i = fa[k];
 
-		if (p->autoreset == SR_AUTORESET_DISABLED) {
+		if (p->cfg.autoreset == SR_AUTORESET_DISABLED) {
 			/* Repeat the state: a pad slot, not a transition. */
 			prev_seq[i] = c_prev[i];
 			elapsed[i]--;
@@ -449,10 +449,10 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 		done[i] = 1;
 		done_term[i] = c_term[i];
 		done_trunc[i] = c_trunc[i];
-		if (p->keep_final)
+		if (p->cfg.keep_final)
 			memcpy(p->final_env + (size_t)(env0 + i) * od, p->c_obs + (s + i) * od,
 			       od * sizeof(float));
-		if (p->autoreset == SR_AUTORESET_SAME_STEP) {
+		if (p->cfg.autoreset == SR_AUTORESET_SAME_STEP) {
 			x->done_loc[nd] = lo + i;
 			x->done_seq[nd] = seq + i;
 			nd++;
@@ -464,10 +464,10 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 /* Copy slot @from into slot @to (all columns but flags). */
 static void copy_slot(sr_pool *p, uint64_t from, uint64_t to)
 {
-	uint32_t od = p->obs_dim;
+	uint32_t od = p->cfg.obs_dim;
 
 	memcpy(p->c_obs + to * od, p->c_obs + from * od, od * sizeof(float));
-	memcpy(p->c_act + to * p->act_size, p->c_act + from * p->act_size, p->act_size);
+	memcpy(p->c_act + to * p->cfg.act_size, p->c_act + from * p->cfg.act_size, p->cfg.act_size);
 	p->c_rew[to] = p->c_rew[from];
 	p->c_term[to] = p->c_term[from];
 	p->c_trunc[to] = p->c_trunc[from];
@@ -502,10 +502,10 @@ static void same_step_fixup(struct sr__worker *w, struct sr__worker *x, uint32_t
 		 * gets the reset obs: its flag is the reward's, or the reset
 		 * obs's (a new finding, counted). */
 		p->c_flags[se] = SR_SLOT_FINAL | (p->c_flags[sq] & SR_SLOT_NONFINITE);
-		p->spec.reset(&p->spec, state_of(w, i), 1, p->c_obs + sq * p->obs_dim);
+		p->cfg.spec.reset(&p->cfg.spec, state_of(w, i), 1, p->c_obs + sq * p->cfg.obs_dim);
 		p->c_flags[sq] = SR_SLOT_FIRST;
 		if (p->fin.on) {
-			if (SR_UNLIKELY(sr__nonfinite_any(p->c_obs + sq * p->obs_dim, p->obs_dim)))
+			if (SR_UNLIKELY(sr__nonfinite_any(p->c_obs + sq * p->cfg.obs_dim, p->cfg.obs_dim)))
 				flag_nonfinite(w, x, i, 1, sq, false);
 			else if (SR_UNLIKELY(sr__nonfinite_f(p->c_rew[sq])))
 				p->c_flags[sq] |= SR_SLOT_NONFINITE; /* counted by bookkeep */
@@ -529,11 +529,11 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 			const struct sr__grp_cmd *c, uint64_t *ns_env)
 {
 	sr_pool *p = w->pool;
-	const sr_env_spec *sp = &p->spec;
+	const sr_env_spec *sp = &p->cfg.spec;
 	const uint8_t *mask = c ? c->mask : NULL;
 	const sr__reset_fn fn = c ? c->reset_fn : NULL;
 	uint64_t s = seq & (p->ring_cap - 1), t0 = sr__now_ns(), t1;
-	uint32_t od = p->obs_dim, i = 0;
+	uint32_t od = p->cfg.obs_dim, i = 0;
 
 	while (i < n) {
 		bool on = !mask || mask[w->first_env + lo + i];
@@ -551,7 +551,7 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 	}
 	t1 = sr__now_ns();
 	*ns_env += t1 - t0;
-	memset(p->c_act + s * p->act_size, 0, (size_t)n * p->act_size);
+	memset(p->c_act + s * p->cfg.act_size, 0, (size_t)n * p->cfg.act_size);
 	for (i = 0; i < n; i++) {
 		uint32_t l = lo + i;
 		uint64_t sl = s + i;
@@ -646,7 +646,7 @@ static uint32_t step_pieces(struct sr__worker *w, const struct piece *pc, uint32
 		uint32_t r = row_of(pc[k].v, pc[k].lo, g);
 
 		env_calls(pc[k].v, pc[k].lo, pc[k].n, (seq0 + r) & (p->ring_cap - 1),
-			  acts + (size_t)r * p->act_size);
+			  acts + (size_t)r * p->cfg.act_size);
 	}
 	*ns_env = sr__now_ns() - t0;
 	for (uint32_t k = 0; k < np; k++) {
@@ -654,7 +654,7 @@ static uint32_t step_pieces(struct sr__worker *w, const struct piece *pc, uint32
 
 		same_step_fixup(pc[k].v, w,
 				bookkeep(pc[k].v, w, pc[k].lo, pc[k].n, seq0 + r,
-					 acts + (size_t)r * p->act_size, 0));
+					 acts + (size_t)r * p->cfg.act_size, 0));
 		n += pc[k].n;
 	}
 	return n;
@@ -836,7 +836,7 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 		uint64_t qq = seq0 + w->run_env[3 * r + 2];
 		if (!(len & SR__Q_RESET))
 			env_calls(w, lo, len, qq & mask,
-				  p->async_act + (size_t)(w->first_env + lo) * p->act_size);
+				  p->async_act + (size_t)(w->first_env + lo) * p->cfg.act_size);
 	}
 	ns_env = sr__now_ns() - t1;
 	/* Pass 2: bookkeeping (and resets, rare: async reset only). */
@@ -847,7 +847,7 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 			reset_range(w, lo, len & ~SR__Q_RESET, qq, NULL, &ns_env);
 		else
 			nd = bookkeep(w, w, lo, len, qq,
-				      p->async_act + (size_t)(w->first_env + lo) * p->act_size, nd);
+				      p->async_act + (size_t)(w->first_env + lo) * p->cfg.act_size, nd);
 	}
 	same_step_fixup(w, w, nd);
 	/* R1: publish (release) pairs with the collector's acquire. */
@@ -886,7 +886,7 @@ static uint32_t wait_go(struct sr__worker *w, uint32_t seen)
 {
 	uint32_t v;
 
-	for (uint32_t i = 0; i < w->pool->spin_iters; i++) {
+	for (uint32_t i = 0; i < w->pool->cfg.spin_iters; i++) {
 		/* G1: acquire pairs with the release part of kick's G0. */
 		v = atomic_load_explicit(&w->go, memory_order_acquire);
 		if (v != seen)
@@ -968,7 +968,7 @@ static void kick(struct sr__worker *w)
 
 static int thread_start(sr_pool *p, const sr_pool_opts *o)
 {
-	uint32_t T = p->num_threads, ft = p->first_thread;
+	uint32_t T = p->cfg.num_threads, ft = p->first_thread;
 	int err;
 
 	(void)o;
@@ -1009,15 +1009,15 @@ static void thread_stop(sr_pool *p)
 	if (!p->workers)
 		return;
 	atomic_store_explicit(&p->stop, 1, memory_order_relaxed);
-	for (uint32_t i = 0; i < p->num_threads; i++)
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++)
 		if (p->workers[i].started)
 			kick(&p->workers[i]);
-	for (uint32_t i = 0; i < p->num_threads; i++) {
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
 		if (p->workers[i].started)
 			pthread_join(p->workers[i].thread, NULL);
 		p->workers[i].started = false;
 	}
-	for (uint32_t i = 0; i < p->num_threads; i++)
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++)
 		worker_free(p, &p->workers[i]);
 }
 
@@ -1049,7 +1049,7 @@ static void thread_stop(sr_pool *p)
  */
 static void rebalance(sr_pool *p)
 {
-	uint32_t T = p->num_threads;
+	uint32_t T = p->cfg.num_threads;
 	double *inv = p->rb.inv, sum = 0, acc = 0;
 	uint32_t end = 0;
 	bool ok = true;
@@ -1064,7 +1064,7 @@ static void rebalance(sr_pool *p)
 			      atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
 		uint64_t dst, dns;
 
-		if (p->async && i == 0 && p->first_thread)
+		if (p->cfg.async && i == 0 && p->first_thread)
 			ns += p->col.ns_send + p->col.ns_collect;
 		dst = st - p->rb.mark[2 * i];
 		dns = ns - p->rb.mark[2 * i + 1];
@@ -1104,7 +1104,7 @@ static void rebalance(sr_pool *p)
 			continue;
 		/* The boundary where rows would go by speed, as a shift from
 		 * the slices' own boundary. */
-		target = (double)p->batch_size * acc / sum - (double)end;
+		target = (double)p->cfg.batch_size * acc / sum - (double)end;
 		if (target > lim)
 			target = lim;
 		if (target < -(double)lim)
@@ -1131,7 +1131,7 @@ static inline void async_enqueue(sr_pool *p, uint32_t e)
 
 static void async_kick(sr_pool *p)
 {
-	for (uint32_t i = 0; i < p->num_threads; i++) {
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
 		struct sr__worker *w = &p->workers[i];
 
 		if (w->q_next == atomic_load_explicit(&w->q_head, memory_order_relaxed))
@@ -1176,7 +1176,7 @@ static int thread_send_envs(sr_pool *p, const void *actions, const uint32_t *ids
 {
 	const unsigned char *a = actions;
 	unsigned char *mailbox = p->async_act;
-	const size_t asz = p->act_size;
+	const size_t asz = p->cfg.act_size;
 
 	for (uint32_t i0 = 0; i0 < n; i0 += SR__SEND_CHUNK) {
 		uint32_t i1 = n - i0 > SR__SEND_CHUNK ? i0 + SR__SEND_CHUNK : n;
@@ -1235,7 +1235,7 @@ void sr__grp_shifts(sr_pool *p, int32_t *shift)
 		rebalance(p);
 	/* Stored only when they change: the workers read this line after
 	 * every command, and a line left clean is not a cache miss for them. */
-	for (uint32_t i = 0; i < p->num_threads; i++) {
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
 		int32_t v = atomic_load_explicit(&p->rb.shift[i], memory_order_relaxed);
 
 		if (shift[i] != v)
@@ -1251,7 +1251,7 @@ static int grp_publish(sr_pool *p)
 	/* GS0: release pairs with GS1 in drain_groups: the command record,
 	 * its actions and the slots' claim before the count. */
 	atomic_store_explicit(&p->cmds.sent, p->cmds.issued, memory_order_release);
-	for (uint32_t i = p->first_thread; i < p->num_threads; i++)
+	for (uint32_t i = p->first_thread; i < p->cfg.num_threads; i++)
 		kick(&p->workers[i]);
 	return 0;
 }
@@ -1283,7 +1283,7 @@ static uint64_t grp_wait(sr_pool *p, uint64_t k)
 {
 	uint64_t t = grp_inline(p, k), t0;
 
-	if (p->num_threads > p->first_thread) {
+	if (p->cfg.num_threads > p->first_thread) {
 		t0 = t ? t : sr__now_ns();
 		wait_recv(p, grp_done, k);
 		t = sr__now_ns();
@@ -1296,7 +1296,7 @@ static uint64_t grp_wait(sr_pool *p, uint64_t k)
  * published: acquire pairs with GD0). */
 static bool grp_done(sr_pool *p, uint64_t k)
 {
-	for (uint32_t i = p->first_thread; i < p->num_threads; i++)
+	for (uint32_t i = p->first_thread; i < p->cfg.num_threads; i++)
 		if (atomic_load_explicit(&p->workers[i].grp_done, memory_order_acquire) <= k)
 			return false;
 	return true;
@@ -1311,7 +1311,7 @@ static void wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t a
 	while (!ready(p, arg)) {
 		uint32_t v;
 
-		if (++spins < p->spin_iters) {
+		if (++spins < p->cfg.spin_iters) {
 			sr__cpu_relax();
 			continue;
 		}
@@ -1329,7 +1329,7 @@ static void wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t a
 /* P1: merge the finished episodes the workers queued. */
 static void thread_episodes(sr_pool *p)
 {
-	for (uint32_t i = 0; i < p->num_threads; i++) {
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
 		struct sr__worker *w = &p->workers[i];
 		uint32_t t = atomic_load_explicit(&w->eps_tail, memory_order_relaxed);
 		uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_acquire);
