@@ -10,32 +10,44 @@
  * defaults with an empty mask; STEPRING_PROC tells the worker its index
  * and the trainer's pid (for its parent-death check).
  *
- * A command: the caller has reserved num_envs contiguous ring slots
- * (SR_RESERVE_CONTIG), so env e's row is slot seq + e. The trainer writes
- * the command and the actions into the block, bumps go (PC0) and wakes
- * sleeping workers; each worker writes and publishes its slice's rows and
- * stores done_gen (PC1). The trainer spins (sr__spin), then sleeps on done_evt in
+ * A command (proc.h: records, parts, PC0..PC4): the caller has reserved
+ * its rows (SR_RESERVE_CONTIG); a sync command has env e's row at slot
+ * seq + e, an async one (a batch group, a ragged send) has each worker's
+ * rows consecutive from its part's row. The trainer writes the record,
+ * the envs' actions and lists into the block, bumps go (PC0) and wakes
+ * sleeping workers; each worker runs the posted commands in order, writes
+ * and publishes its rows and stores done_gen (PC1). Waiting for command g
+ * (sr__procs_wait): an inline worker 0 runs its parts up to g on this
+ * thread, then the trainer spins (sr__spin) and sleeps on done_evt in
  * ticks of 10 ms; after each tick it checks the workers not done yet.
  *
  * Faults: a worker that exited or was killed (waitpid, this pid only: a
  * Python trainer's other children are not touched), or that has not
  * answered within the step timeout (then SIGKILL and reap), is dead
- * before anything else happens: no write of it can land later. Each of
- * its rows that is not published (ring seq word) becomes a fault row,
- * published by the trainer: truncated = 1, flags SR_SLOT_FAULT, prev
- * SR_RING_NO_PREV, obs and reward zero. Rows it published stay as they are
- * (it dies after a publish or in the middle of one: each slot is whole
- * when published, R1). Then, with every other worker done, any slot
- * between the ring's cursor and head still unpublished is an extra slot
- * the dead worker reserved (same-step autoreset): it becomes a pad row, so
- * the consumer never waits for it. The worker is then spawned again with
- * restarts + 1: it seeds its envs from sr_proc_seed(seed, env, restarts)
- * and starts each of them with a reset. Past the pool's restart budget the
+ * before anything else happens: no write of it can land later. Then the
+ * trainer settles every command posted: the inline worker runs its parts
+ * and every live worker finishes them (a second fault meanwhile is
+ * handled the same way). Each row of the dead worker's parts of the
+ * commands it had not done that is not published (ring seq word) becomes
+ * a fault row, published by the trainer: truncated = 1, flags
+ * SR_SLOT_FAULT, prev SR_RING_NO_PREV, obs and reward zero, the action
+ * sent. Rows it published stay as they are (it dies after a publish or in
+ * the middle of one: each slot is whole when published, R1). Then, with
+ * every live party done with every command posted, any slot between the
+ * ring's cursor and head still unpublished (outside a reservation the
+ * caller is writing a command for) is an extra slot the dead worker
+ * reserved (same-step autoreset): it becomes a pad row, so the consumer
+ * never waits for it. The worker is then spawned again with restarts + 1,
+ * settled up to the last command posted: it seeds its envs from
+ * sr_proc_seed(seed, env, restarts) and starts each of them with a reset.
+ * In sync mode this is the one command; in async mode every command in
+ * flight is settled the same way, so a fault costs the rows of the dead
+ * worker's envs that were in flight. Past the pool's restart budget the
  * command returns -EOWNERDEAD with the env range, the worker and the cause
  * (signal, exit code, or the worker's own message such as a Python
  * traceback), and so does every later command.
  *
- * Close: a STOP command, a short wait, then SIGKILL for any worker left,
+ * Close: stop and a bump of go, a short wait, then SIGKILL for any worker left,
  * and every child is reaped. A trainer killed outright takes its workers
  * with it (PR_SET_PDEATHSIG in the worker) and, with memfd segments,
  * leaves no shared memory behind.
@@ -70,7 +82,11 @@ struct sr__procs {
 	int fd;
 	sr_ring *ring;
 	uint32_t nworkers, num_envs, act_size, obs_dim;
-	uint32_t gen;
+	uint32_t gen;         /* the last command posted */
+	uint64_t posted;      /* commands posted (gen without the wrap) */
+	uint64_t ids_w;       /* the next entry of the ids area (free-running) */
+	uint64_t pend_lo, pend_hi; /* the reservation of the command being written:
+				    * fill_gaps leaves it alone */
 	struct sr__spin spin; /* the trainer's waits for the workers */
 	uint32_t step_timeout_ms, max_restarts;
 	uint64_t restarts, faults, fault_rows, pad_rows;
@@ -80,6 +96,10 @@ struct sr__procs {
 	char **argv;       /* owned copy */
 	char *exe;         /* argv[0] resolved */
 	int broken;        /* the budget is spent: every command returns it */
+	bool *dead;        /* nworkers: found dead, not settled yet */
+	int *dead_st;      /* ... its wait status */
+	bool *dead_hung;   /* ... killed by us for the step timeout */
+	bool gaps;         /* an inline fault: fill_gaps once everything is settled */
 	char last_fault[1024];
 	/* Worker 0 inline (sr__procs_opts.inline0): its handle on record 0,
 	 * its slice, the function that steps it, and the C env worker when
@@ -125,6 +145,15 @@ size_t sr__proc_layout(struct sr__proc_hdr *h, uint32_t nworkers, uint32_t num_e
 		/* recorded by the caller into the worker records */
 		off = align_up(off + (size_t)cap * 2 * sizeof(double), 64);
 	}
+	h->ncmds = 256;
+	h->cmd_size = (uint32_t)align_up(sizeof(struct sr__proc_crec) +
+					 (size_t)nworkers * sizeof(struct sr__proc_part), 64);
+	h->off_cmds = off = align_up(off, 4096);
+	off += (size_t)h->ncmds * h->cmd_size;
+	/* Ragged sends' env lists: twice the envs (sr__procs_ids). */
+	h->ids_cap = 2 * num_envs;
+	h->off_ids = off = align_up(off, 64);
+	off += (size_t)h->ids_cap * sizeof(uint32_t);
 	h->off_actions = off = align_up(off, 4096);
 	off = align_up(off + (size_t)num_envs * act_size, 64);
 	h->off_mask = off;
@@ -349,23 +378,26 @@ static void describe(struct sr__procs *P, uint32_t w, int st, bool hung, char *b
 	}
 }
 
-/* Publish every unpublished row of worker @w's slice of the command at
- * @seq as a fault row. The worker is dead and reaped. */
-static void fault_rows(struct sr__procs *P, uint32_t w, uint64_t seq, const void *actions)
+/* Publish every unpublished row of worker @w's part of command @gen as a
+ * fault row. The worker is dead and reaped (or, inline, failed). */
+static void fault_rows(struct sr__procs *P, uint32_t w, uint32_t gen)
 {
 	struct sr_ring *R = P->ring;
-	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+	const struct sr__proc_crec *c = sr__proc_crec(P->h, gen);
+	const struct sr__proc_part *pt = &c->part[w];
+	const uint32_t *ids = sr__proc_ids(P->h) + (pt->lo == SR__PROC_LIST ? pt->ids : 0);
+	const char *acts = (const char *)P->h + P->h->off_actions;
 
-	for (uint32_t i = 0; i < r->n_envs; i++) {
-		uint32_t e = r->first_env + i;
-		uint64_t q = seq + e, s = q & R->mask;
+	for (uint32_t j = 0; j < pt->n; j++) {
+		uint32_t e = pt->lo == SR__PROC_LIST ? ids[j] : pt->lo + j;
+		uint64_t q = c->seq + pt->row + j, s = q & R->mask;
 
 		if (atomic_load_explicit(&R->seq[s], memory_order_acquire) == q + 1)
 			continue; /* published whole before it died: keep it */
 		memset(R->obs + s * R->obs_dim, 0, R->obs_dim * sizeof(float));
-		if (actions)
-			memcpy(R->action + s * R->act_size,
-			       (const char *)actions + (size_t)e * R->act_size, R->act_size);
+		if (c->kind == SR_PROC_CMD_STEP)
+			memcpy(R->action + s * R->act_size, acts + (size_t)e * R->act_size,
+			       R->act_size);
 		else
 			memset(R->action + s * R->act_size, 0, R->act_size);
 		R->reward[s] = 0.0f;
@@ -379,8 +411,10 @@ static void fault_rows(struct sr__procs *P, uint32_t w, uint64_t seq, const void
 	}
 }
 
-/* With every live worker done: slots in [cursor, head) that nobody will
- * publish (a dead worker's extra reservation) become pad rows. */
+/* With every live party done with every command posted: slots in
+ * [cursor, head) that nobody will publish (a dead worker's extra
+ * reservation) become pad rows; the reservation of a command being
+ * written (pend_lo, pend_hi) is the caller's. */
 static void fill_gaps(struct sr__procs *P)
 {
 	struct sr_ring *R = P->ring;
@@ -389,6 +423,8 @@ static void fill_gaps(struct sr__procs *P)
 	for (uint64_t q = c; q < hd && q < c + R->cap; q++) {
 		uint64_t s = q & R->mask;
 
+		if (q >= P->pend_lo && q < P->pend_hi)
+			continue;
 		if (atomic_load_explicit(&R->seq[s], memory_order_acquire) == q + 1)
 			continue;
 		R->flags[s] = SR_SLOT_PAD;
@@ -402,18 +438,20 @@ static void fill_gaps(struct sr__procs *P)
 	}
 }
 
-/* Worker @w is dead (reaped, status @st): fault rows, then a restart
- * within the budget. */
-static int recover(struct sr__procs *P, uint32_t w, int st, bool hung, uint64_t seq,
-		   const void *actions)
+/* Worker @w is dead (reaped, status @st) and every live party has done
+ * every command posted: fault rows of its parts of the commands it had
+ * not done, then a restart within the budget. */
+static int recover(struct sr__procs *P, uint32_t w, int st, bool hung)
 {
 	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
 	char why[SR__PROC_ERR_MAX + 128];
+	uint32_t g = atomic_load_explicit(&r->done_gen, memory_order_acquire);
 
 	describe(P, w, st, hung, why, sizeof(why));
 	P->pid[w] = -1;
 	P->faults++;
-	fault_rows(P, w, seq, actions);
+	while (g != P->gen)
+		fault_rows(P, w, ++g);
 	snprintf(P->last_fault, sizeof(P->last_fault), "envs %u-%u, worker %u (pid %lld): %.900s",
 		 r->first_env, r->first_env + r->n_envs - 1, w, (long long)r->pid, why);
 	atomic_store_explicit(&r->done_gen, P->gen, memory_order_relaxed);
@@ -430,12 +468,12 @@ static int recover(struct sr__procs *P, uint32_t w, int st, bool hung, uint64_t 
 	return spawn_worker(P, w);
 }
 
-/* Worker 0's slice, on this thread (the command is posted to the
- * processes already). A failure of the inline function is a fault of
- * worker 0: its unpublished rows become fault rows and it counts as a
- * restart (the function rebuilds its envs when info->restarts grows). */
-static int run_inline(struct sr__procs *P, uint32_t kind, uint32_t gen, uint64_t seq,
-		      const void *actions)
+/* Worker 0's part of command @gen, on this thread. A failure of the
+ * inline function is a fault of worker 0: its unpublished rows become
+ * fault rows and it counts as a restart (the function rebuilds its envs
+ * when info->restarts grows); the slots it may have reserved are padded
+ * once everything is settled (P->gaps). */
+static int run_inline(struct sr__procs *P, uint32_t gen)
 {
 	struct sr__proc_hdr *h = P->h;
 	struct sr__proc_wrec *r = sr__proc_wrec(h, 0);
@@ -443,11 +481,7 @@ static int run_inline(struct sr__procs *P, uint32_t kind, uint32_t gen, uint64_t
 	char why[SR__PROC_ERR_MAX + 128];
 	uint32_t n;
 
-	c.kind = kind;
-	c.gen = gen;
-	c.seq = seq;
-	c.actions = (char *)h + h->off_actions;
-	c.mask = h->has_mask ? (const uint8_t *)((char *)h + h->off_mask) : NULL;
+	sr__proc_cmd_of(h, 0, gen, &c);
 	atomic_store_explicit(&r->err_len, 0, memory_order_relaxed);
 	if (!sr__proc_worker_local_run(P->lw, P->ifn, P->iarg, &P->linfo, &c))
 		return 0;
@@ -456,7 +490,8 @@ static int run_inline(struct sr__procs *P, uint32_t kind, uint32_t gen, uint64_t
 		 n && n < SR__PROC_ERR_MAX ? r->err + (n > 600 ? n - 600 : 0)
 					   : "no reason given");
 	P->faults++;
-	fault_rows(P, 0, seq, kind == SR_PROC_CMD_STEP ? actions : NULL);
+	P->gaps = true;
+	fault_rows(P, 0, gen);
 	snprintf(P->last_fault, sizeof(P->last_fault), "envs %u-%u, worker 0 (inline): %.900s",
 		 r->first_env, r->first_env + r->n_envs - 1, why);
 	if (P->restarts >= P->max_restarts) {
@@ -470,6 +505,20 @@ static int run_inline(struct sr__procs *P, uint32_t kind, uint32_t gen, uint64_t
 	r->restarts++;
 	P->linfo.restarts = r->restarts;
 	return 0;
+}
+
+/* The inline worker 0 runs its parts of the commands up to @gen. */
+static int inline_upto(struct sr__procs *P, uint32_t gen)
+{
+	struct sr__proc_wrec *r = sr__proc_wrec(P->h, 0);
+	int err = 0;
+
+	if (!P->first)
+		return 0;
+	/* Only this thread writes and reads record 0's done_gen. */
+	while (!err && !sr__gen_ge(atomic_load_explicit(&r->done_gen, memory_order_relaxed), gen))
+		err = run_inline(P, atomic_load_explicit(&r->done_gen, memory_order_relaxed) + 1);
+	return err;
 }
 
 /* Reap worker @w if it has ended: 1 (and *st), 0 alive. */
@@ -500,53 +549,36 @@ static void kill_reap(struct sr__procs *P, uint32_t w, int *st)
 		;
 }
 
+/* Worker @w (a process) has done command @gen, or was found dead. */
+static bool worker_done(struct sr__procs *P, uint32_t w, uint32_t gen)
+{
+	/* PC1: acquire pairs with the worker's release. */
+	return P->dead[w] ||
+	       sr__gen_ge(atomic_load_explicit(&sr__proc_wrec(P->h, w)->done_gen,
+					       memory_order_acquire),
+			  gen);
+}
+
 static bool all_done(struct sr__procs *P, uint32_t gen)
 {
-	for (uint32_t w = 0; w < P->nworkers; w++)
-		/* PC1: acquire pairs with the worker's release. */
-		if (atomic_load_explicit(&sr__proc_wrec(P->h, w)->done_gen, memory_order_acquire) !=
-		    gen)
+	for (uint32_t w = P->first; w < P->nworkers; w++)
+		if (!worker_done(P, w, gen))
 			return false;
 	return true;
 }
 
-int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *actions,
-		  const uint8_t *mask)
+/*
+ * Wait until every worker process has done command @gen or is dead
+ * (P->dead, reaped: ended, or killed after the step timeout, counted from
+ * this call or from the worker's readiness after a restart). Returns
+ * whether one was found dead.
+ */
+static bool wait_workers(struct sr__procs *P, uint32_t gen)
 {
 	struct sr__proc_hdr *h = P->h;
-	uint64_t t0 = now_ns();
-	uint32_t gen;
-	bool any_sleeping = false, faulted = false;
-	int err = 0, inline_err = 0;
-	uint64_t t_wait, until;
-	bool spinning;
+	uint64_t t0 = now_ns(), until = t0 + sr__spin_budget(&P->spin);
+	bool spinning = until > t0, any = false;
 
-	if (P->broken)
-		return sr__errorf(P->broken, "process workers: restart budget of %u spent; "
-					     "last fault: %s",
-				  P->max_restarts, P->last_fault);
-	h->cmd = cmd;
-	h->seq = seq;
-	h->has_mask = mask != NULL;
-	if (cmd == SR_PROC_CMD_STEP)
-		memcpy((char *)h + h->off_actions, actions, (size_t)P->num_envs * P->act_size);
-	if (mask)
-		memcpy((char *)h + h->off_mask, mask, P->num_envs);
-	gen = ++P->gen;
-	atomic_store_explicit(&h->done_left, P->nworkers - P->first, memory_order_relaxed);
-	/* PC0 (release, and seq_cst for PC2): the command before go. */
-	atomic_store_explicit(&h->go, gen, memory_order_seq_cst);
-	for (uint32_t w = P->first; w < P->nworkers; w++)
-		any_sleeping |= atomic_load_explicit(&sr__proc_wrec(h, w)->sleeping,
-						     memory_order_seq_cst) != 0;
-	if (any_sleeping)
-		sr__sfutex_wake(&h->go, INT_MAX);
-	if (P->first)
-		inline_err = run_inline(P, cmd, gen, seq, actions);
-
-	t_wait = now_ns();
-	until = t_wait + sr__spin_budget(&P->spin);
-	spinning = until > t_wait;
 	for (uint32_t i = 0; !all_done(P, gen); i++) {
 		uint32_t ev;
 
@@ -562,13 +594,13 @@ int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *a
 		if (!all_done(P, gen))
 			sr__sfutex_wait(&h->done_evt, ev, TICK_MS);
 		atomic_store_explicit(&h->trainer_sleeping, 0, memory_order_relaxed);
-		for (uint32_t w = 0; w < P->nworkers; w++) {
+		for (uint32_t w = P->first; w < P->nworkers; w++) {
 			struct sr__proc_wrec *r = sr__proc_wrec(h, w);
 			uint64_t now = now_ns(), el;
 			bool booting, hung = false;
 			int st = 0;
 
-			if (atomic_load_explicit(&r->done_gen, memory_order_acquire) == gen)
+			if (worker_done(P, w, gen))
 				continue;
 			booting = atomic_load_explicit(&r->state, memory_order_acquire) ==
 				  SR__PW_BOOT;
@@ -587,31 +619,177 @@ int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *a
 				kill_reap(P, w, &st);
 				hung = true;
 			}
-			faulted = true;
-			err = recover(P, w, st, hung, seq, cmd == SR_PROC_CMD_STEP ? actions : NULL);
-			if (err) {
-				/* Settle the others' rows before returning. */
-				for (uint32_t k = 0; k < P->nworkers; k++)
-					if (k != w && P->pid[k] > 0 &&
-					    atomic_load_explicit(&sr__proc_wrec(h, k)->done_gen,
-								 memory_order_acquire) != gen) {
-						int s2;
-
-						kill_reap(P, k, &s2);
-						P->pid[k] = -1;
-						fault_rows(P, k, seq, NULL);
-						atomic_store_explicit(&sr__proc_wrec(h, k)->done_gen,
-								      gen, memory_order_relaxed);
-					}
-				fill_gaps(P);
-				return err;
-			}
+			P->dead[w] = true;
+			P->dead_st[w] = st;
+			P->dead_hung[w] = hung;
+			any = true;
 		}
 	}
-	sr__spin_note(&P->spin, now_ns() - t_wait);
-	if (faulted || inline_err)
-		fill_gaps(P);
-	return inline_err;
+	if (!any)
+		sr__spin_note(&P->spin, now_ns() - t0);
+	return any;
+}
+
+/*
+ * After a fault: every live party does every command posted (a worker
+ * found dead meanwhile joins the others), then each dead worker's rows
+ * become fault rows and it restarts, then the slots nobody will publish
+ * become pads. Returns the first error (the budget, a spawn).
+ */
+static int settle(struct sr__procs *P)
+{
+	int err = inline_upto(P, P->gen), e2;
+
+	while (wait_workers(P, P->gen))
+		;
+	for (uint32_t w = P->first; w < P->nworkers; w++) {
+		if (!P->dead[w])
+			continue;
+		P->dead[w] = false;
+		e2 = recover(P, w, P->dead_st[w], P->dead_hung[w]);
+		if (e2 && !err)
+			err = e2;
+	}
+	fill_gaps(P);
+	P->gaps = false;
+	return err;
+}
+
+int sr__procs_wait(struct sr__procs *P, uint32_t gen)
+{
+	int err;
+
+	if (P->broken)
+		return sr__errorf(P->broken, "process workers: restart budget of %u spent; "
+					     "last fault: %s",
+				  P->max_restarts, P->last_fault);
+	err = inline_upto(P, gen);
+	if (!err && !wait_workers(P, gen) && !P->gaps)
+		return 0;
+	/* A fault (or the budget spent inline): settle everything posted. */
+	{
+		int e2 = settle(P);
+
+		return err ? err : e2;
+	}
+}
+
+uint32_t sr__procs_oldest(const struct sr__procs *P)
+{
+	uint32_t oldest = P->gen;
+
+	for (uint32_t w = 0; w < P->nworkers; w++) {
+		uint32_t d = atomic_load_explicit(&sr__proc_wrec(P->h, w)->done_gen,
+						  memory_order_acquire);
+
+		if (!sr__gen_ge(d, oldest))
+			oldest = d;
+	}
+	return oldest == P->gen ? 0 : oldest + 1;
+}
+
+const struct sr__proc_crec *sr__procs_rec(const struct sr__procs *P, uint32_t gen)
+{
+	return sr__proc_crec(P->h, gen);
+}
+
+void *sr__procs_actions(struct sr__procs *P)
+{
+	return (char *)P->h + P->h->off_actions;
+}
+
+/*
+ * Env lists: the ids area holds 2 * num_envs entries, written in order
+ * (free-running index ids_w), a list never wrapping (it starts over at 0
+ * when the rest of the area is too short: a hole shorter than the list).
+ * A list is read by its workers before they publish its envs' rows, and
+ * the envs of a list stay in flight until recv returns those rows, in
+ * ring order, so the lists still read are those of the last commands,
+ * whose envs are in flight: at most num_envs - n entries and their holes,
+ * each shorter than its list, so fewer than 2 * (num_envs - n); with this
+ * list and its hole, fewer than 2 * num_envs (PC4).
+ */
+uint32_t *sr__procs_ids(struct sr__procs *P, uint32_t n, uint32_t *off)
+{
+	const uint32_t cap = P->h->ids_cap;
+	uint64_t at = P->ids_w;
+
+	if (at % cap + n > cap)
+		at += cap - at % cap;
+	P->ids_w = at + n;
+	*off = (uint32_t)(at % cap);
+	return sr__proc_ids(P->h) + *off;
+}
+
+struct sr__proc_crec *sr__procs_begin(struct sr__procs *P, uint32_t kind, uint64_t seq,
+				      uint32_t rows, int *err)
+{
+	const uint32_t gen = P->gen + 1;
+	struct sr__proc_crec *c = sr__proc_crec(P->h, gen);
+
+	*err = 0;
+	P->pend_lo = seq;
+	P->pend_hi = seq + rows;
+	/* PC4: the record's last command (gen - ncmds) is done by every
+	 * worker (a restarted one is settled past it). A pool past its
+	 * budget takes no more commands. */
+	if (P->broken || P->posted >= P->h->ncmds) {
+		*err = sr__procs_wait(P, P->posted >= P->h->ncmds ? gen - P->h->ncmds : P->gen);
+		if (*err) {
+			P->pend_lo = P->pend_hi = 0;
+			return NULL;
+		}
+	}
+	c->gen = gen;
+	c->kind = kind;
+	c->seq = seq;
+	c->rows = rows;
+	c->has_mask = 0;
+	return c;
+}
+
+uint32_t sr__procs_post(struct sr__procs *P)
+{
+	struct sr__proc_hdr *h = P->h;
+	struct sr__proc_crec *c = sr__proc_crec(h, P->gen + 1);
+	bool any_sleeping = false;
+
+	P->pend_lo = P->pend_hi = 0;
+	atomic_store_explicit(&c->done_left, P->nworkers - P->first, memory_order_relaxed);
+	P->gen++;
+	P->posted++;
+	/* PC0 (release, and seq_cst for PC2): the command before go. */
+	atomic_store_explicit(&h->go, P->gen, memory_order_seq_cst);
+	for (uint32_t w = P->first; w < P->nworkers; w++)
+		any_sleeping |= atomic_load_explicit(&sr__proc_wrec(h, w)->sleeping,
+						     memory_order_seq_cst) != 0;
+	if (any_sleeping)
+		sr__sfutex_wake(&h->go, INT_MAX);
+	return P->gen;
+}
+
+int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *actions,
+		  const uint8_t *mask)
+{
+	struct sr__proc_hdr *h = P->h;
+	struct sr__proc_crec *c;
+	int err;
+
+	c = sr__procs_begin(P, cmd, seq, P->num_envs, &err);
+	if (!c)
+		return err;
+	for (uint32_t w = 0; w < P->nworkers; w++) {
+		const struct sr__proc_wrec *r = sr__proc_wrec(h, w);
+
+		c->part[w] = (struct sr__proc_part){r->first_env, r->n_envs, r->first_env, 0};
+	}
+	if (cmd == SR_PROC_CMD_STEP)
+		memcpy((char *)h + h->off_actions, actions, (size_t)P->num_envs * P->act_size);
+	if (mask) {
+		memcpy((char *)h + h->off_mask, mask, P->num_envs);
+		c->has_mask = 1;
+	}
+	return sr__procs_wait(P, sr__procs_post(P));
 }
 
 void sr__procs_episodes(struct sr__procs *P, void (*fn)(void *, double, double), void *arg)
@@ -672,7 +850,7 @@ static void stop_all(struct sr__procs *P)
 	uint64_t t0 = now_ns();
 	bool left = false;
 
-	h->cmd = SR_PROC_CMD_STOP;
+	atomic_store_explicit(&h->stop, 1, memory_order_relaxed);
 	atomic_store_explicit(&h->go, ++P->gen, memory_order_seq_cst); /* PC0 */
 	sr__sfutex_wake(&h->go, INT_MAX);
 	/* A second for a clean exit, then SIGKILL: a hung env ends here too. */
@@ -730,6 +908,9 @@ void sr__procs_destroy(struct sr__procs *P)
 	free(P->exe);
 	free(P->pid);
 	free(P->ready_at);
+	free(P->dead);
+	free(P->dead_st);
+	free(P->dead_hung);
 	free(P);
 }
 
@@ -757,7 +938,10 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	P->spin.max_ns = o->spin_ns;
 	P->pid = calloc(o->nworkers, sizeof(pid_t));
 	P->ready_at = calloc(o->nworkers, sizeof(uint64_t));
-	if (!P->pid || !P->ready_at) {
+	P->dead = calloc(o->nworkers, sizeof(bool));
+	P->dead_st = calloc(o->nworkers, sizeof(int));
+	P->dead_hung = calloc(o->nworkers, sizeof(bool));
+	if (!P->pid || !P->ready_at || !P->dead || !P->dead_st || !P->dead_hung) {
 		err = sr__errorf(-ENOMEM, "out of memory");
 		goto fail;
 	}

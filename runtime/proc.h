@@ -4,32 +4,54 @@
  *
  * One memfd segment per pool, inherited by every worker process (fd
  * SR__PROC_FD_BLOCK; the ring is SR__PROC_FD_RING): a header with the
- * pool's geometry and the command, one record per worker, the actions and
- * the reset mask of the current command, and an optional payload (bytes
- * the trainer hands every worker at spawn, e.g. pickled env factories).
- * Offsets, never pointers, inside it. memfd: no name in /dev/shm, so
- * nothing is left behind when every process holding it is gone.
+ * pool's geometry, one record per worker, a ring of command records, the
+ * action mailbox (one action per env), the reset mask, the env lists of
+ * ragged commands, and an optional payload (bytes the trainer hands every
+ * worker at spawn, e.g. pickled env factories). Offsets, never pointers,
+ * inside it. memfd: no name in /dev/shm, so nothing is left behind when
+ * every process holding it is gone.
  *
- * Memory ordering (named in the code as PC0..PC3):
- *  PC0 command: the trainer writes cmd, seq, gen_cmd, actions and mask,
- *      then stores go = gen (release); a worker loads go (acquire) and
- *      then reads them.
+ * Commands. Command g (g = 1, 2, ...: its gen) is record g % ncmds. It
+ * names the ring slot of its first row (seq) and, for each worker, the
+ * part of the command that is its own (struct sr__proc_part): a range of
+ * its envs (a sync step or reset: the whole slice; an async batch group:
+ * the worker's envs of the group), or a list of its envs (a ragged async
+ * send), with the first row of that part; a worker's rows are consecutive
+ * slots, in env order. The actions are in the mailbox, by env: an env is
+ * in at most one command in flight (the pool refuses to send an env in
+ * flight, and a sync command waits for the last one), so its mailbox
+ * entry is not rewritten while a worker may read it. Several commands may
+ * be in flight (async); a worker runs them in gen order.
+ *
+ * Memory ordering (named in the code as PC0..PC4):
+ *  PC0 command: the trainer writes record g, the actions of its envs, the
+ *      mask and the env lists, then stores go = g (release); a worker loads
+ *      go (acquire) and then reads every record up to go.
  *  PC1 done: a worker publishes its rows (the ring's R1), then stores
- *      done_gen = gen (release); the trainer loads done_gen (acquire)
+ *      done_gen = g (release); the trainer loads done_gen (acquire)
  *      and then reads the rows and the worker's counters.
  *  PC2 sleep: waker stores the word (go or done_evt) seq_cst, then loads
  *      the sleeper's flag seq_cst; sleeper stores its flag seq_cst, then
  *      reloads the word seq_cst before futex_wait (Dekker, as the threads
- *      do); futex_wait rechecks the word in the kernel.
+ *      do); futex_wait rechecks the word in the kernel. The worker that
+ *      takes a record's done_left to 0 (acq_rel) bumps done_evt: one
+ *      wake-up of the trainer per command.
  *  PC3 episodes: a worker writes an entry, then stores eps_head (release);
  *      the trainer loads eps_head (acquire), reads the entries, stores
  *      eps_tail (release); the worker loads eps_tail (acquire) before it
  *      reuses entries.
+ *  PC4 reuse: the trainer rewrites record g % ncmds for command g only
+ *      once every worker's done_gen >= g - ncmds (PC1's acquire: each
+ *      read that record for the last time before its release). An env
+ *      list is rewritten only after every env in it was received by the
+ *      pool (its row was published, after its worker read the list), and
+ *      the list area holds twice the envs (see sr__procs_ids).
  */
 #ifndef SR_PROC_H
 #define SR_PROC_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -40,7 +62,7 @@
 #include "stepring/ring.h"
 
 #define SR__PROC_MAGIC 0x434f525047525453ull /* "STRGPROC" */
-#define SR__PROC_VERSION 1u
+#define SR__PROC_VERSION 2u
 #define SR__PROC_FD_RING 3
 #define SR__PROC_FD_BLOCK 4
 #define SR__PROC_ENV "STEPRING_PROC" /* "<worker index>,<trainer pid>" */
@@ -76,6 +98,27 @@ struct sr__proc_wrec {
 	_Alignas(SR_CACHELINE) char err[SR__PROC_ERR_MAX]; /* why it failed */
 };
 
+/* A worker's part of a command: its envs and where their rows go. */
+struct sr__proc_part {
+	uint32_t lo;  /* a range: envs [lo, lo + n) (pool indices); SR__PROC_LIST: a list */
+	uint32_t n;   /* envs of this worker in the command (0: none) */
+	uint32_t row; /* their rows: slots seq + row .. seq + row + n - 1, in env order */
+	uint32_t ids; /* a list: the envs at ids area entries [ids, ids + n) */
+};
+#define SR__PROC_LIST UINT32_MAX
+
+/* A command record (PC0, PC4): cmd_size bytes, nworkers parts. */
+struct sr__proc_crec {
+	uint32_t gen;       /* the command's gen */
+	uint32_t kind;      /* SR_PROC_CMD_STEP or SR_PROC_CMD_RESET */
+	uint64_t seq;       /* ring slot of row 0 */
+	uint32_t has_mask;  /* reset: the mask bytes are valid */
+	uint32_t rows;      /* rows of the command (the parts' n summed) */
+	_Atomic uint32_t done_left; /* PC2: worker processes not done with it */
+	uint32_t reserved;
+	struct sr__proc_part part[]; /* nworkers */
+};
+
 struct sr__proc_hdr {
 	uint64_t magic;
 	uint32_t version, hdr_size;
@@ -86,6 +129,10 @@ struct sr__proc_hdr {
 	uint32_t autoreset, keep_final;
 	uint64_t seed;
 	uint64_t off_workers, off_actions, off_mask, off_final, off_payload, payload_len;
+	uint64_t off_cmds, off_ids;
+	uint32_t ncmds, cmd_size; /* command records: a power of two, bytes each */
+	uint32_t ids_cap;         /* entries of the ids area */
+	uint32_t reserved2;
 	/* The env, for C workers: a built-in by name, or a plugin by path;
 	 * the scalar fields of the trainer's spec (spin keeps its
 	 * parameters there) are copied over what the worker loads. */
@@ -98,18 +145,13 @@ struct sr__proc_hdr {
 	uint32_t reserved0;
 	uint64_t env_base;   /* global index of env 0 (seeding: SR_POOL_F_FIRST_ENV) */
 	uint64_t reserved1[7];
-	/* the command (PC0) */
-	_Alignas(SR_CACHELINE) _Atomic uint32_t go; /* futex word: the command's gen */
-	uint32_t cmd;                 /* SR_PROC_CMD_* */
-	uint64_t seq;                 /* ring sequence of env 0's row */
-	uint32_t has_mask;            /* reset: mask bytes are valid */
+	/* the commands (PC0) */
+	_Alignas(SR_CACHELINE) _Atomic uint32_t go; /* futex word: the last command's gen */
+	_Atomic uint32_t stop;        /* set before the last bump of go: exit */
 	/* completion (PC1, PC2) */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t done_evt; /* futex word of the trainer */
 	_Atomic uint32_t trainer_sleeping;
-	_Atomic uint32_t done_left; /* PC2: worker processes not done with the command;
-				     * the one that takes it to 0 bumps done_evt */
 };
-
 /* Bytes and offsets of a block. Returns the total size, 0 on overflow. */
 size_t sr__proc_layout(struct sr__proc_hdr *h, uint32_t nworkers, uint32_t num_envs,
 		       uint32_t obs_dim, uint32_t act_size, size_t payload_len,
@@ -118,6 +160,23 @@ size_t sr__proc_layout(struct sr__proc_hdr *h, uint32_t nworkers, uint32_t num_e
 static inline struct sr__proc_wrec *sr__proc_wrec(struct sr__proc_hdr *h, uint32_t w)
 {
 	return (struct sr__proc_wrec *)((char *)h + h->off_workers) + w;
+}
+
+static inline struct sr__proc_crec *sr__proc_crec(struct sr__proc_hdr *h, uint32_t gen)
+{
+	return (struct sr__proc_crec *)((char *)h + h->off_cmds +
+					(size_t)(gen & (h->ncmds - 1)) * h->cmd_size);
+}
+
+static inline uint32_t *sr__proc_ids(struct sr__proc_hdr *h)
+{
+	return (uint32_t *)((char *)h + h->off_ids);
+}
+
+/* Gens wrap: a is at or after b. */
+static inline bool sr__gen_ge(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) >= 0;
 }
 
 /*
@@ -183,16 +242,47 @@ struct sr__procs_opts {
 int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out);
 void sr__procs_destroy(struct sr__procs *P);
 /*
- * Run a command on every worker: the rows of env e go to ring slot
+ * A sync command on every worker: the rows of env e go to ring slot
  * seq + e (reserved contiguously by the caller). @actions: num_envs
- * actions for a step; @mask: NULL or num_envs bytes for a reset. Waits for
- * all workers; a worker that dies or exceeds the step timeout is killed,
- * its unpublished rows are published as fault rows and it is restarted.
- * Returns 0, or -EOWNERDEAD when the restart budget is spent (the message
- * names the env, the worker and the cause), or -errno of a failed spawn.
+ * actions for a step; @mask: NULL or num_envs bytes for a reset. Posts it
+ * and waits for it (sr__procs_wait). Returns what sr__procs_wait returns.
  */
 int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *actions,
 		  const uint8_t *mask);
+/*
+ * A command in parts (async): sr__procs_begin returns the record of the
+ * next command (kind, seq and rows set; the caller fills part[w] for every
+ * worker, the actions of its envs in sr__procs_actions, the env lists
+ * from sr__procs_ids) after waiting until no worker reads it any more
+ * (PC4); the caller's reservation [seq, seq + rows) is left alone by the
+ * fault path meanwhile. sr__procs_post publishes it (PC0) and returns its
+ * gen. begin returns NULL when the workers failed for good (the error is
+ * set, as sr__procs_wait's).
+ */
+struct sr__proc_crec *sr__procs_begin(struct sr__procs *P, uint32_t kind, uint64_t seq,
+				      uint32_t rows, int *err);
+uint32_t sr__procs_post(struct sr__procs *P);
+/* The action mailbox: num_envs actions, row = env. */
+void *sr__procs_actions(struct sr__procs *P);
+/* @n contiguous entries of the ids area for the command being written;
+ * *@off: the first one's index (for sr__proc_part.ids). */
+uint32_t *sr__procs_ids(struct sr__procs *P, uint32_t n, uint32_t *off);
+/*
+ * Wait until command @gen is done by every worker (an inline worker 0
+ * runs its part of the commands up to @gen first) and its rows are
+ * published. A worker that dies or exceeds the step timeout is killed;
+ * then every live worker finishes every command posted, the dead one's
+ * unpublished rows of each of them are published as fault rows, the slots
+ * it reserved and left are published as pads, and it is restarted.
+ * Returns 0, or -EOWNERDEAD when the restart budget is spent (the message
+ * names the env, the worker and the cause; every later call returns it),
+ * or -errno of a failed spawn.
+ */
+int sr__procs_wait(struct sr__procs *P, uint32_t gen);
+/* The oldest command some worker has not done, or 0 with none in flight. */
+uint32_t sr__procs_oldest(const struct sr__procs *P);
+/* The record of command @gen (in flight or the last ncmds ones). */
+const struct sr__proc_crec *sr__procs_rec(const struct sr__procs *P, uint32_t gen);
 /* Finished episodes since the last call: @fn(arg, return, length). */
 void sr__procs_episodes(struct sr__procs *P, void (*fn)(void *, double, double), void *arg);
 struct sr__procs_stats {
@@ -215,6 +305,8 @@ bool sr__procs_inline(const struct sr__procs *P);
 float *sr__procs_final(struct sr__procs *P);
 
 /* --- proc_worker.c: a worker handle in this process (the inline slice) --- */
+/* Command @gen as worker @idx sees it (after PC0's acquire). */
+void sr__proc_cmd_of(struct sr__proc_hdr *h, uint32_t idx, uint32_t gen, sr_proc_cmd *cmd);
 /* A handle on record @idx of the block @h (mapped by the caller) and @ring,
  * with @info filled; close it with sr_proc_worker_close (unmaps nothing). */
 int sr__proc_worker_local(struct sr__proc_hdr *h, sr_ring *ring, uint32_t idx,

@@ -144,7 +144,7 @@ int sr__proc_worker_local_run(sr_proc_worker *w, sr_proc_inline_fn fn, void *arg
 	rc = fn(arg, w, info, cmd);
 	t1 = now_ns();
 	if (!rc)
-		add_relaxed(&w->rec->steps, w->rec->n_envs);
+		add_relaxed(&w->rec->steps, cmd->n);
 	add_relaxed(&w->rec->ns_env, t1 - t0);
 	w->idle_t0 = t1;
 	/* Only the trainer's thread reads this record's done_gen. */
@@ -219,6 +219,29 @@ void sr_proc_worker_ready(sr_proc_worker *w)
 	atomic_store_explicit(&w->rec->state, SR__PW_READY, memory_order_release);
 }
 
+/* Command @gen as worker @idx sees it (PC0: after the acquire of go). */
+void sr__proc_cmd_of(struct sr__proc_hdr *h, uint32_t idx, uint32_t gen, sr_proc_cmd *cmd)
+{
+	const struct sr__proc_crec *r = sr__proc_crec(h, gen);
+	const struct sr__proc_part *pt = &r->part[idx];
+
+	cmd->kind = r->kind;
+	cmd->gen = gen;
+	cmd->actions = (char *)h + h->off_actions;
+	cmd->mask = r->has_mask ? (const uint8_t *)((char *)h + h->off_mask) : NULL;
+	cmd->n = pt->n;
+	cmd->row = r->seq + pt->row;
+	if (pt->lo == SR__PROC_LIST) {
+		cmd->lo = 0;
+		cmd->ids = sr__proc_ids(h) + pt->ids;
+		cmd->seq = r->seq;
+	} else {
+		cmd->lo = pt->lo;
+		cmd->ids = NULL;
+		cmd->seq = cmd->row - pt->lo; /* env e at seq + e */
+	}
+}
+
 int sr_proc_worker_wait(sr_proc_worker *w, sr_proc_cmd *cmd)
 {
 	struct sr__proc_hdr *h = w->h;
@@ -248,21 +271,22 @@ int sr_proc_worker_wait(sr_proc_worker *w, sr_proc_cmd *cmd)
 		}
 		atomic_store_explicit(&w->rec->sleeping, 0, memory_order_relaxed);
 	}
-	w->last_go = g;
+	/* Ordered by PC0's acquire: set before the last bump of go. */
+	if (atomic_load_explicit(&h->stop, memory_order_relaxed))
+		return -ESHUTDOWN;
+	/* The commands up to g are posted: run them in order, one a call. */
+	w->last_go++;
 	w->busy_t0 = now_ns();
 	sr__spin_note(&w->spin, w->busy_t0 - t0);
 	add_relaxed(&w->rec->ns_idle, w->busy_t0 - t0);
-	cmd->kind = h->cmd;
-	cmd->gen = g;
-	cmd->seq = h->seq;
-	cmd->actions = (char *)h + h->off_actions;
-	cmd->mask = h->has_mask ? (const uint8_t *)((char *)h + h->off_mask) : NULL;
-	return cmd->kind == SR_PROC_CMD_STOP ? -ESHUTDOWN : 0;
+	sr__proc_cmd_of(h, w->index, w->last_go, cmd);
+	return 0;
 }
 
 void sr_proc_worker_done(sr_proc_worker *w, uint64_t steps, uint64_t ns_env)
 {
 	struct sr__proc_hdr *h = w->h;
+	struct sr__proc_crec *r = sr__proc_crec(h, w->last_go);
 	uint64_t t = now_ns();
 
 	add_relaxed(&w->rec->steps, steps);
@@ -270,12 +294,18 @@ void sr_proc_worker_done(sr_proc_worker *w, uint64_t steps, uint64_t ns_env)
 	if (t > w->busy_t0 + ns_env)
 		add_relaxed(&w->rec->ns_ring, t - w->busy_t0 - ns_env);
 	w->idle_t0 = t;
+	/* PC2: one wake-up of the trainer per command. done_left is counted
+	 * down before done_gen (after done_gen the record may be rewritten,
+	 * PC4), and every worker looks at it again after its done_gen: the
+	 * one whose done_gen store comes last in the seq_cst order sees 0
+	 * there (every count-down precedes its own worker's store), and bumps
+	 * done_evt after every done_gen of the command. Two may both bump: a
+	 * spare wake-up, no missed one. While the trainer waits for this
+	 * command it does not rewrite its record. */
+	atomic_fetch_sub_explicit(&r->done_left, 1, memory_order_seq_cst);
 	/* PC1: the rows were published before this release. */
-	atomic_store_explicit(&w->rec->done_gen, w->last_go, memory_order_release);
-	/* PC2: the last worker process done bumps the trainer's word, then
-	 * looks whether it sleeps (one wake-up per command, not one per
-	 * worker: the trainer would only check and sleep again). */
-	if (atomic_fetch_sub_explicit(&h->done_left, 1, memory_order_acq_rel) != 1)
+	atomic_store_explicit(&w->rec->done_gen, w->last_go, memory_order_seq_cst);
+	if (atomic_load_explicit(&r->done_left, memory_order_seq_cst) != 0)
 		return;
 	atomic_fetch_add_explicit(&h->done_evt, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&h->trainer_sleeping, memory_order_seq_cst))
@@ -340,6 +370,7 @@ struct sr__cworker {
 	uint8_t *done, *done_term, *done_trunc;
 	double *ep_ret, *rew;
 	uint64_t ns_env; /* of the last command */
+	uint32_t nd;     /* SAME_STEP: envs of the command that ended (done_loc, done_seq) */
 	uint32_t made;   /* opaque instances created */
 };
 
@@ -445,15 +476,17 @@ static void cw_seed(struct sr__cworker *c)
 	}
 }
 
-/* Reset (all, or where mask[env]) into rows from slot s; the others are
- * observed into pad rows. */
-static void cw_reset(struct sr__cworker *c, uint64_t seq, const uint8_t *mask)
+/* Reset local envs [lo, lo + n) (all, or where mask[env]) into the slots
+ * from @q0; the others are observed into pad rows. */
+static void cw_reset(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
+		     const uint8_t *mask)
 {
 	const sr_env_spec *sp = &c->spec;
 	const uint32_t e0 = c->in.first_env;
 
-	for (uint32_t i = 0; i < c->n; i++) {
-		uint64_t q = seq + i, s = q & c->mask;
+	for (uint32_t k = 0; k < n; k++) {
+		const uint32_t i = lo + k;
+		uint64_t q = q0 + k, s = q & c->mask;
 		bool on = !mask || mask[e0 + i];
 
 		if (on)
@@ -480,123 +513,139 @@ static void cw_reset(struct sr__cworker *c, uint64_t seq, const uint8_t *mask)
 	}
 }
 
-/* Step the slice into rows from @seq (contiguous, no wrap: the pool
- * reserves a sync batch with SR_RESERVE_CONTIG). */
-static void cw_step(struct sr__cworker *c, uint64_t seq, const unsigned char *acts, uint64_t *ns_env)
+/* Step local envs [lo, lo + n) into the slots from @q0 (consecutive, no
+ * wrap: the pool reserves a command's rows with SR_RESERVE_CONTIG); @acts:
+ * env lo's action, the others' after it (the mailbox, row = env). Envs of
+ * SAME_STEP that ended are listed (c->nd) for cw_extras. */
+static void cw_step(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
+		    const unsigned char *acts, uint64_t *ns_env)
 {
 	const sr_env_spec *sp = &c->spec;
 	const uint32_t e0 = c->in.first_env;
-	const uint64_t s0 = seq & c->mask;
+	const uint64_t s0 = q0 & c->mask;
 	const uint32_t trunc_at = c->maxs ? c->maxs - 1 : UINT32_MAX;
+	unsigned char *st = state_of(c, lo);
+	uint8_t *done = c->done + lo, *done_term = c->done_term + lo, *done_trunc = c->done_trunc + lo;
+	uint64_t *prev_seq = c->prev_seq + lo, *ep_len = c->ep_len + lo;
+	uint32_t *elapsed = c->elapsed + lo;
+	double *ep_ret = c->ep_ret + lo, *rew = c->rew + lo;
+	const size_t ssz = c->spec.state_size;
 	uint64_t t0 = now_ns();
-	uint32_t i = 0, nd = 0;
+	uint32_t i = 0;
 
 	/* Env calls: runs of live envs in one call; an env whose episode
 	 * ended last step is reset (or observed, DISABLED) instead. */
-	while (i < c->n) {
+	while (i < n) {
 		uint32_t j = i;
 
-		while (j < c->n && !c->done[j])
+		while (j < n && !done[j])
 			j++;
 		if (j > i)
-			sp->step(sp, state_of(c, i), j - i, acts + (size_t)i * c->asz,
-				 c->c_obs + (s0 + i) * c->od, c->rew + i, c->c_term + s0 + i);
-		if (j == c->n)
+			sp->step(sp, st + (size_t)i * ssz, j - i, acts + (size_t)i * c->asz,
+				 c->c_obs + (s0 + i) * c->od, rew + i, c->c_term + s0 + i);
+		if (j == n)
 			break;
 		if (c->in.autoreset == SR_AUTORESET_DISABLED)
-			sp->observe(sp, state_of(c, j), c->c_obs + (s0 + j) * c->od);
+			sp->observe(sp, st + (size_t)j * ssz, c->c_obs + (s0 + j) * c->od);
 		else
-			sp->reset(sp, state_of(c, j), 1, c->c_obs + (s0 + j) * c->od);
-		c->rew[j] = 0.0;
+			sp->reset(sp, st + (size_t)j * ssz, 1, c->c_obs + (s0 + j) * c->od);
+		rew[j] = 0.0;
 		c->c_term[s0 + j] = 0;
 		i = j + 1;
 	}
-	*ns_env = now_ns() - t0;
+	*ns_env += now_ns() - t0;
 
 	/* Bookkeeping, as runtime/worker.c's bookkeep(). */
-	memcpy(c->c_act + s0 * c->asz, acts, (size_t)c->n * c->asz);
-	for (i = 0; i < c->n; i++) {
-		const uint64_t s = s0 + i, q = seq + i;
-		const float r = (float)c->rew[i];
-		const uint8_t t = c->c_term[s] != 0, tr = c->elapsed[i] >= trunc_at;
+	memcpy(c->c_act + s0 * c->asz, acts, (size_t)n * c->asz);
+	for (i = 0; i < n; i++) {
+		const uint64_t s = s0 + i, q = q0 + i;
+		const float r = (float)rew[i];
+		const uint8_t t = c->c_term[s] != 0, tr = elapsed[i] >= trunc_at;
 
-		c->c_env[s] = e0 + i;
+		c->c_env[s] = e0 + lo + i;
 		c->c_rew[s] = r;
 		c->c_flags[s] = 0;
-		if (c->done[i]) {
+		if (done[i]) {
 			if (c->in.autoreset == SR_AUTORESET_DISABLED) {
 				/* Repeat the state: a pad row, not a transition. */
-				c->c_term[s] = c->done_term[i];
-				c->c_trunc[s] = c->done_trunc[i];
+				c->c_term[s] = done_term[i];
+				c->c_trunc[s] = done_trunc[i];
 				c->c_flags[s] = SR_SLOT_PAD;
-				c->c_prev[s] = c->prev_seq[i];
+				c->c_prev[s] = prev_seq[i];
 			} else {
 				/* The reset obs of a new episode. */
 				c->c_term[s] = 0;
 				c->c_trunc[s] = 0;
 				c->c_flags[s] = SR_SLOT_FIRST;
 				c->c_prev[s] = SR_RING_NO_PREV;
-				c->prev_seq[i] = q;
-				c->elapsed[i] = 0;
-				c->ep_ret[i] = 0;
-				c->ep_len[i] = 0;
-				c->done[i] = c->done_term[i] = c->done_trunc[i] = 0;
+				prev_seq[i] = q;
+				elapsed[i] = 0;
+				ep_ret[i] = 0;
+				ep_len[i] = 0;
+				done[i] = done_term[i] = done_trunc[i] = 0;
 			}
 			continue;
 		}
 		c->c_term[s] = t;
 		c->c_trunc[s] = tr;
-		c->c_prev[s] = c->prev_seq[i];
-		c->prev_seq[i] = q;
-		c->elapsed[i]++;
-		c->ep_ret[i] += sr__nonfinite_f(r) ? 0.0f : r; /* never a NaN return */
-		c->ep_len[i]++;
+		c->c_prev[s] = prev_seq[i];
+		prev_seq[i] = q;
+		elapsed[i]++;
+		ep_ret[i] += sr__nonfinite_f(r) ? 0.0f : r; /* never a NaN return */
+		ep_len[i]++;
 		if (!(t | tr))
 			continue;
-		sr_proc_worker_episode(c->w, c->ep_ret[i], c->ep_len[i]);
-		c->ep_ret[i] = 0;
-		c->ep_len[i] = 0;
-		c->done[i] = 1;
-		c->done_term[i] = t;
-		c->done_trunc[i] = tr;
+		sr_proc_worker_episode(c->w, ep_ret[i], ep_len[i]);
+		ep_ret[i] = 0;
+		ep_len[i] = 0;
+		done[i] = 1;
+		done_term[i] = t;
+		done_trunc[i] = tr;
 		if (c->in.final_obs)
-			memcpy(c->in.final_obs + (size_t)(e0 + i) * c->od, c->c_obs + s * c->od,
+			memcpy(c->in.final_obs + (size_t)(e0 + lo + i) * c->od, c->c_obs + s * c->od,
 			       c->od * sizeof(float));
 		if (c->in.autoreset == SR_AUTORESET_SAME_STEP) {
-			c->done_loc[nd] = i;
-			c->done_seq[nd] = q;
-			nd++;
+			c->done_loc[c->nd] = lo + i;
+			c->done_seq[c->nd] = q;
+			c->nd++;
 		}
 	}
-	if (nd) {
-		/* SAME_STEP: the step's row (final obs) moves to an extra slot
-		 * flagged FINAL; the batch row gets the reset obs, FIRST. The
-		 * extras are reserved here: if this process dies before it
-		 * publishes them, the pool publishes the gap as pad rows. */
-		uint64_t e;
+}
 
-		sr_ring_reserve(c->in.ring, nd, 0, &e);
-		for (uint32_t k = 0; k < nd; k++) {
-			const uint64_t sq = c->done_seq[k] & c->mask, se = (e + k) & c->mask;
-			const uint32_t l = c->done_loc[k];
+/* SAME_STEP: the step's row (final obs) of each env that ended moves to
+ * an extra slot flagged FINAL; the batch row gets the reset obs, FIRST.
+ * The extras are reserved here: if this process dies before it publishes
+ * them, the pool publishes the gap as pad rows. */
+static void cw_extras(struct sr__cworker *c)
+{
+	const sr_env_spec *sp = &c->spec;
+	const uint32_t nd = c->nd;
+	uint64_t e;
 
-			memcpy(c->c_obs + se * c->od, c->c_obs + sq * c->od, c->od * sizeof(float));
-			memcpy(c->c_act + se * c->asz, c->c_act + sq * c->asz, c->asz);
-			c->c_rew[se] = c->c_rew[sq];
-			c->c_term[se] = c->c_term[sq];
-			c->c_trunc[se] = c->c_trunc[sq];
-			c->c_env[se] = c->c_env[sq];
-			c->c_prev[se] = c->c_prev[sq];
-			c->c_flags[se] = SR_SLOT_FINAL;
-			sp->reset(sp, state_of(c, l), 1, c->c_obs + sq * c->od);
-			c->c_flags[sq] = SR_SLOT_FIRST;
-			c->c_prev[sq] = SR_RING_NO_PREV;
-			c->prev_seq[l] = c->done_seq[k];
-			c->elapsed[l] = 0;
-			c->done[l] = c->done_term[l] = c->done_trunc[l] = 0;
-		}
-		sr_ring_publish(c->in.ring, e, nd);
+	if (!nd)
+		return;
+	sr_ring_reserve(c->in.ring, nd, 0, &e);
+	for (uint32_t k = 0; k < nd; k++) {
+		const uint64_t sq = c->done_seq[k] & c->mask, se = (e + k) & c->mask;
+		const uint32_t l = c->done_loc[k];
+
+		memcpy(c->c_obs + se * c->od, c->c_obs + sq * c->od, c->od * sizeof(float));
+		memcpy(c->c_act + se * c->asz, c->c_act + sq * c->asz, c->asz);
+		c->c_rew[se] = c->c_rew[sq];
+		c->c_term[se] = c->c_term[sq];
+		c->c_trunc[se] = c->c_trunc[sq];
+		c->c_env[se] = c->c_env[sq];
+		c->c_prev[se] = c->c_prev[sq];
+		c->c_flags[se] = SR_SLOT_FINAL;
+		sp->reset(sp, state_of(c, l), 1, c->c_obs + sq * c->od);
+		c->c_flags[sq] = SR_SLOT_FIRST;
+		c->c_prev[sq] = SR_RING_NO_PREV;
+		c->prev_seq[l] = c->done_seq[k];
+		c->elapsed[l] = 0;
+		c->done[l] = c->done_term[l] = c->done_trunc[l] = 0;
 	}
+	sr_ring_publish(c->in.ring, e, nd);
+	c->nd = 0;
 }
 
 int sr__cworker_open(sr_proc_worker *w, const sr_proc_info *info, const sr_env_spec *spec,
@@ -645,34 +694,50 @@ void sr__cworker_close(struct sr__cworker *c)
 	free(c);
 }
 
-/* One command: the slice's rows, published. Also the inline slice's
- * sr_proc_inline_fn (@arg is the worker). */
+/* One command: this worker's rows of it (a range of its envs, or a list
+ * of them as runs of consecutive envs), published. Also the inline
+ * slice's sr_proc_inline_fn (@arg is the worker). */
 int sr__cworker_run(void *arg, sr_proc_worker *w, const sr_proc_info *info,
 		    const sr_proc_cmd *cmd)
 {
 	struct sr__cworker *c = arg;
-	const uint64_t seq = cmd->seq + c->in.first_env;
+	const uint32_t e0 = c->in.first_env;
+	const unsigned char *acts = cmd->actions;
 	uint64_t ns_env = 0, t0 = now_ns();
 
 	(void)w;
 	(void)info;
 	c->ns_env = 0;
-	if (!c->n)
+	c->nd = 0;
+	if (!cmd->n)
 		return 0;
-	/* R3: the trainer claimed the batch on the ring's head before the
-	 * command (PC0's acquire ordered it before us; the same thread for
-	 * the inline slice); the fence orders the claim before our writes. */
+	/* R3: the trainer claimed the command's slots on the ring's head
+	 * before posting it (PC0's acquire ordered the claim before us; the
+	 * same thread for the inline slice); the fence orders the claim
+	 * before our writes. */
 	atomic_thread_fence(memory_order_release);
-	if (cmd->kind == SR_PROC_CMD_STEP) {
-		cw_step(c, seq, (const unsigned char *)cmd->actions + (size_t)c->in.first_env * c->asz,
-			&ns_env);
-	} else {
-		cw_reset(c, seq, cmd->mask);
-		ns_env = now_ns() - t0;
+	for (uint32_t j = 0, k; j < cmd->n; j = k) {
+		/* A run of consecutive envs (a range is one run). */
+		const uint32_t e = cmd->ids ? cmd->ids[j] : cmd->lo + j;
+
+		k = j + 1;
+		if (cmd->ids)
+			while (k < cmd->n && cmd->ids[k] == e + (k - j))
+				k++;
+		else
+			k = cmd->n;
+		if (cmd->kind == SR_PROC_CMD_STEP)
+			cw_step(c, e - e0, k - j, cmd->row + j, acts + (size_t)e * c->asz, &ns_env);
+		else
+			cw_reset(c, e - e0, k - j, cmd->row + j, cmd->mask);
 	}
+	if (cmd->kind == SR_PROC_CMD_STEP)
+		cw_extras(c);
+	else
+		ns_env = now_ns() - t0;
 	c->ns_env = ns_env;
 	/* R1: the rows' columns before the consumer sees them. */
-	sr_ring_publish(c->in.ring, seq, c->n);
+	sr_ring_publish(c->in.ring, cmd->row, cmd->n);
 	return 0;
 }
 
@@ -698,7 +763,7 @@ int sr__proc_c_main(void)
 	sr_proc_worker_ready(w);
 	while (!(err = sr_proc_worker_wait(w, &cmd))) {
 		sr__cworker_run(c, w, &in, &cmd);
-		sr_proc_worker_done(w, c->n, c->ns_env);
+		sr_proc_worker_done(w, cmd.n, c->ns_env);
 	}
 	sr__cworker_close(c);
 	sr_proc_worker_close(w);

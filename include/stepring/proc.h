@@ -12,8 +12,11 @@
  * then loops:
  *
  *   sr_proc_worker_wait(w, &cmd)   blocks until the next command
- *   write rows seq + first_env + i of the ring's columns, i < n_envs
- *   sr_ring_publish(ring, cmd.seq + first_env, n_envs)
+ *   write the rows of its envs in the command: env e in [cmd.lo,
+ *     cmd.lo + cmd.n) (or e = cmd.ids[j], j < cmd.n) at slot cmd.row + j,
+ *     j its position (a sync command: every env of the slice, env e at
+ *     slot cmd.seq + e)
+ *   sr_ring_publish(ring, cmd.row, cmd.n)
  *   sr_proc_worker_done(w, steps, ns_env)
  *
  * A row it does not publish (it crashed, hung, raised) is published by the
@@ -64,9 +67,17 @@ typedef struct sr_proc_info {
 typedef struct sr_proc_cmd {
 	uint32_t kind;        /* enum sr_proc_cmd_kind */
 	uint32_t gen;
-	uint64_t seq;         /* ring sequence of env 0's row; env e is at seq + e */
-	const void *actions;  /* step: num_envs actions (act_size bytes each), row = env */
+	uint64_t seq;         /* ids NULL: env e's row is at slot seq + e */
+	const void *actions;  /* step: num_envs actions (act_size bytes each), row = env;
+			       * only those of the command's envs are valid */
 	const uint8_t *mask;  /* reset: num_envs bytes, or NULL for all */
+	/* This worker's envs in the command: [lo, lo + n), a part of its slice
+	 * (a sync command: all of it; an async batch group: its envs of the
+	 * group), or with ids set the n envs ids[0 .. n) (ascending; a ragged
+	 * async send). n may be 0: nothing to do but sr_proc_worker_done. */
+	uint32_t lo, n;
+	const uint32_t *ids;
+	uint64_t row;         /* slot of the first env's row; the n rows are consecutive */
 } sr_proc_cmd;
 
 /**

@@ -295,6 +295,7 @@ class sr_proc_info(ctypes.Structure):
 class sr_proc_cmd(ctypes.Structure):
     _fields_ = [
         ("kind", c_u32), ("gen", c_u32), ("seq", c_u64), ("actions", c_vp), ("mask", c_vp),
+        ("lo", c_u32), ("n", c_u32), ("ids", c_vp), ("row", c_u64),
     ]
 
 
