@@ -10,8 +10,11 @@
  * envs x 2 workers.
  *
  *   bench-procs [--env ID] [--envs N] [--workers W] [--steps K] [--rounds R]
+ *               [--only threads|processes|inline]
  *
- * Prints a line per round and a JSON summary line.
+ * Prints a line per round and a JSON summary line. --only runs one
+ * contender and prints its rate per round (for a profiler: perf record
+ * -g build/bench-procs --only inline).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,8 @@ static double now_s(void)
 {
 	return 1e-9 * (double)bench_now_ns();
 }
+
+static int verbose; /* --only: each worker's time per step, from its counters */
 
 /* Env steps per second of a pool stepping @k times (after a warm-up). */
 static double run(const char *env, uint32_t n, uint32_t w, uint32_t k, int kind,
@@ -61,6 +66,23 @@ static double run(const char *env, uint32_t n, uint32_t w, uint32_t k, int kind,
 			exit(1);
 		}
 	t1 = now_s();
+	if (verbose) {
+		/* Microseconds per step of each worker (over the whole run, warm-up
+		 * included): in the env, in the bookkeeping, waiting. Worker 0
+		 * inline: "env" is its whole slice, "idle" the rest of the calling
+		 * thread's time (the serial part of a step and the wait). */
+		for (uint32_t i = 0; i < w; i++) {
+			sr_pool_worker_stats ws;
+			double steps = (double)(k + 50);
+
+			if (sr_pool_worker_stats_get(p, i, &ws))
+				continue;
+			printf("  worker %u: %u envs  env %.2f us  ring %.2f us  idle %.2f us per step\n",
+			       i, ws.num_envs, 1e-3 * (double)ws.ns_env_step / steps,
+			       1e-3 * (double)ws.ns_ring_publish / steps,
+			       1e-3 * (double)ws.ns_idle / steps);
+		}
+	}
 	sr_pool_destroy(p);
 	return (double)n * k / (t1 - t0);
 }
@@ -85,6 +107,7 @@ int main(int argc, char **argv)
 	double *rate[NKIND], *ratio[NKIND], lo[NKIND], hi[NKIND];
 	int32_t *acts;
 	uint64_t x = 1;
+	int only = -1;
 
 	for (int i = 1; i < argc; i += 2) {
 		if (i + 1 >= argc)
@@ -99,7 +122,14 @@ int main(int argc, char **argv)
 			k = (uint32_t)strtoul(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--rounds"))
 			rounds = (uint32_t)strtoul(argv[i + 1], NULL, 10);
-		else
+		else if (!strcmp(argv[i], "--only")) {
+			for (int c = 0; c < NKIND; c++)
+				if (!strcmp(argv[i + 1], kind_name[c]) ||
+				    (c == PROCS_INLINE && !strcmp(argv[i + 1], "inline")))
+					only = c;
+			if (only < 0)
+				goto usage;
+		} else
 			goto usage;
 	}
 	if (!n || !w || !k || !rounds)
@@ -117,6 +147,18 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < 64 * (size_t)n; i++)
 		acts[i] = (int32_t)(sr_splitmix64(&x) & 1);
+	if (only >= 0) {
+		verbose = 1;
+		for (uint32_t r = 0; r < rounds; r++) {
+			rate[only][r] = run(env, n, w, k, only, acts);
+			printf("round %u:  %s %.0f env steps/s\n", r, kind_name[only], rate[only][r]);
+			fflush(stdout);
+		}
+		printf("{\"bench\":\"procs\",\"env\":\"%s\",\"envs\":%u,\"workers\":%u,"
+		       "\"steps\":%u,\"rounds\":%u,\"only\":\"%s\",\"steps_per_s\":%.0f}\n",
+		       env, n, w, k, rounds, kind_name[only], median(rate[only], rounds));
+		return 0;
+	}
 	for (uint32_t r = 0; r < rounds; r++) {
 		/* Rotate the order, so that none always runs first. */
 		for (int j = 0; j < NKIND; j++) {
@@ -147,6 +189,6 @@ int main(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr, "usage: bench-procs [--env ID] [--envs N] [--workers W] [--steps K] "
-			"[--rounds R]\n");
+			"[--rounds R]\n                   [--only threads|processes|inline]\n");
 	return 2;
 }
