@@ -236,8 +236,11 @@ static int land_device(sr_pool *p, const struct batch_req *req, sr_batch *out)
  * statistics into NaN. Where each row is written, its obs and reward are
  * tested for an all-ones exponent: the worker threads in bookkeep() and
  * reset_range() (worker.c) over the rows they have just written (one
- * vector pass, hot in cache, spread over the workers), the pool thread for
- * process workers' rows (sr__nonfinite_scan, before the batch is formed).
+ * vector pass, hot in cache, spread over the workers), and so does the C
+ * env worker of process pools (proc_worker.c, cw_flag: its count in its
+ * worker record, the first env in the command block); the pool thread
+ * checks the rows of the other process workers (Python: sr__nonfinite_scan,
+ * before the batch is formed).
  * A row that fails gets SR_SLOT_NONFINITE in the ring's flags column
  * before it is published, and keeps its values and its other flags and
  * links: the runtime does not make values up, and the env's episode goes

@@ -111,6 +111,12 @@ static inline uint32_t sr__nonfinite_f(float x)
 	return (b & 0x7f800000u) == 0x7f800000u;
 }
 
+/* The first non-finite row of a pool, as one word: 1 + its env index,
+ * or-ed with what was not finite. */
+#define SR__NF_ENV_MASK ((1ull << 40) - 1)
+#define SR__NF_OBS (1ull << 40)
+#define SR__NF_REW (1ull << 41)
+
 /* Whether any of @a[0 .. @n) is NaN or infinite. */
 static inline uint32_t sr__nonfinite_any(const float *a, size_t n)
 {

@@ -552,9 +552,7 @@ void sr__futex_wake(_Atomic uint32_t *addr);
 uint64_t sr__now_ns(void);
 
 /* --- collector.c: the finite check --- */
-#define SR__NF_ENV_MASK ((1ull << 40) - 1)
-#define SR__NF_OBS (1ull << 40)
-#define SR__NF_REW (1ull << 41)
+/* SR__NF_ENV_MASK, SR__NF_OBS, SR__NF_REW: internal.h. */
 /* The default of the check: on, unless STEPRING_CHECK_FINITE=0. */
 bool sr__check_finite_default(void);
 /* Remember env @env's row as the first non-finite one (@what: SR__NF_OBS
@@ -562,8 +560,9 @@ bool sr__check_finite_default(void);
 void sr__nonfinite_first(sr_pool *p, uint32_t env, uint64_t what);
 /* Rows flagged SR_SLOT_NONFINITE so far (relaxed loads, any thread). */
 uint64_t sr__nonfinite_rows(const sr_pool *p);
-/* Process workers: check rows [seq, seq + n) (published, not consumed),
- * flag and count the non-finite ones. Pool thread. */
+/* Process workers that do not check their own rows (a Python worker):
+ * check rows [seq, seq + n) (published, not consumed), flag and count
+ * the non-finite ones. Pool thread. */
 void sr__nonfinite_scan(sr_pool *p, uint64_t seq, uint32_t n);
 
 /* --- collector.c --- */

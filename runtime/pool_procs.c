@@ -42,6 +42,7 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	po.inline_fn = o->proc_inline;
 	po.inline_arg = o->proc_inline_arg;
 	po.stats_name = p->shm.name;
+	po.check_finite = p->fin.on;
 	/* A waiter (a worker between commands, the trainer waiting for the
 	 * workers) spins while its recent waits were short (sr__spin,
 	 * proc.h), up to 200 us, when every party has a CPU of its own: a
@@ -77,7 +78,13 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	return 0;
 }
 
-static void mirror(sr_pool *p)
+/* After a command: the workers' counters into the pool's worker records
+ * (and the stats block), and the finite check of the rows of the workers
+ * that do not check their own (a Python worker; a C env worker flags its
+ * rows as it writes them, as thread workers do). The rows are published,
+ * not consumed yet, so flagged before the batch is formed (a replay
+ * sampler in another process may copy one in between without its flag). */
+static void mirror(sr_pool *p, uint64_t seq, bool scan)
 {
 	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
 		struct sr__worker *x = &p->workers[w];
@@ -85,6 +92,9 @@ static void mirror(sr_pool *p)
 
 		if (sr__procs_worker(p->procs, w, &ws))
 			continue;
+		if (scan && !ws.checks_finite)
+			sr__nonfinite_scan(p, seq + x->first_env, x->n_envs);
+		atomic_store_explicit(&x->nonfinite, ws.nonfinite, memory_order_relaxed);
 		atomic_store_explicit(&x->steps, ws.steps, memory_order_relaxed);
 		atomic_store_explicit(&x->ns_env, ws.ns_env, memory_order_relaxed);
 		atomic_store_explicit(&x->ns_ring, ws.ns_ring, memory_order_relaxed);
@@ -116,12 +126,14 @@ static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)
 	sr__procs_info(p->procs, &before);
 	err = sr__procs_run(p->procs, c->reset ? SR_PROC_CMD_RESET : SR_PROC_CMD_STEP, c->seq,
 			    c->reset ? NULL : c->acts, c->reset ? c->mask : NULL);
-	/* The finite check of the workers' rows: published, not consumed
-	 * yet, so flagged before the batch is formed (a replay sampler in
-	 * another process may copy one in between without its flag). */
-	if (!err)
-		sr__nonfinite_scan(p, c->seq, p->cfg.num_envs);
-	mirror(p);
+	mirror(p, c->seq, !err && p->fin.on);
+	if (!atomic_load_explicit(&p->fin.first, memory_order_relaxed)) {
+		uint64_t f = sr__procs_nonfinite_first(p->procs);
+
+		if (f)
+			sr__nonfinite_first(p, (uint32_t)((f & SR__NF_ENV_MASK) - 1),
+					    f & ~SR__NF_ENV_MASK);
+	}
 	sr__procs_info(p->procs, &after);
 	if (after.faults != before.faults)
 		sr__stats_shm_update_now(p); /* `stepring top` shows a fault at once */

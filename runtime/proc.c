@@ -246,6 +246,7 @@ static int spawn_worker(struct sr__procs *P, uint32_t w)
 	atomic_store_explicit(&r->state, SR__PW_BOOT, memory_order_relaxed);
 	atomic_store_explicit(&r->err_len, 0, memory_order_relaxed);
 	atomic_store_explicit(&r->sleeping, 0, memory_order_relaxed);
+	atomic_store_explicit(&r->checks_finite, 0, memory_order_relaxed);
 	/* The worker treats every command up to the current go as settled. */
 	atomic_store_explicit(&r->done_gen, P->gen, memory_order_relaxed);
 	r->start_gen = P->gen;
@@ -808,6 +809,12 @@ void sr__procs_episodes(struct sr__procs *P, void (*fn)(void *, double, double),
 	}
 }
 
+uint64_t sr__procs_nonfinite_first(const struct sr__procs *P)
+{
+	/* Relaxed: read after the workers' done_gen (PC1). */
+	return atomic_load_explicit(&P->h->nf_first, memory_order_relaxed);
+}
+
 bool sr__procs_inline(const struct sr__procs *P)
 {
 	return P->first != 0;
@@ -835,8 +842,10 @@ int sr__procs_worker(const struct sr__procs *P, uint32_t w, struct sr__procs_wst
 	if (w >= P->nworkers)
 		return -EINVAL;
 	r = sr__proc_wrec(P->h, w);
-	out->pid = w < P->first ? (int64_t)getpid() : P->pid[w];
+	out->pid = w < P->first ? P->h->trainer_pid : P->pid[w];
 	out->restarts = r->restarts;
+	out->checks_finite = atomic_load_explicit(&r->checks_finite, memory_order_relaxed);
+	out->nonfinite = atomic_load_explicit(&r->nonfinite, memory_order_relaxed);
 	out->steps = atomic_load_explicit(&r->steps, memory_order_relaxed);
 	out->ns_env = atomic_load_explicit(&r->ns_env, memory_order_relaxed);
 	out->ns_ring = atomic_load_explicit(&r->ns_ring, memory_order_relaxed);
@@ -1004,6 +1013,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	h->seed = o->seed;
 	h->env_base = o->env_base;
 	h->spin_ns = o->spin_ns;
+	h->check_finite = o->check_finite;
 	if (o->spec) {
 		const sr_env_spec *s = o->spec;
 		Dl_info di, me;

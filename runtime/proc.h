@@ -46,6 +46,8 @@
  *      list is rewritten only after every env in it was received by the
  *      pool (its row was published, after its worker read the list), and
  *      the list area holds twice the envs (see sr__procs_ids).
+ *  The finite check's counters (nonfinite, nf_first, checks_finite) are
+ *  written before done_gen's release (PC1) and read after its acquire.
  */
 #ifndef SR_PROC_H
 #define SR_PROC_H
@@ -62,7 +64,7 @@
 #include "stepring/ring.h"
 
 #define SR__PROC_MAGIC 0x434f525047525453ull /* "STRGPROC" */
-#define SR__PROC_VERSION 2u
+#define SR__PROC_VERSION 3u
 #define SR__PROC_FD_RING 3
 #define SR__PROC_FD_BLOCK 4
 #define SR__PROC_ENV "STEPRING_PROC" /* "<worker index>,<trainer pid>" */
@@ -93,6 +95,9 @@ struct sr__proc_wrec {
 	_Atomic uint64_t ns_env;    /* in the env's step / reset */
 	_Atomic uint64_t ns_ring;   /* bookkeeping and publishing */
 	_Atomic uint64_t ns_idle;   /* waiting for commands */
+	_Atomic uint64_t nonfinite; /* rows it flagged SR_SLOT_NONFINITE */
+	_Atomic uint32_t checks_finite; /* 1: it checks its own rows (the C env
+					 * worker); 0: the trainer checks them */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t eps_head; /* PC3, worker */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t eps_tail; /* PC3, trainer */
 	_Alignas(SR_CACHELINE) char err[SR__PROC_ERR_MAX]; /* why it failed */
@@ -142,9 +147,12 @@ struct sr__proc_hdr {
 	uint32_t obs_ndim, obs_shape[SR_ENV_MAX_DIMS];
 	uint64_t params[8];
 	uint32_t spin_ns;    /* the longest a waiter spins before futex_wait (sr__spin) */
-	uint32_t reserved0;
+	uint32_t check_finite; /* the finite check is on (SR_POOL_F_CHECK_FINITE) */
 	uint64_t env_base;   /* global index of env 0 (seeding: SR_POOL_F_FIRST_ENV) */
-	uint64_t reserved1[7];
+	/* The first non-finite row a worker found, as 1 + env | SR__NF_OBS /
+	 * SR__NF_REW; 0: none yet (compare-exchange from 0, once). */
+	_Atomic uint64_t nf_first;
+	uint64_t reserved1[6];
 	/* the commands (PC0) */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t go; /* futex word: the last command's gen */
 	_Atomic uint32_t stop;        /* set before the last bump of go: exit */
@@ -223,6 +231,7 @@ struct sr__procs_opts {
 	uint64_t seed, env_base;
 	uint32_t autoreset, keep_final;
 	uint32_t spin_ns;            /* the most a waiter spins (0: it sleeps at once) */
+	bool check_finite;           /* C env workers flag their non-finite rows */
 	uint32_t step_timeout_ms;    /* 0: none */
 	uint32_t max_restarts;       /* per pool */
 	const char *const *argv;     /* NULL: the stepring-worker program */
@@ -295,10 +304,14 @@ struct sr__procs_stats {
 struct sr__procs_wstats {
 	int64_t pid;          /* -1 while dead */
 	uint32_t restarts;
+	uint32_t checks_finite; /* it flags its own non-finite rows */
 	uint64_t steps, ns_env, ns_ring, ns_idle;
+	uint64_t nonfinite;   /* rows it flagged */
 };
 void sr__procs_info(const struct sr__procs *P, struct sr__procs_stats *out);
 int sr__procs_worker(const struct sr__procs *P, uint32_t w, struct sr__procs_wstats *out);
+/* The first non-finite row the workers found (SR__NF_*), or 0. */
+uint64_t sr__procs_nonfinite_first(const struct sr__procs *P);
 /* Worker 0 runs inline (in this process). */
 bool sr__procs_inline(const struct sr__procs *P);
 /* Final observations (keep_final): num_envs * obs_dim floats, row = env. */

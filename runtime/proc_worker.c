@@ -19,7 +19,9 @@
  * sr_proc_seed) and steps it with the same bookkeeping as the pool's
  * thread workers (runtime/worker.c): TimeLimit truncation, autoreset
  * modes, prev links, episode statistics, final observations, same-step
- * extra slots. Same seed, same actions: the same rows as thread workers.
+ * extra slots, the finite check of its rows (its count in its record, the
+ * first env in the block), in the same column loops (cw_book). Same seed,
+ * same actions: the same rows as thread workers.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -367,11 +369,13 @@ struct sr__cworker {
 	unsigned char *states;
 	uint64_t *prev_seq, *ep_len, *done_seq;
 	uint32_t *elapsed, *done_loc;
-	uint8_t *done, *done_term, *done_trunc;
+	uint8_t *done, *done_term, *done_trunc, *need;
+	uint32_t *fix;   /* 2 * n: rows that need more than the column loops */
 	double *ep_ret, *rew;
 	uint64_t ns_env; /* of the last command */
 	uint32_t nd;     /* SAME_STEP: envs of the command that ended (done_loc, done_seq) */
 	uint32_t made;   /* opaque instances created */
+	bool check;      /* the finite check is on */
 };
 
 static unsigned char *state_of(struct sr__cworker *c, uint32_t i)
@@ -416,8 +420,11 @@ static int cw_alloc(struct sr__cworker *c)
 	c->done_trunc = calloc(n, 1);
 	c->ep_ret = calloc(n, sizeof(double));
 	c->rew = calloc(n, sizeof(double));
+	c->need = calloc(n, 1);
+	c->fix = calloc(2 * n, sizeof(uint32_t));
 	if (!c->states || !c->prev_seq || !c->ep_len || !c->done_seq || !c->elapsed ||
-	    !c->done_loc || !c->done || !c->done_term || !c->done_trunc || !c->ep_ret || !c->rew)
+	    !c->done_loc || !c->done || !c->done_term || !c->done_trunc || !c->ep_ret || !c->rew ||
+	    !c->need || !c->fix)
 		return sr__errorf(-ENOMEM, "worker: out of memory for %u envs", c->n);
 	/* Opaque envs (a physics world per instance) are created here, as
 	 * the thread workers do; the process's exit frees them. */
@@ -450,6 +457,8 @@ static void cw_free(struct sr__cworker *c)
 	free(c->done_trunc);
 	free(c->ep_ret);
 	free(c->rew);
+	free(c->need);
+	free(c->fix);
 }
 
 static void cw_seed(struct sr__cworker *c)
@@ -474,6 +483,38 @@ static void cw_seed(struct sr__cworker *c)
 		 * until the trainer resets it (DISABLED). */
 		c->done[i] = c->done_trunc[i] = c->in.restarts ? 1 : 0;
 	}
+}
+
+/*
+ * The finite check, slow part (runtime/collector.c, "Finite check"; the
+ * same rule as the thread workers' flag_nonfinite): rows of local envs
+ * [lo, lo + n) in the slots from @s (no wrap), where a vector pass found a
+ * NaN or an infinity: flag each such row, count it on this worker's
+ * record (its single writer) and offer the first one's env to the
+ * block's nf_first. @rew_too: 0 for reset rows (reward 0 by
+ * construction). Published with the rows (R1), read by the trainer after
+ * done_gen (PC1).
+ */
+static void cw_flag(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t s, bool rew_too)
+{
+	struct sr__proc_hdr *h = c->w->h;
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t what = (sr__nonfinite_any(c->c_obs + (s + i) * c->od, c->od) ? SR__NF_OBS
+										 : 0) |
+				(rew_too && sr__nonfinite_f(c->c_rew[s + i]) ? SR__NF_REW : 0);
+		uint64_t zero = 0;
+
+		if (!what)
+			continue;
+		c->c_flags[s + i] |= SR_SLOT_NONFINITE;
+		if (!k++ && !atomic_load_explicit(&h->nf_first, memory_order_relaxed))
+			atomic_compare_exchange_strong_explicit(
+				&h->nf_first, &zero, ((uint64_t)c->in.first_env + lo + i + 1) | what,
+				memory_order_relaxed, memory_order_relaxed);
+	}
+	add_relaxed(&c->w->rec->nonfinite, k);
 }
 
 /* Reset local envs [lo, lo + n) (all, or where mask[env]) into the slots
@@ -511,6 +552,153 @@ static void cw_reset(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0
 			c->c_prev[s] = c->prev_seq[i];
 		}
 	}
+	if (c->check && n &&
+	    SR_UNLIKELY(sr__nonfinite_any(c->c_obs + (q0 & c->mask) * c->od, (size_t)n * c->od)))
+		cw_flag(c, lo, n, q0 & c->mask, false);
+}
+
+/*
+ * Ring bookkeeping of a step of local envs [lo, lo + n) into the slots
+ * from @q0 (no wrap), as runtime/worker.c's bookkeep() does it for thread
+ * workers: reward, truncation (TimeLimit), flags, env id, prev link,
+ * action, the finite check. First straight-line loops over whole columns
+ * (no branches: the compiler vectorizes them) do what a live env needs and
+ * mark in need[] the rows that need more: envs whose episode ended last
+ * step (not stepped now: reset or observed, reward 0 and terminated 0)
+ * and envs that end now. Then those rows only. Envs of SAME_STEP that
+ * ended are listed (c->nd) for cw_extras.
+ */
+SR_VECTOR_CLONES
+static void cw_book(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
+		    const unsigned char *acts)
+{
+	const uint64_t s = q0 & c->mask;
+	const uint32_t od = c->od, env0 = c->in.first_env + lo;
+	const uint32_t trunc_at = c->maxs ? c->maxs - 1 : UINT32_MAX;
+	const uint32_t autoreset = c->in.autoreset;
+	/* Locals: byte stores may alias anything, so fields read through @c
+	 * would be reloaded after every store. */
+	uint32_t *restrict c_env = c->c_env + s;
+	uint8_t *restrict c_term = c->c_term + s;
+	uint8_t *restrict c_trunc = c->c_trunc + s;
+	uint8_t *restrict c_flags = c->c_flags + s;
+	float *restrict c_rew = c->c_rew + s;
+	uint64_t *restrict c_prev = c->c_prev + s;
+	const double *restrict rew = c->rew + lo;
+	uint64_t *restrict prev_seq = c->prev_seq + lo;
+	uint32_t *restrict elapsed = c->elapsed + lo;
+	uint8_t *restrict done = c->done + lo;
+	uint8_t *restrict done_term = c->done_term + lo;
+	uint8_t *restrict done_trunc = c->done_trunc + lo;
+	double *restrict ep_ret = c->ep_ret + lo;
+	uint64_t *restrict ep_len = c->ep_len + lo;
+	uint8_t *restrict need = c->need;
+	uint32_t *restrict fa = c->fix, *restrict fb = c->fix + n;
+	uint32_t na = 0, nb = 0;
+	uint8_t any = 0;
+
+	memcpy(c->c_act + s * c->asz, acts, (size_t)n * c->asz);
+	memset(c_flags, 0, n);
+	for (uint32_t i = 0; i < n; i++) {
+		c_env[i] = env0 + i;
+		c_rew[i] = (float)rew[i];
+		ep_len[i]++;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		/* A NaN or infinite reward never enters the episode's return:
+		 * its bits are masked to +0.0f (an and, not a branch). */
+		float r = c_rew[i];
+		uint32_t b;
+
+		memcpy(&b, &r, sizeof(b));
+		b &= sr__nonfinite_f(r) - 1u;
+		memcpy(&r, &b, sizeof(r));
+		ep_ret[i] += r;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t t = c_term[i] != 0, tr = elapsed[i] >= trunc_at;
+
+		c_trunc[i] = tr;
+		c_term[i] = t;
+		need[i] = done[i] | t | tr;
+		any |= need[i];
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		c_prev[i] = prev_seq[i];
+		prev_seq[i] = q0 + i;
+		elapsed[i]++;
+	}
+	/* The finite check: one vector pass over the rows just written (hot
+	 * in cache); row by row only when it finds something. */
+	if (c->check && SR_UNLIKELY(sr__nonfinite_any(c->c_obs + s * od, (size_t)n * od) |
+				    sr__nonfinite_any(c_rew, n)))
+		cw_flag(c, lo, n, s, true);
+	if (SR_LIKELY(!any))
+		return;
+
+	/* The rare rows, listed without a branch per row: those that ended
+	 * last step in fa, those that end now in fb. */
+	for (uint32_t i0 = 0; i0 < n; i0 += 8) {
+		const uint32_t kn = n - i0 < 8 ? n - i0 : 8;
+		uint64_t m = 0;
+
+		for (uint32_t k = 0; k < kn; k++)
+			m |= (uint64_t)need[i0 + k] << (8 * k);
+		while (m) {
+			const uint32_t i = i0 + ((uint32_t)__builtin_ctzll(m) >> 3);
+			const uint8_t d = done[i];
+
+			fa[na] = i;
+			na += d;
+			fb[nb] = i;
+			nb += d ^ 1;
+			m &= m - 1;
+		}
+	}
+	for (uint32_t k = 0; k < na; k++) {
+		/* Ended last step, so not stepped now: undo the live-env update
+		 * where it does not apply. */
+		const uint32_t i = fa[k];
+
+		if (autoreset == SR_AUTORESET_DISABLED) {
+			/* Repeat the state: a pad row, not a transition. */
+			prev_seq[i] = c_prev[i];
+			elapsed[i]--;
+			ep_len[i]--;
+			c_term[i] = done_term[i];
+			c_trunc[i] = done_trunc[i];
+			c_flags[i] |= SR_SLOT_PAD;
+		} else {
+			/* The reset obs of a new episode. */
+			c_term[i] = 0;
+			c_trunc[i] = 0;
+			c_flags[i] |= SR_SLOT_FIRST;
+			c_prev[i] = SR_RING_NO_PREV;
+			elapsed[i] = 0;
+			ep_ret[i] = 0;
+			ep_len[i] = 0;
+			done[i] = done_term[i] = done_trunc[i] = 0;
+		}
+	}
+	for (uint32_t k = 0; k < nb; k++) {
+		/* Ends now: the live-env update applies; then the episode. */
+		const uint32_t i = fb[k];
+
+		sr_proc_worker_episode(c->w, ep_ret[i], ep_len[i]);
+		ep_ret[i] = 0;
+		ep_len[i] = 0;
+		done[i] = 1;
+		done_term[i] = c_term[i];
+		done_trunc[i] = c_trunc[i];
+		if (c->in.final_obs)
+			memcpy(c->in.final_obs + (size_t)(env0 + i) * od, c->c_obs + (s + i) * od,
+			       od * sizeof(float));
+		if (autoreset == SR_AUTORESET_SAME_STEP) {
+			c->done_loc[c->nd] = lo + i;
+			c->done_seq[c->nd] = q0 + i;
+			c->nd++;
+		}
+	}
 }
 
 /* Step local envs [lo, lo + n) into the slots from @q0 (consecutive, no
@@ -521,14 +709,10 @@ static void cw_step(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
 		    const unsigned char *acts, uint64_t *ns_env)
 {
 	const sr_env_spec *sp = &c->spec;
-	const uint32_t e0 = c->in.first_env;
 	const uint64_t s0 = q0 & c->mask;
-	const uint32_t trunc_at = c->maxs ? c->maxs - 1 : UINT32_MAX;
 	unsigned char *st = state_of(c, lo);
-	uint8_t *done = c->done + lo, *done_term = c->done_term + lo, *done_trunc = c->done_trunc + lo;
-	uint64_t *prev_seq = c->prev_seq + lo, *ep_len = c->ep_len + lo;
-	uint32_t *elapsed = c->elapsed + lo;
-	double *ep_ret = c->ep_ret + lo, *rew = c->rew + lo;
+	const uint8_t *done = c->done + lo;
+	double *rew = c->rew + lo;
 	const size_t ssz = c->spec.state_size;
 	uint64_t t0 = now_ns();
 	uint32_t i = 0;
@@ -554,62 +738,7 @@ static void cw_step(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
 		i = j + 1;
 	}
 	*ns_env += now_ns() - t0;
-
-	/* Bookkeeping, as runtime/worker.c's bookkeep(). */
-	memcpy(c->c_act + s0 * c->asz, acts, (size_t)n * c->asz);
-	for (i = 0; i < n; i++) {
-		const uint64_t s = s0 + i, q = q0 + i;
-		const float r = (float)rew[i];
-		const uint8_t t = c->c_term[s] != 0, tr = elapsed[i] >= trunc_at;
-
-		c->c_env[s] = e0 + lo + i;
-		c->c_rew[s] = r;
-		c->c_flags[s] = 0;
-		if (done[i]) {
-			if (c->in.autoreset == SR_AUTORESET_DISABLED) {
-				/* Repeat the state: a pad row, not a transition. */
-				c->c_term[s] = done_term[i];
-				c->c_trunc[s] = done_trunc[i];
-				c->c_flags[s] = SR_SLOT_PAD;
-				c->c_prev[s] = prev_seq[i];
-			} else {
-				/* The reset obs of a new episode. */
-				c->c_term[s] = 0;
-				c->c_trunc[s] = 0;
-				c->c_flags[s] = SR_SLOT_FIRST;
-				c->c_prev[s] = SR_RING_NO_PREV;
-				prev_seq[i] = q;
-				elapsed[i] = 0;
-				ep_ret[i] = 0;
-				ep_len[i] = 0;
-				done[i] = done_term[i] = done_trunc[i] = 0;
-			}
-			continue;
-		}
-		c->c_term[s] = t;
-		c->c_trunc[s] = tr;
-		c->c_prev[s] = prev_seq[i];
-		prev_seq[i] = q;
-		elapsed[i]++;
-		ep_ret[i] += sr__nonfinite_f(r) ? 0.0f : r; /* never a NaN return */
-		ep_len[i]++;
-		if (!(t | tr))
-			continue;
-		sr_proc_worker_episode(c->w, ep_ret[i], ep_len[i]);
-		ep_ret[i] = 0;
-		ep_len[i] = 0;
-		done[i] = 1;
-		done_term[i] = t;
-		done_trunc[i] = tr;
-		if (c->in.final_obs)
-			memcpy(c->in.final_obs + (size_t)(e0 + lo + i) * c->od, c->c_obs + s * c->od,
-			       c->od * sizeof(float));
-		if (c->in.autoreset == SR_AUTORESET_SAME_STEP) {
-			c->done_loc[c->nd] = lo + i;
-			c->done_seq[c->nd] = q;
-			c->nd++;
-		}
-	}
+	cw_book(c, lo, n, q0, acts);
 }
 
 /* SAME_STEP: the step's row (final obs) of each env that ended moves to
@@ -636,9 +765,18 @@ static void cw_extras(struct sr__cworker *c)
 		c->c_trunc[se] = c->c_trunc[sq];
 		c->c_env[se] = c->c_env[sq];
 		c->c_prev[se] = c->c_prev[sq];
-		c->c_flags[se] = SR_SLOT_FINAL;
+		/* The final obs and the reward move with the transition, and so
+		 * does their finite flag; the batch row keeps the reward and
+		 * gets the reset obs (a new finding, counted). */
+		c->c_flags[se] = SR_SLOT_FINAL | (c->c_flags[sq] & SR_SLOT_NONFINITE);
 		sp->reset(sp, state_of(c, l), 1, c->c_obs + sq * c->od);
 		c->c_flags[sq] = SR_SLOT_FIRST;
+		if (c->check) {
+			if (SR_UNLIKELY(sr__nonfinite_any(c->c_obs + sq * c->od, c->od)))
+				cw_flag(c, l, 1, sq, false);
+			else if (SR_UNLIKELY(sr__nonfinite_f(c->c_rew[sq])))
+				c->c_flags[sq] |= SR_SLOT_NONFINITE; /* counted by cw_book */
+		}
 		c->c_prev[sq] = SR_RING_NO_PREV;
 		c->prev_seq[l] = c->done_seq[k];
 		c->elapsed[l] = 0;
@@ -681,6 +819,10 @@ int sr__cworker_open(sr_proc_worker *w, const sr_proc_info *info, const sr_env_s
 	c->c_flags = sr_ring_flags_col(info->ring);
 	c->c_env = sr_ring_env_id_col(info->ring);
 	c->c_prev = sr_ring_prev_col(info->ring);
+	c->check = w->h->check_finite != 0;
+	/* The trainer leaves this worker's rows to it (PC1: ordered before
+	 * the READY state, or, inline, on the trainer's own thread). */
+	atomic_store_explicit(&w->rec->checks_finite, 1, memory_order_relaxed);
 	cw_seed(c);
 	*out = c;
 	return 0;

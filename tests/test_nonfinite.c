@@ -187,11 +187,19 @@ static void sync_off(void **st)
 	run_sync(M_NAN_REW, SR_POOL_F_NO_CHECK_FINITE, false);
 }
 
+/* Process workers check their own rows (the C env worker), with every
+ * worker a process and with worker 0 (env 5's worker) inline. */
 static void procs_nan_reward(void **st)
 {
 	(void)st;
 	run_sync(M_NAN_REW, SR_POOL_F_PROCS, true);
 	run_sync(M_NAN_X, SR_POOL_F_PROCS, true);
+	run_sync(M_NAN_REW, SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE, true);
+	run_sync(M_NAN_X, SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE, true);
+	run_sync(M_INF_REW, SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE, true);
+	run_sync(M_NAN_X, SR_POOL_F_PROCS | SR_POOL_F_NO_CHECK_FINITE, false);
+	run_sync(M_NAN_REW, SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE | SR_POOL_F_NO_CHECK_FINITE,
+		 false);
 }
 
 /* A non-finite reward is left out of the episode's return, check on or
@@ -221,17 +229,17 @@ static void excluded_reward(void **st)
 }
 
 /* Reset paths: the reset obs of a NEXT_STEP autoreset, of a SAME_STEP
- * autoreset (the batch slot; the FINAL extra holds the finite final obs),
- * and of sr_pool_reset. */
-static void reset_obs(void **st)
+ * autoreset (the batch slot; the FINAL extra holds the finite final obs,
+ * unflagged), and of sr_pool_reset; env BAD of 8 (2 workers of 4 envs),
+ * pool @flags. */
+static void reset_obs_in(uint32_t flags, uint32_t BAD)
 {
-	const uint32_t N = 8, BAD = 4;
+	const uint32_t N = 8;
 	sr_env_spec spec = faulty(M_NAN_RESET);
 	int32_t a[8] = {0};
 
-	(void)st;
 	for (uint32_t how = 0; how < 3; how++) {
-		sr_pool *p = mk(&spec, N, 0, 0,
+		sr_pool *p = mk(&spec, N, 0, flags,
 				how == 1 ? SR_AUTORESET_SAME_STEP : SR_AUTORESET_NEXT_STEP, NULL);
 		const sr_ring *r = t_pool_info(p).ring;
 		const uint8_t *fl = sr_ring_flags_col(r);
@@ -246,10 +254,15 @@ static void reset_obs(void **st)
 		assert_true(b->terminated[BAD]);
 		total += check_batch(p, b);
 		if (how == 1) {
-			/* Same step: the batch slot is the NaN reset obs. */
+			/* Same step: the batch slot is the NaN reset obs; the
+			 * FINAL extra after the batch, the finite final obs. */
+			uint64_t q = b->first_seq + N;
+
 			assert_int_equal(total, 1);
 			assert_true(fl[(b->first_seq + BAD) & mask] & SR_SLOT_FIRST);
 			assert_true(isfinite(b->final_obs[BAD * b->obs_dim]));
+			assert_int_equal(sr_ring_env_id_col(r)[q & mask], BAD);
+			assert_int_equal(fl[q & mask], SR_SLOT_FINAL);
 		} else {
 			assert_int_equal(total, 0);
 			if (how == 0)
@@ -270,6 +283,22 @@ static void reset_obs(void **st)
 		assert_int_equal(stats(p).nonfinite_env, BAD);
 		sr_pool_destroy(p);
 	}
+}
+
+static void reset_obs(void **st)
+{
+	(void)st;
+	reset_obs_in(0, 4);
+}
+
+/* The same in process workers: a worker process's env (4) and, with
+ * worker 0 inline, an env of the calling thread's slice (1). */
+static void procs_reset_obs(void **st)
+{
+	(void)st;
+	reset_obs_in(SR_POOL_F_PROCS, 4);
+	reset_obs_in(SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE, 4);
+	reset_obs_in(SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE, 1);
 }
 
 /* Async: batches of 8 of 16 envs (batch groups, then per-env queues). */
@@ -383,6 +412,7 @@ int main(void)
 		cmocka_unit_test(switches),
 		cmocka_unit_test(stats_block),
 		cmocka_unit_test(procs_nan_reward),
+		cmocka_unit_test(procs_reset_obs),
 	};
 
 	unsetenv("STEPRING_CHECK_FINITE");
