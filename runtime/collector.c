@@ -65,7 +65,7 @@ static int stage_open_cuda(sr_pool *p, uint32_t max_rows)
 	o.act_kind = p->cfg.spec.act_kind;
 	o.act_dim = p->cfg.spec.act_kind == SR_SPACE_DISCRETE ? 1 : p->cfg.spec.act_dim;
 	o.flags = SR_DEVICE_F_RING;
-	o.ring = p->ring;
+	o.ring = p->ring.r;
 	return sr_device_open(&o, &p->col.dev);
 }
 
@@ -125,7 +125,7 @@ void sr__collector_close(sr_pool *p)
 static void gather_rows(const sr_pool *p, const uint64_t *seqs, uint32_t n)
 {
 	const struct sr__collector *st = &p->col;
-	const uint64_t mask = p->ring_cap - 1;
+	const uint64_t mask = p->ring.cap - 1;
 	const uint32_t od = p->cfg.obs_dim;
 
 	for (uint32_t i = 0, j; i < n; i = j) {
@@ -136,11 +136,11 @@ static void gather_rows(const sr_pool *p, const uint64_t *seqs, uint32_t n)
 		for (j = i + 1; j < n && seqs[j] == seqs[j - 1] + 1 && (seqs[j] & mask); j++)
 			;
 		len = j - i;
-		memcpy(st->obs + (size_t)i * od, p->c_obs + s * od, len * od * sizeof(float));
-		memcpy(st->reward + i, p->c_rew + s, len * sizeof(float));
-		memcpy(st->term + i, p->c_term + s, len);
-		memcpy(st->trunc + i, p->c_trunc + s, len);
-		memcpy(st->env_id + i, p->c_env + s, len * sizeof(uint32_t));
+		memcpy(st->obs + (size_t)i * od, p->ring.obs + s * od, len * od * sizeof(float));
+		memcpy(st->reward + i, p->ring.rew + s, len * sizeof(float));
+		memcpy(st->term + i, p->ring.term + s, len);
+		memcpy(st->trunc + i, p->ring.trunc + s, len);
+		memcpy(st->env_id + i, p->ring.env + s, len * sizeof(uint32_t));
 	}
 }
 
@@ -148,18 +148,18 @@ static void gather_rows(const sr_pool *p, const uint64_t *seqs, uint32_t n)
 static void land_host(sr_pool *p, const struct batch_req *req, sr_batch *out)
 {
 	const struct sr__collector *st = &p->col;
-	const uint64_t cap = p->ring_cap, mask = cap - 1;
+	const uint64_t cap = p->ring.cap, mask = cap - 1;
 	const uint32_t od = p->cfg.obs_dim;
 
 	if (!req->seqs && (req->first_seq & mask) + req->n <= cap) {
 		/* Zero copy: the rows are the ring's own slots. */
 		const uint64_t s = req->first_seq & mask;
 
-		out->obs = p->c_obs + s * od;
-		out->reward = p->c_rew + s;
-		out->terminated = p->c_term + s;
-		out->truncated = p->c_trunc + s;
-		out->env_id = p->c_env + s;
+		out->obs = p->ring.obs + s * od;
+		out->reward = p->ring.rew + s;
+		out->terminated = p->ring.term + s;
+		out->truncated = p->ring.trunc + s;
+		out->env_id = p->ring.env + s;
 		out->first_seq = req->first_seq;
 		return;
 	}
@@ -168,16 +168,16 @@ static void land_host(sr_pool *p, const struct batch_req *req, sr_batch *out)
 		const uint64_t s = req->first_seq & mask;
 		const uint32_t a = (uint32_t)(cap - s), b = req->n - a;
 
-		memcpy(st->obs, p->c_obs + s * od, (size_t)a * od * sizeof(float));
-		memcpy(st->obs + (size_t)a * od, p->c_obs, (size_t)b * od * sizeof(float));
-		memcpy(st->reward, p->c_rew + s, a * sizeof(float));
-		memcpy(st->reward + a, p->c_rew, b * sizeof(float));
-		memcpy(st->term, p->c_term + s, a);
-		memcpy(st->term + a, p->c_term, b);
-		memcpy(st->trunc, p->c_trunc + s, a);
-		memcpy(st->trunc + a, p->c_trunc, b);
-		memcpy(st->env_id, p->c_env + s, a * sizeof(uint32_t));
-		memcpy(st->env_id + a, p->c_env, b * sizeof(uint32_t));
+		memcpy(st->obs, p->ring.obs + s * od, (size_t)a * od * sizeof(float));
+		memcpy(st->obs + (size_t)a * od, p->ring.obs, (size_t)b * od * sizeof(float));
+		memcpy(st->reward, p->ring.rew + s, a * sizeof(float));
+		memcpy(st->reward + a, p->ring.rew, b * sizeof(float));
+		memcpy(st->term, p->ring.term + s, a);
+		memcpy(st->term + a, p->ring.term, b);
+		memcpy(st->trunc, p->ring.trunc + s, a);
+		memcpy(st->trunc + a, p->ring.trunc, b);
+		memcpy(st->env_id, p->ring.env + s, a * sizeof(uint32_t));
+		memcpy(st->env_id + a, p->ring.env, b * sizeof(uint32_t));
 	} else {
 		gather_rows(p, req->seqs, req->n);
 	}
@@ -202,7 +202,7 @@ static int land_device(sr_pool *p, const struct batch_req *req, sr_batch *out)
 		st->cur = NULL;
 	}
 	if (!req->seqs) {
-		err = sr_device_submit_ring(st->dev, p->ring, req->first_seq, req->n, 0, &b);
+		err = sr_device_submit_ring(st->dev, p->ring.r, req->first_seq, req->n, 0, &b);
 	} else {
 		sr_batch g = {
 			.n = req->n, .obs_dim = p->cfg.obs_dim, .obs = st->obs, .reward = st->reward,
@@ -280,27 +280,27 @@ uint64_t sr__nonfinite_rows(const sr_pool *p)
 {
 	uint64_t n = p->fin.pool_rows;
 
-	for (uint32_t i = 0; i < p->cfg.num_threads && p->workers; i++)
-		n += atomic_load_explicit(&p->workers[i].nonfinite, memory_order_relaxed);
+	for (uint32_t i = 0; i < p->cfg.num_threads && p->workers.w; i++)
+		n += atomic_load_explicit(&p->workers.w[i].nonfinite, memory_order_relaxed);
 	return n;
 }
 
 void sr__nonfinite_scan(sr_pool *p, uint64_t seq, uint32_t n)
 {
-	const uint64_t mask = p->ring_cap - 1;
+	const uint64_t mask = p->ring.cap - 1;
 	const uint32_t od = p->cfg.obs_dim;
 
 	if (!p->fin.on)
 		return;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t s = (seq + i) & mask;
-		uint64_t what = (sr__nonfinite_any(p->c_obs + s * od, od) ? SR__NF_OBS : 0) |
-				(sr__nonfinite_f(p->c_rew[s]) ? SR__NF_REW : 0);
+		uint64_t what = (sr__nonfinite_any(p->ring.obs + s * od, od) ? SR__NF_OBS : 0) |
+				(sr__nonfinite_f(p->ring.rew[s]) ? SR__NF_REW : 0);
 
 		if (!what)
 			continue;
-		p->c_flags[s] |= SR_SLOT_NONFINITE;
-		sr__nonfinite_first(p, p->c_env[s], what);
+		p->ring.flags[s] |= SR_SLOT_NONFINITE;
+		sr__nonfinite_first(p, p->ring.env[s], what);
 		p->fin.pool_rows++;
 	}
 }
@@ -331,13 +331,13 @@ static void nonfinite_tell(sr_pool *p)
  * one was seen (no scan). Pool thread, after the rows' acquire. */
 static uint32_t batch_nonfinite(sr_pool *p, const struct batch_req *req)
 {
-	const uint64_t mask = p->ring_cap - 1;
+	const uint64_t mask = p->ring.cap - 1;
 	uint32_t k = 0;
 
 	if (SR_LIKELY(!atomic_load_explicit(&p->fin.first, memory_order_relaxed)))
 		return 0;
 	for (uint32_t i = 0; i < req->n; i++)
-		k += (p->c_flags[(req->seqs ? req->seqs[i] : req->first_seq + i) & mask] &
+		k += (p->ring.flags[(req->seqs ? req->seqs[i] : req->first_seq + i) & mask] &
 		      SR_SLOT_NONFINITE) != 0;
 	return k;
 }
@@ -347,7 +347,7 @@ static uint32_t batch_nonfinite(sr_pool *p, const struct batch_req *req)
 static void collect_episodes(sr_pool *p)
 {
 	nonfinite_tell(p);
-	p->kind->episodes(p);
+	p->workers.kind->episodes(p);
 }
 
 static int land_batch(sr_pool *p, const struct batch_req *req)
@@ -367,7 +367,7 @@ static int land_batch(sr_pool *p, const struct batch_req *req)
 int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out)
 {
 	struct batch_req req = {.first_seq = seq, .n = p->cfg.num_envs,
-				    .final_obs = p->cfg.keep_final ? p->final_env : NULL};
+				    .final_obs = p->cfg.keep_final ? p->side.final_env : NULL};
 	uint64_t t0 = *t;
 	int err;
 
@@ -376,10 +376,10 @@ int sr__collect_sync(sr_pool *p, uint64_t seq, uint64_t *t, const sr_batch **out
 	 * same-step extras) is ready: consume it without scanning it with
 	 * peek. */
 	{
-		uint64_t n = sr_ring_head(p->ring) - sr_ring_cursor(p->ring);
+		uint64_t n = sr_ring_head(p->ring.r) - sr_ring_cursor(p->ring.r);
 		while (n) {
 			uint32_t k = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-			sr_ring_consume(p->ring, k);
+			sr_ring_consume(p->ring.r, k);
 			n -= k;
 		}
 	}
@@ -439,13 +439,13 @@ static int hand_async(sr_pool *p, struct batch_req *req)
 	int err;
 
 	if (p->cfg.keep_final) {
-		const uint64_t mask = p->ring_cap - 1;
+		const uint64_t mask = p->ring.cap - 1;
 
 		for (uint32_t i = 0; i < req->n; i++) {
 			uint64_t s = (req->seqs ? req->seqs[i] : req->first_seq + i) & mask;
-			if (p->c_term[s] | p->c_trunc[s])
+			if (p->ring.term[s] | p->ring.trunc[s])
 				memcpy(p->col.final_stage + (size_t)i * p->cfg.obs_dim,
-				       p->final_env + (size_t)p->c_env[s] * p->cfg.obs_dim,
+				       p->side.final_env + (size_t)p->ring.env[s] * p->cfg.obs_dim,
 				       p->cfg.obs_dim * sizeof(float));
 		}
 		req->final_obs = p->col.final_stage;
@@ -506,12 +506,12 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	struct batch_req req = {.first_seq = c->seq, .n = need};
 	int err;
 
-	err = p->kind->wait(p, k, &t2);
+	err = p->workers.kind->wait(p, k, &t2);
 	if (err)
 		return err;
 	/* A view that might not last until the next call (see Room; not
 	 * expected): the rows are copied. */
-	if (sr_ring_head(p->ring) - c->seq >= p->ring_cap - 2ull * p->cfg.num_envs) {
+	if (sr_ring_head(p->ring.r) - c->seq >= p->ring.cap - 2ull * p->cfg.num_envs) {
 		for (uint32_t i = 0; i < need; i++)
 			p->col.gather[i] = c->seq + i;
 		req.seqs = p->col.gather;
@@ -523,7 +523,7 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	p->flight.grp_last = (int32_t)g;
 	/* last_ids: for a send that names the envs, or leaves group mode. */
 	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
-		const struct sr__worker *w = &p->workers[i];
+		const struct sr__worker *w = &p->workers.w[i];
 		/* Locals: the stores may alias the worker's fields. */
 		const uint32_t e0 = w->first_env + g * w->grp_m, m = w->grp_m;
 		uint32_t *restrict ids = p->flight.last_ids + w->grp_off;
@@ -537,7 +537,7 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 	p->flight.grp_recvd = k + 1;
 	/* R2: the slots before end are read (extras and pads before the
 	 * group: published, see above); the view stays valid (Room). */
-	sr_ring_consume(p->ring, (uint32_t)(end - sr_ring_cursor(p->ring)));
+	sr_ring_consume(p->ring.r, (uint32_t)(end - sr_ring_cursor(p->ring.r)));
 	p->stats.batches++;
 	*t = sr__now_ns();
 	p->col.ns_collect += *t - t2;
@@ -548,8 +548,8 @@ static int collect_group(sr_pool *p, uint64_t *t, const sr_batch **out)
 /* The rows of [c, pos) that are results, in p->col.gather. */
 static void gather_results(sr_pool *p, uint64_t c, uint64_t pos)
 {
-	const uint64_t mask = p->ring_cap - 1;
-	const uint8_t *flags = p->c_flags;
+	const uint64_t mask = p->ring.cap - 1;
+	const uint8_t *flags = p->ring.flags;
 	uint32_t n = 0;
 
 	for (uint64_t q = c; q < pos; q++)
@@ -560,14 +560,14 @@ static void gather_results(sr_pool *p, uint64_t c, uint64_t pos)
 int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 {
 	const uint32_t need = p->cfg.batch_size;
-	const uint64_t mask = p->ring_cap - 1;
-	const uint8_t *flags = p->c_flags;
-	const sr_ring *ring = p->ring;
+	const uint64_t mask = p->ring.cap - 1;
+	const uint8_t *flags = p->ring.flags;
+	const sr_ring *ring = p->ring.r;
 	/* A quarter of a worker's share: fine enough not to overshoot the
 	 * batch with an expensive env, coarse enough to amortise a drain. */
 	const uint32_t chunk = need / (4 * p->cfg.num_threads) ? need / (4 * p->cfg.num_threads) : 1;
 	/* Half of worker 0's share of a batch, every call. */
-	uint32_t min0 = (uint32_t)((uint64_t)need * p->workers[0].n_envs / p->cfg.num_envs / 2);
+	uint32_t min0 = (uint32_t)((uint64_t)need * p->workers.w[0].n_envs / p->cfg.num_envs / 2);
 	uint64_t t0, tw = 0, tin = 0, ti, tw0;
 	uint64_t c = sr_ring_cursor(ring), pos = c;
 	uint32_t rows = 0;
@@ -584,7 +584,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	 * first, then a chunk at a time while the batch is not published;
 	 * with none to step it waits for slot pos. tin: the time stepping. */
 	t0 = ti = sr__now_ns();
-	err = p->kind->advance(p, pos, min0 ? min0 : 1, &tw);
+	err = p->workers.kind->advance(p, pos, min0 ? min0 : 1, &tw);
 	tin += sr__now_ns() - ti;
 	if (err < 0)
 		return err;
@@ -603,7 +603,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 			break;
 		ti = sr__now_ns();
 		tw0 = tw;
-		err = p->kind->advance(p, pos, chunk, &tw);
+		err = p->workers.kind->advance(p, pos, chunk, &tw);
 		tin += sr__now_ns() - ti - (tw - tw0);
 		if (err < 0)
 			return err;
@@ -616,7 +616,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	req.final_obs = NULL;
 	/* Extras in the range, or a view that might not last until the next
 	 * call (see Room above; not expected): the rows are copied. */
-	if (extras || sr_ring_head(ring) - c >= p->ring_cap - 2ull * p->cfg.num_envs) {
+	if (extras || sr_ring_head(ring) - c >= p->ring.cap - 2ull * p->cfg.num_envs) {
 		gather_results(p, c, pos);
 		req.seqs = p->col.gather;
 	}
@@ -625,7 +625,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 		return err;
 	{
 		/* Locals: the byte stores to inflight[] may alias anything. */
-		const uint32_t *c_env = p->c_env;
+		const uint32_t *c_env = p->ring.env;
 		const uint64_t *seqs = req.seqs;
 		uint8_t *inflight = p->flight.inflight;
 		uint32_t *last_ids = p->flight.last_ids;
@@ -641,7 +641,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	p->flight.sent_since_recv = false;
 	p->flight.n_inflight -= need;
 	/* R2: the slots before pos are read; the view stays valid (Room). */
-	sr_ring_consume(p->ring, (uint32_t)(pos - c));
+	sr_ring_consume(p->ring.r, (uint32_t)(pos - c));
 	p->stats.batches++;
 	*t = sr__now_ns();
 	p->col.ns_collect += *t - t0 - tw - tin;
@@ -651,25 +651,25 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 
 void sr__collect_drain(sr_pool *p)
 {
-	uint64_t first, mask = p->ring_cap - 1, tw = 0;
+	uint64_t first, mask = p->ring.cap - 1, tw = 0;
 
-	while (p->flight.n_inflight || sr_ring_cursor(p->ring) != sr_ring_head(p->ring)) {
-		uint32_t n = sr_ring_peek(p->ring, (uint32_t)p->ring_cap, &first);
+	while (p->flight.n_inflight || sr_ring_cursor(p->ring.r) != sr_ring_head(p->ring.r)) {
+		uint32_t n = sr_ring_peek(p->ring.r, (uint32_t)p->ring.cap, &first);
 
 		if (!n) {
 			/* Worker 0's queue (inline), or a wait for the slot. */
-			if (p->kind->advance(p, sr_ring_cursor(p->ring), UINT32_MAX, &tw) < 0)
+			if (p->workers.kind->advance(p, sr_ring_cursor(p->ring.r), UINT32_MAX, &tw) < 0)
 				break; /* the workers failed for good: nothing more comes */
 			continue;
 		}
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t s = (first + i) & mask;
-			if (!(p->c_flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)) && p->flight.inflight[p->c_env[s]]) {
-				p->flight.inflight[p->c_env[s]] = 0;
+			if (!(p->ring.flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)) && p->flight.inflight[p->ring.env[s]]) {
+				p->flight.inflight[p->ring.env[s]] = 0;
 				p->flight.n_inflight--;
 			}
 		}
-		sr_ring_consume(p->ring, n);
+		sr_ring_consume(p->ring.r, n);
 	}
 	if (p->flight.n_inflight) {
 		/* Only after a failure for good: nothing is in flight any more. */

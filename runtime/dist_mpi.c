@@ -1287,7 +1287,7 @@ int sr_mpi_replay_create(sr_mpi_pool *mp, uint32_t flags, sr_mpi_replay **out)
 		err = sr__errorf(-ENOMEM, "out of memory");
 	else
 		memset(r->use, 1, R);
-	ring = mp->pool->ring;
+	ring = mp->pool->ring.r;
 	memset(&g, 0, sizeof(g));
 	if (!err) {
 		const struct sr__ring_hdr *h;

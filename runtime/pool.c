@@ -113,7 +113,7 @@ out:
 	return cost;
 }
 
-/* Threads for @p's work, at most @cores; the reason in p->threads_note. */
+/* Threads for @p's work, at most @cores; the reason in p->cfg.threads_note. */
 static uint32_t auto_threads(sr_pool *p, uint32_t cores)
 {
 	uint64_t cost = step_cost_ns(&p->cfg.spec, p->cfg.seed);
@@ -204,7 +204,7 @@ static int check_opts(const sr_pool_opts *o)
  * frees whatever a failed step leaves): configuration from the options,
  * placement and thread count, the ring, the per-env arrays, the command
  * records, the workers' slices; then the collector, the stats block and
- * the workers themselves (p->kind->start).
+ * the workers themselves (p->workers.kind->start).
  */
 
 /* The env and the configuration fields. */
@@ -226,7 +226,7 @@ static int create_config(sr_pool *p, const sr_pool_opts *o)
 	p->cfg.seed = (o->flags & SR_POOL_F_SEED) ? o->seed : 0;
 	p->cfg.env_base = (o->flags & SR_POOL_F_FIRST_ENV) ? o->first_env : 0;
 	p->cfg.act_size = sr_env_action_size(&p->cfg.spec);
-	p->kind = (o->flags & SR_POOL_F_PROCS) ? &sr__kind_proc : &sr__kind_thread;
+	p->workers.kind = (o->flags & SR_POOL_F_PROCS) ? &sr__kind_proc : &sr__kind_thread;
 	p->cfg.obs_dim = p->cfg.spec.obs_dim;
 	p->col.dev_kind = o->device;
 	p->col.dev_index = o->device_index;
@@ -289,13 +289,13 @@ static int create_placement(sr_pool *p, const sr_pool_opts *o)
 	if (T > p->cfg.num_envs)
 		T = p->cfg.num_envs; /* a worker without envs would only cost a thread */
 	p->cfg.num_threads = T;
-	p->first_thread = (p->cfg.knobs & SR__KNOB_NO_INLINE) ? 0 : 1;
+	p->workers.first_thread = (p->cfg.knobs & SR__KNOB_NO_INLINE) ? 0 : 1;
 	/* Async: a worker thread steps at most this many queued envs per
 	 * reservation. recv returns rows in ring order, so a batch that
 	 * reaches into a drain waits for the whole drain: a worker's share of
 	 * a batch keeps that short; 128 rows at least keep the per-drain
 	 * costs (reserve, publish, wake) small against the steps. */
-	p->drain_max = p->cfg.batch_size / T > SR__DRAIN_MIN ? p->cfg.batch_size / T : SR__DRAIN_MIN;
+	p->side.drain_max = p->cfg.batch_size / T > SR__DRAIN_MIN ? p->cfg.batch_size / T : SR__DRAIN_MIN;
 	return 0;
 }
 
@@ -315,18 +315,18 @@ static int create_ring(sr_pool *p, const sr_pool_opts *o)
 		ro.flags = SR_RING_SHM;
 		ro.name = o->ring_name;
 	}
-	err = sr_ring_create(&ro, &p->ring);
+	err = sr_ring_create(&ro, &p->ring.r);
 	if (err)
 		return err;
-	p->ring_cap = sr_ring_capacity(p->ring);
-	p->c_obs = sr_ring_obs_col(p->ring);
-	p->c_act = sr_ring_action_col(p->ring);
-	p->c_rew = sr_ring_reward_col(p->ring);
-	p->c_term = sr_ring_terminated_col(p->ring);
-	p->c_trunc = sr_ring_truncated_col(p->ring);
-	p->c_flags = sr_ring_flags_col(p->ring);
-	p->c_env = sr_ring_env_id_col(p->ring);
-	p->c_prev = sr_ring_prev_col(p->ring);
+	p->ring.cap = sr_ring_capacity(p->ring.r);
+	p->ring.obs = sr_ring_obs_col(p->ring.r);
+	p->ring.act = sr_ring_action_col(p->ring.r);
+	p->ring.rew = sr_ring_reward_col(p->ring.r);
+	p->ring.term = sr_ring_terminated_col(p->ring.r);
+	p->ring.trunc = sr_ring_truncated_col(p->ring.r);
+	p->ring.flags = sr_ring_flags_col(p->ring.r);
+	p->ring.env = sr_ring_env_id_col(p->ring.r);
+	p->ring.prev = sr_ring_prev_col(p->ring.r);
 	return 0;
 }
 
@@ -335,21 +335,21 @@ static int create_arrays(sr_pool *p)
 {
 	const uint32_t T = p->cfg.num_threads;
 
-	p->workers = aligned_alloc(SR_CACHELINE, sizeof(*p->workers) * T);
+	p->workers.w = aligned_alloc(SR_CACHELINE, sizeof(*p->workers.w) * T);
 	p->place.env_worker = calloc(p->cfg.num_envs, sizeof(*p->place.env_worker));
 	p->rb.shift = calloc(T, sizeof(*p->rb.shift));
 	p->rb.mark = calloc(2 * (size_t)T, sizeof(*p->rb.mark));
 	p->rb.inv = calloc(T, sizeof(*p->rb.inv));
 	p->flight.inflight = calloc(p->cfg.num_envs, 1);
 	p->flight.last_ids = calloc(p->cfg.num_envs, sizeof(*p->flight.last_ids));
-	p->async_act = calloc(p->cfg.num_envs, p->cfg.act_size);
+	p->side.async_act = calloc(p->cfg.num_envs, p->cfg.act_size);
 	if (p->cfg.keep_final)
-		p->final_env = calloc((size_t)p->cfg.num_envs * p->cfg.obs_dim, sizeof(float));
-	if (!p->workers || !p->place.env_worker || !p->rb.shift || !p->rb.mark || !p->rb.inv ||
-	    !p->flight.inflight || !p->flight.last_ids || !p->async_act ||
-	    (p->cfg.keep_final && !p->final_env))
+		p->side.final_env = calloc((size_t)p->cfg.num_envs * p->cfg.obs_dim, sizeof(float));
+	if (!p->workers.w || !p->place.env_worker || !p->rb.shift || !p->rb.mark || !p->rb.inv ||
+	    !p->flight.inflight || !p->flight.last_ids || !p->side.async_act ||
+	    (p->cfg.keep_final && !p->side.final_env))
 		return sr__errorf(-ENOMEM, "out of memory for %u envs", p->cfg.num_envs);
-	memset(p->workers, 0, sizeof(*p->workers) * T);
+	memset(p->workers.w, 0, sizeof(*p->workers.w) * T);
 	p->flight.grp_last = -1;
 	return 0;
 }
@@ -394,7 +394,7 @@ static void create_slices(sr_pool *p, const sr_pool_opts *o)
 	uint32_t env = 0;
 
 	for (uint32_t i = 0; i < T; i++) {
-		struct sr__worker *w = &p->workers[i];
+		struct sr__worker *w = &p->workers.w[i];
 		w->pool = p;
 		w->index = i;
 		w->first_env = env;
@@ -412,8 +412,8 @@ static void create_slices(sr_pool *p, const sr_pool_opts *o)
 	}
 	p->cfg.max_slice = 0;
 	for (uint32_t i = 0; i < T; i++)
-		if (p->workers[i].n_envs > p->cfg.max_slice)
-			p->cfg.max_slice = p->workers[i].n_envs;
+		if (p->workers.w[i].n_envs > p->cfg.max_slice)
+			p->cfg.max_slice = p->workers.w[i].n_envs;
 	p->rb.on = (!p->cfg.async || p->cmds.ngroups) && T > 1 &&
 		   !(p->cfg.knobs & SR__KNOB_NO_REBALANCE) && !(o->flags & SR_POOL_F_PROCS);
 }
@@ -439,7 +439,7 @@ static int create_steps(sr_pool *p, const sr_pool_opts *o)
 	if (!err && (o->flags & SR_POOL_F_RING_NAME))
 		err = sr__stats_shm_open(p, o->ring_name);
 	if (!err)
-		err = p->kind->start(p, o);
+		err = p->workers.kind->start(p, o);
 	return err;
 }
 
@@ -518,21 +518,21 @@ void sr_pool_destroy(sr_pool *p)
 	if (!p)
 		return;
 	sr__pool_ckpt_close(p); /* waits for a checkpoint still reading the ring */
-	if (p->kind)
-		p->kind->stop(p);
+	if (p->workers.kind)
+		p->workers.kind->stop(p);
 	sr__stats_shm_close(p);
 	sr__collector_close(p);
-	sr_ring_destroy(p->ring);
+	sr_ring_destroy(p->ring.r);
 	sr__plan_free(p->place.plan);
-	free(p->workers);
+	free(p->workers.w);
 	free(p->place.env_worker);
 	free(p->rb.shift);
 	free(p->rb.mark);
 	free(p->rb.inv);
 	free(p->flight.inflight);
 	free(p->flight.last_ids);
-	free(p->async_act);
-	free(p->final_env);
+	free(p->side.async_act);
+	free(p->side.final_env);
 	if (p->cmds.rec) {
 		for (uint32_t g = 0; g < p->cmds.ngroups; g++) {
 			free(p->cmds.rec[g].acts_buf);
@@ -614,7 +614,7 @@ static int cmd_send(sr_pool *p, uint32_t g, const void *actions, const uint8_t *
 	 * head, so this (the only consumer's) reservation never waits. The
 	 * seq words of the slots are written only by the workers that
 	 * publish them (R3 is the claim on head, see run_group). */
-	err = sr_ring_reserve(p->ring, p->cfg.batch_size, SR_RESERVE_CONTIG, seq);
+	err = sr_ring_reserve(p->ring.r, p->cfg.batch_size, SR_RESERVE_CONTIG, seq);
 	if (err)
 		return err;
 	c->g = g;
@@ -632,7 +632,7 @@ static int cmd_send(sr_pool *p, uint32_t g, const void *actions, const uint8_t *
 		}
 		sr__grp_shifts(p, c->shift);
 	}
-	return p->kind->send(p);
+	return p->workers.kind->send(p);
 }
 
 /* Sync: one command for the one group, sent to the workers, waited for
@@ -648,7 +648,7 @@ static int sync_cmd(sr_pool *p, const void *actions, const uint8_t *mask,
 	err = cmd_send(p, 0, actions, mask, ro, b, &seq);
 	if (err)
 		return err;
-	err = p->kind->wait(p, k, &t);
+	err = p->workers.kind->wait(p, k, &t);
 	/* A command that faulted has every row published all the same (fault
 	 * rows): consume them, so that the ring stays usable; its batch is
 	 * not returned. */
@@ -663,7 +663,7 @@ static int sync_cmd(sr_pool *p, const void *actions, const uint8_t *mask,
 void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v)
 {
 	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
-		const struct sr__worker *w = &p->workers[i];
+		const struct sr__worker *w = &p->workers.w[i];
 
 		memset(p->flight.inflight + w->first_env + g * w->grp_m, v, w->grp_m);
 	}
@@ -672,7 +672,7 @@ void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v)
 /* The group whose envs @ids are, in batch row order, or -1. */
 static int32_t grp_match(const sr_pool *p, const uint32_t *ids, uint32_t n)
 {
-	const struct sr__worker *w0 = &p->workers[0];
+	const struct sr__worker *w0 = &p->workers.w[0];
 	uint32_t g;
 
 	/* Worker 0's envs start at 0: a group's first row is env g * m_0. */
@@ -682,7 +682,7 @@ static int32_t grp_match(const sr_pool *p, const uint32_t *ids, uint32_t n)
 	if (g >= p->cmds.ngroups)
 		return -1;
 	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
-		const struct sr__worker *w = &p->workers[i];
+		const struct sr__worker *w = &p->workers.w[i];
 		uint32_t e0 = w->first_env + g * w->grp_m, bad = 0;
 
 		for (uint32_t j = 0; j < w->grp_m; j++)
@@ -732,7 +732,7 @@ int sr_pool_reset(sr_pool *p, const sr_batch **out)
 				*out = NULL;
 			return err;
 		}
-		err = p->kind->send_envs(p, NULL, NULL, p->cfg.num_envs);
+		err = p->workers.kind->send_envs(p, NULL, NULL, p->cfg.num_envs);
 		if (!err) {
 			memset(p->flight.inflight, 1, p->cfg.num_envs);
 			p->flight.n_inflight = p->cfg.num_envs;
@@ -801,10 +801,10 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 	if ((o->flags & SR_RESET_F_SEEDS) && !o->seeds)
 		return sr__errorf(-EINVAL, "SR_RESET_F_SEEDS set but seeds is NULL");
 	if ((o->flags & (SR_RESET_F_SEED | SR_RESET_F_SEEDS | SR_RESET_F_OPTIONS)) &&
-	    !p->kind->local_state)
+	    !p->workers.kind->local_state)
 		return sr__errorf(-ENOTSUP, "reset seeds and options need the envs in this process; "
 				  "this pool has %s workers (a reset mask alone works)",
-				  p->kind->name);
+				  p->workers.kind->name);
 	if (o->flags & SR_RESET_F_OPTIONS) {
 		if (!o->options)
 			return sr__errorf(-EINVAL, "SR_RESET_F_OPTIONS set but options is NULL");
@@ -911,7 +911,7 @@ int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint3
 	}
 	/* Per-env sends from here on: recv goes by rows, and takes the
 	 * groups still in flight as rows too. */
-	err = p->kind->send_envs(p, actions, env_ids, n);
+	err = p->workers.kind->send_envs(p, actions, env_ids, n);
 	if (err) {
 		for (uint32_t i = 0; i < n; i++)
 			p->flight.inflight[env_ids[i]] = 0;
@@ -965,7 +965,7 @@ int sr_pool_info_get(const sr_pool *p, sr_pool_info *info)
 	o.device = p->col.dev ? SR_DEVICE_CUDA : SR_DEVICE_HOST;
 	o.first_env = p->cfg.env_base;
 	o.spec = &p->cfg.spec;
-	o.ring = p->ring;
+	o.ring = p->ring.r;
 	o.threads_note = p->cfg.threads_note;
 	/* What both sides know; zeroes beyond. */
 	size = info->size;
@@ -984,7 +984,7 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 		return sr__errorf(-EINVAL, "sr_pool_worker_stats_get: NULL argument");
 	if (worker >= p->cfg.num_threads)
 		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker, p->cfg.num_threads);
-	w = &p->workers[worker];
+	w = &p->workers.w[worker];
 	memset(out, 0, sizeof(*out));
 	/* Relaxed: counters written by the worker alone (see worker.c). */
 	out->steps = atomic_load_explicit(&w->steps, memory_order_relaxed);
@@ -994,10 +994,10 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 	out->first_env = w->first_env;
 	out->num_envs = w->n_envs;
 	out->rows = sr__worker_rows(p, worker);
-	if (p->kind->worker_info)
-		p->kind->worker_info(p, worker, out);
+	if (p->workers.kind->worker_info)
+		p->workers.kind->worker_info(p, worker, out);
 	/* -ENOENT: not bound to one CPU (the calling thread unless bound). */
-	out->cpu = (worker == 0 && p->first_thread && !p->place.caller_bound) || w->cpu < 0 ||
+	out->cpu = (worker == 0 && p->workers.first_thread && !p->place.caller_bound) || w->cpu < 0 ||
 				   !p->place.plan->w[worker].cpus[0]
 			   ? -ENOENT
 			   : w->cpu;
@@ -1013,11 +1013,11 @@ int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
 		return sr__errorf(-EINVAL, "sr_pool_stats_get: NULL argument");
 	memset(out, 0, sizeof(*out));
 	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
-		struct sr__worker *w = &p->workers[i];
+		struct sr__worker *w = &p->workers.w[i];
 		out->steps += atomic_load_explicit(&w->steps, memory_order_relaxed);
 		out->ns_env_step += atomic_load_explicit(&w->ns_env, memory_order_relaxed);
 		out->ns_ring_publish += atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
-		if (i >= p->first_thread)
+		if (i >= p->workers.first_thread)
 			out->ns_wait += atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
 	}
 	out->ns_collect = p->col.ns_collect;
@@ -1046,7 +1046,7 @@ int sr_pool_faults_get(const sr_pool *p, sr_pool_faults *out)
 	if (!p || !out)
 		return sr__errorf(-EINVAL, "sr_pool_faults_get: NULL argument");
 	memset(out, 0, sizeof(*out));
-	if (p->kind->faults)
-		p->kind->faults(p, out);
+	if (p->workers.kind->faults)
+		p->workers.kind->faults(p, out);
 	return 0;
 }

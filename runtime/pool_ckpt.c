@@ -338,7 +338,7 @@ static uint64_t pool_steps(const sr_pool *p)
 	uint64_t s = 0;
 
 	for (uint32_t w = 0; w < p->cfg.num_threads; w++)
-		s += atomic_load_explicit(&p->workers[w].steps, memory_order_relaxed);
+		s += atomic_load_explicit(&p->workers.w[w].steps, memory_order_relaxed);
 	return s;
 }
 
@@ -367,7 +367,7 @@ static void fill_pool_sect(const sr_pool *p, struct sr__ckpt_pool_sect *ps)
 	ps->seed = p->cfg.seed;
 	ps->first_env = p->cfg.env_base;
 	ps->steps = pool_steps(p);
-	ps->ring_capacity = p->ring_cap;
+	ps->ring_capacity = p->ring.cap;
 }
 
 static int check_async_idle(const sr_pool *p, const char *what)
@@ -464,7 +464,7 @@ static int snap_envs(const sr_pool *p, uint8_t *states, struct ckpt_env_rec *rec
 	size_t ssz = p->cfg.spec.state_size;
 
 	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
-		const struct sr__worker *wk = &p->workers[w];
+		const struct sr__worker *wk = &p->workers.w[w];
 		if (sr_env_is_opaque(&p->cfg.spec)) {
 			int err = save_opaque(p, wk, states);
 			if (err)
@@ -521,8 +521,8 @@ static int snapshot(struct sr__pool_ckpt *c, struct sr__ckpt_src *src, uint32_t 
 	}
 	snap_stats(p, (struct ckpt_stats_sect *)(snap + l.off_stats));
 	rt = (struct ckpt_runtime_sect *)(snap + l.off_rt);
-	rt->ring_head = sr_ring_head(p->ring);
-	rt->ring_cursor = sr_ring_cursor(p->ring);
+	rt->ring_head = sr_ring_head(p->ring.r);
+	rt->ring_cursor = sr_ring_cursor(p->ring.r);
 	memcpy(rt->spec_params, p->cfg.spec.params, sizeof(rt->spec_params));
 
 	src[(*n)++] = SRC(SR_CKPT_SECT_POOL, sizeof(struct sr__ckpt_pool_sect), snap);
@@ -565,7 +565,7 @@ static void map_stage(struct sr__pool_ckpt *c, uint64_t len)
 static int replay_window(struct sr__pool_ckpt *c, const struct ckpt_runtime_sect *rt,
 			 const sr_ckpt_opts *o, struct sr__ckpt_src *src, uint32_t *n)
 {
-	sr_ring *ring = c->pool->ring;
+	sr_ring *ring = c->pool->ring.r;
 	struct replay_ctx *rc = &c->rc;
 	uint64_t cnt, nblk, len;
 
@@ -672,7 +672,7 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_checkpoint: NULL argument");
-	if (!p->kind->local_state)
+	if (!p->workers.kind->local_state)
 		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: the envs live in worker "
 				  "processes (SR_POOL_F_PROCS); checkpoints need thread workers");
 	err = resolve_opts(opts, &o, &backend);
@@ -836,7 +836,7 @@ static int stage_replay(const struct sr__ckpt_file *f, const struct sr__ckpt_rep
 /* Copy the staged window into the ring (cannot fail). */
 static void apply_replay(sr_pool *p, const struct sr__ckpt_replay_meta *m, const uint8_t *stage)
 {
-	sr_ring *r = p->ring;
+	sr_ring *r = p->ring.r;
 	uint64_t boff = 0;
 
 	for (uint64_t s0 = m->first_seq; s0 < m->head; s0 += m->chunk_slots, boff += m->block_bytes) {
@@ -1041,14 +1041,14 @@ static int restore_load_replay(sr_pool *p, struct restore_in *in, int *ri)
 	err = sr__ckpt_check_replay_meta(&in->meta, in->f.table[*ri].length);
 	if (err)
 		return err;
-	if (in->meta.capacity != p->ring_cap || in->meta.obs_dim != p->ring->obs_dim ||
-	    in->meta.act_size != p->ring->act_size)
+	if (in->meta.capacity != p->ring.cap || in->meta.obs_dim != p->ring.r->obs_dim ||
+	    in->meta.act_size != p->ring.r->act_size)
 		return sr__errorf(-EINVAL,
 				  "restore: the checkpoint's replay window needs a ring of "
 				  "%llu slots (obs_dim %u, action %u bytes); this pool has %llu "
 				  "(create it with ring_capacity = %llu)",
 				  (unsigned long long)in->meta.capacity, in->meta.obs_dim,
-				  in->meta.act_size, (unsigned long long)p->ring_cap,
+				  in->meta.act_size, (unsigned long long)p->ring.cap,
 				  (unsigned long long)in->meta.capacity);
 	in->replay = true;
 	return 0;
@@ -1100,10 +1100,10 @@ static int restore_load(sr_pool *p, int fd, struct restore_in *in)
 /* Put what @in holds into the pool (quiescent: no worker runs). */
 static void restore_apply(sr_pool *p, const struct restore_in *in)
 {
-	sr_ring *r = p->ring;
+	sr_ring *r = p->ring.r;
 
 	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
-		struct sr__worker *wk = &p->workers[w];
+		struct sr__worker *wk = &p->workers.w[w];
 		size_t ssz = p->cfg.spec.state_size;
 		if (in->loaded) /* swap handles: the old instances go to in->loaded */
 			swap_bytes(wk->states, in->loaded + (size_t)wk->first_env * ssz,
@@ -1165,7 +1165,7 @@ static int restore_open(sr_pool *p, const char *path, const char *fn)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "%s: NULL argument", fn);
-	if (!p->kind->local_state)
+	if (!p->workers.kind->local_state)
 		return sr__errorf(-ENOTSUP, "%s: the envs live in worker processes "
 				  "(SR_POOL_F_PROCS); checkpoints need thread workers", fn);
 	c = ckpt_state(p, false);
@@ -1320,7 +1320,7 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 
 	/* ---- from here on the pool changes ---- */
 	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
-		struct sr__worker *wk = &p->workers[w];
+		struct sr__worker *wk = &p->workers.w[w];
 
 		for (uint32_t i = 0; i < wk->n_envs; i++) {
 			uint64_t g = p->cfg.env_base + wk->first_env + i;

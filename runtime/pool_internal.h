@@ -151,7 +151,7 @@ struct sr__grp_cmd {
  *    returns rows in ring order, calling `advance` while the row it needs
  *    next is not published.
  * Finished episodes come back through `episodes`. The pool (pool.c,
- * collector.c), its statistics and its teardown go through p->kind only.
+ * collector.c), its statistics and its teardown go through p->workers.kind only.
  *
  * Kinds:
  *  - sr__kind_thread (worker.c): worker 0 inline on the pool thread,
@@ -439,40 +439,80 @@ struct sr__pool_cfg {
 	uint32_t max_slice;     /* the most envs any worker owns */
 };
 
+/*
+ * The ring and its columns (pool.c at create; read-only after, by every
+ * thread). The column pointers are cached because every row range a
+ * worker or the collector touches goes through them. The slots they
+ * point into are ordered by the ring's protocol (reserve, publish R1,
+ * consume: stepring/ring.h), not by this part.
+ */
+struct sr__ring_cols {
+	sr_ring *r;
+	uint64_t cap; /* slots, a power of two */
+	float *obs, *rew;
+	uint8_t *act, *term, *trunc, *flags;
+	uint32_t *env;
+	uint64_t *prev;
+};
+
+/*
+ * The workers (worker.c for threads, pool_procs.c for processes). kind, w
+ * and first_thread are set at create and read-only after; each record in
+ * w says who writes which of its fields (struct sr__worker). stop and
+ * n_ready are the thread kind's lifecycle words: written once per worker
+ * (n_ready) or once (stop), on the same read-mostly line.
+ */
+struct sr__workers {
+	const struct sr__worker_kind *kind; /* what the workers are (threads, processes) */
+	struct sr__worker *w;  /* num_threads records; w[0] is inline unless SR__KNOB_NO_INLINE */
+	uint32_t first_thread; /* 1: worker 0 runs on the calling thread; 0: all are threads */
+	/* Set by thread_stop (relaxed) before it kicks every worker; a worker
+	 * reads it after waking (ordered by the go word's acquire, G1). */
+	_Atomic uint32_t stop;
+	/* Worker threads that have allocated their memory: each adds 1 once
+	 * (release, S0); the creating thread waits for all (acquire, S1). */
+	_Atomic uint32_t n_ready;
+};
+
+/*
+ * The pool thread's wake-up word (worker.c, E0/E1): a worker thread bumps
+ * evt after each publish (and once when it has started); the pool thread,
+ * when it has spun enough, sets sleeping and futex-waits on evt. seq_cst
+ * on both sides (Dekker). On a line of its own: every drain writes it.
+ */
+struct sr__recv_wake {
+	_Atomic uint32_t evt;
+	_Atomic uint32_t sleeping;
+};
+
+/*
+ * Buffers beside the ring (pool.c at create). The pointers and drain_max
+ * are set at create and read by the workers: a line of their own, not the
+ * wake word's (bumped by every drain) nor the flight's (written by every
+ * call). What they point to:
+ *  - async_act, num_envs * act_size: an env's action, written by the pool
+ *    thread before it queues the env, read by the env's worker after the
+ *    queue's acquire (A0/A1, worker.c).
+ *  - final_env, num_envs * obs_dim (keep_final): an env's final
+ *    observation, written by the env's worker before it publishes the
+ *    env's row, read by the collector after the ring's acquire (R1).
+ *    Process workers: the command block's (pool_procs.c).
+ */
+struct sr__side {
+	unsigned char *async_act;
+	uint32_t drain_max; /* async: most envs a worker thread steps per reservation */
+	float *final_env;
+};
+
 struct sr_pool {
 	struct sr__pool_cfg cfg; /* set at create, read-only after */
 	struct sr__placement place; /* where the workers run */
-	const struct sr__worker_kind *kind; /* what the workers are (threads, processes) */
-
-	sr_ring *ring;
-	uint64_t ring_cap;
-	/* Ring columns (cached). */
-	float *c_obs, *c_rew;
-	uint8_t *c_act, *c_term, *c_trunc, *c_flags;
-	uint32_t *c_env;
-	uint64_t *c_prev;
-
-	struct sr__worker *workers; /* num_threads; workers[0] is inline unless SR__KNOB_NO_INLINE */
-	uint32_t first_thread;      /* 1: worker 0 runs on the calling thread; 0: all are threads */
-
+	struct sr__ring_cols ring;  /* the ring and its columns */
+	struct sr__workers workers; /* what the workers are, their records */
 	struct sr__finite fin; /* the finite check (read by the workers; written rarely) */
-	/* Set (relaxed, before the kick) by the thread kind's stop. */
-	_Atomic uint32_t stop;
-	/* Worker threads that have allocated their memory (release). */
-	_Atomic uint32_t n_ready;
 
-	/* Bumped by a worker thread after each publish (and once when it has
-	 * started); the pool thread futex-waits on it (worker.c wait_recv). */
-	_Alignas(SR_CACHELINE) _Atomic uint32_t pub_evt;
-	_Atomic uint32_t main_sleeping;
-
-	/* --- read by the workers, set at create: a line of their own, not
-	 * pub_evt's (bumped by every drain) nor the pool thread's below
-	 * (written by every call), which used to share it --- */
-	_Alignas(SR_CACHELINE) unsigned char *async_act; /* num_envs * act_size mailbox; see worker.c */
-	uint32_t drain_max;       /* async: most envs a worker thread steps per reservation */
-	/* final obs side buffer: row = env (written by the owning worker) */
-	float *final_env;
+	_Alignas(SR_CACHELINE) struct sr__recv_wake wake; /* a line of its own */
+	_Alignas(SR_CACHELINE) struct sr__side side;      /* a line of its own */
 
 	struct sr__cmds cmds; /* commands to the workers */
 
@@ -540,7 +580,7 @@ static inline uint32_t sr__worker_rows(const sr_pool *p, uint32_t w)
 	int32_t hi = atomic_load_explicit(&p->rb.shift[w], memory_order_relaxed);
 	int32_t per = p->cmds.ngroups ? (int32_t)p->cmds.ngroups : 1; /* once per group */
 
-	return (uint32_t)((int32_t)p->workers[w].n_envs + per * (hi - lo));
+	return (uint32_t)((int32_t)p->workers.w[w].n_envs + per * (hi - lo));
 }
 /* The boundaries for the next step command (rebalancing looks every
  * SR__RB_EVERY of them), into @shift (num_threads). Pool thread only. */

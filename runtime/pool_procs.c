@@ -27,13 +27,13 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	if (!slice)
 		return sr__errorf(-ENOMEM, "out of memory");
 	for (uint32_t w = 0; w < p->cfg.num_threads; w++)
-		slice[w] = p->workers[w].n_envs;
+		slice[w] = p->workers.w[w].n_envs;
 	memset(&po, 0, sizeof(po));
 	po.num_envs = p->cfg.num_envs;
 	po.nworkers = p->cfg.num_threads;
 	po.slice_n = slice;
 	po.spec = &p->cfg.spec;
-	po.ring = p->ring;
+	po.ring = p->ring.r;
 	po.seed = p->cfg.seed;
 	po.env_base = p->cfg.env_base;
 	po.autoreset = p->cfg.autoreset;
@@ -72,8 +72,8 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	if (err)
 		return err;
 	if (p->cfg.keep_final) {
-		free(p->final_env);
-		p->final_env = sr__procs_final(p->procs);
+		free(p->side.final_env);
+		p->side.final_env = sr__procs_final(p->procs);
 	}
 	return 0;
 }
@@ -87,7 +87,7 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 static void mirror(sr_pool *p, uint64_t seq, bool scan)
 {
 	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
-		struct sr__worker *x = &p->workers[w];
+		struct sr__worker *x = &p->workers.w[w];
 		struct sr__procs_wstats ws;
 
 		if (sr__procs_worker(p->procs, w, &ws))
@@ -157,7 +157,7 @@ static void procs_stop(sr_pool *p)
 {
 	sr__procs_destroy(p->procs);
 	if (p->procs)
-		p->final_env = NULL; /* it was the command block's */
+		p->side.final_env = NULL; /* it was the command block's */
 	p->procs = NULL;
 }
 

@@ -64,17 +64,17 @@ int sr__stats_shm_open(sr_pool *p, const char *ring_name)
 	s->mode = p->cfg.async ? 1 : 0;
 	s->start_ns = p->shm.start_ns;
 	s->now_ns = p->shm.start_ns;
-	s->ring_capacity = p->ring_cap;
+	s->ring_capacity = p->ring.cap;
 	for (uint32_t i = 0; i < SR_STATS_MAX_WORKERS; i++)
 		s->workers[i].cpu = UINT64_MAX;
 	for (uint32_t i = 0; i < p->cfg.num_threads && i < SR_STATS_MAX_WORKERS; i++)
-		p->workers[i].shm = &s->workers[i];
+		p->workers.w[i].shm = &s->workers[i];
 	/* Magic last, with release: a reader that sees it sees the rest. */
 	__atomic_store_n(&s->magic, SR_STATS_MAGIC, __ATOMIC_RELEASE);
 	err = sr__shm_link(&seg, "stats segment");
 	if (err) {
 		for (uint32_t i = 0; i < p->cfg.num_threads && i < SR_STATS_MAX_WORKERS; i++)
-			p->workers[i].shm = NULL;
+			p->workers.w[i].shm = NULL;
 		sr__shm_abandon(&seg);
 		free(name);
 		return err;
@@ -118,8 +118,8 @@ void sr__stats_shm_update_now(sr_pool *p)
 	s->mean_length = st.mean_length;
 	s->p50_us = n ? lat[n / 2] : 0;
 	s->p99_us = n ? lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] : 0;
-	s->ring_head = sr_ring_head(p->ring);
-	s->ring_cursor = sr_ring_cursor(p->ring);
+	s->ring_head = sr_ring_head(p->ring.r);
+	s->ring_cursor = sr_ring_cursor(p->ring.r);
 	s->nonfinite_rows = st.nonfinite_rows;
 	s->nonfinite_env = (uint64_t)(st.nonfinite_env + 1);
 	if (p->procs) {
@@ -142,8 +142,8 @@ void sr__stats_shm_close(sr_pool *p)
 	p->col.lat_n = 1; /* force an update */
 	sr__stats_shm_update(p);
 	__atomic_store_n(&p->shm.blk->state, SR_STATS_STATE_ENDED, __ATOMIC_RELEASE);
-	for (uint32_t i = 0; i < p->cfg.num_threads && p->workers; i++)
-		p->workers[i].shm = NULL;
+	for (uint32_t i = 0; i < p->cfg.num_threads && p->workers.w; i++)
+		p->workers.w[i].shm = NULL;
 	munmap(p->shm.blk, p->shm.len);
 	shm_unlink(p->shm.name);
 	close(p->shm.fd);

@@ -16,14 +16,14 @@
  * before it returns. Each worker runs the commands in order: its envs of
  * the group (shifted at the ends by rebalancing: see rebalance()) straight
  * into its rows of the slots, publishes them, stores grp_done = k + 1 and
- * bumps pool->pub_evt for the waiting pool thread. Worker 0 runs its
+ * bumps pool->wake.evt for the waiting pool thread. Worker 0 runs its
  * shares on the pool thread (inline) when the pool thread waits.
  *
  * Ragged async sends (envs that are not a whole group): the pool thread
  * pushes env indices into the owning worker's SPSC queue (actions in a
  * per-env mailbox) and bumps `go`. The worker pops everything, reserves
  * one slot range for it, steps runs of consecutive envs, publishes, and
- * bumps pool->pub_evt for recv.
+ * bumps pool->wake.evt for recv.
  *
  * Sleeping: spin (sr__cpu_relax) for spin_iters rounds, then announce
  * `sleeping` and futex_wait on the word. The waker stores the word, then
@@ -184,7 +184,7 @@ static inline uint64_t le64(uint64_t v)
 
 void *sr__env_state(sr_pool *p, uint32_t env)
 {
-	struct sr__worker *w = &p->workers[p->place.env_worker[env]];
+	struct sr__worker *w = &p->workers.w[p->place.env_worker[env]];
 
 	return state_of(w, env - w->first_env);
 }
@@ -226,16 +226,16 @@ static void env_calls(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t s,
 
 		if (j > i)
 			sp->step(sp, state_of(w, lo + i), j - i, acts + (size_t)i * p->cfg.act_size,
-				 p->c_obs + (s + i) * od, w->reward_scratch + lo + i,
-				 p->c_term + s + i);
+				 p->ring.obs + (s + i) * od, w->reward_scratch + lo + i,
+				 p->ring.term + s + i);
 		if (j == n)
 			break;
 		if (p->cfg.autoreset == SR_AUTORESET_DISABLED)
-			sp->observe(sp, state_of(w, lo + j), p->c_obs + (s + j) * od);
+			sp->observe(sp, state_of(w, lo + j), p->ring.obs + (s + j) * od);
 		else
-			sp->reset(sp, state_of(w, lo + j), 1, p->c_obs + (s + j) * od);
+			sp->reset(sp, state_of(w, lo + j), 1, p->ring.obs + (s + j) * od);
 		w->reward_scratch[lo + j] = 0.0;
-		p->c_term[s + j] = 0;
+		p->ring.term[s + j] = 0;
 		i = j + 1;
 	}
 }
@@ -276,12 +276,12 @@ static uint32_t flag_nonfinite(struct sr__worker *w, struct sr__worker *x, uint3
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t what = (sr__nonfinite_any(p->c_obs + (s + i) * od, od) ? SR__NF_OBS : 0) |
-				(rew_too && sr__nonfinite_f(p->c_rew[s + i]) ? SR__NF_REW : 0);
+		uint64_t what = (sr__nonfinite_any(p->ring.obs + (s + i) * od, od) ? SR__NF_OBS : 0) |
+				(rew_too && sr__nonfinite_f(p->ring.rew[s + i]) ? SR__NF_REW : 0);
 
 		if (!what)
 			continue;
-		p->c_flags[s + i] |= SR_SLOT_NONFINITE;
+		p->ring.flags[s + i] |= SR_SLOT_NONFINITE;
 		if (!k)
 			sr__nonfinite_first(p, w->first_env + lo + i, what);
 		k++;
@@ -314,7 +314,7 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 			 uint64_t seq, const unsigned char *acts, uint32_t nd)
 {
 	sr_pool *p = w->pool;
-	const uint64_t s = seq & (p->ring_cap - 1);
+	const uint64_t s = seq & (p->ring.cap - 1);
 	const uint32_t maxs = p->cfg.spec.max_episode_steps;
 	/* truncated <=> elapsed + 1 >= maxs <=> elapsed >= maxs - 1 */
 	const uint32_t trunc_at = maxs ? maxs - 1 : UINT32_MAX;
@@ -322,12 +322,12 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 	const uint32_t env0 = w->first_env + lo;
 	/* Locals: byte stores may alias anything, so fields read through @p
 	 * or @w would be reloaded after every store. */
-	uint32_t *restrict c_env = p->c_env + s;
-	uint8_t *restrict c_term = p->c_term + s;
-	uint8_t *restrict c_trunc = p->c_trunc + s;
-	uint8_t *restrict c_flags = p->c_flags + s;
-	float *restrict c_rew = p->c_rew + s;
-	uint64_t *restrict c_prev = p->c_prev + s;
+	uint32_t *restrict c_env = p->ring.env + s;
+	uint8_t *restrict c_term = p->ring.term + s;
+	uint8_t *restrict c_trunc = p->ring.trunc + s;
+	uint8_t *restrict c_flags = p->ring.flags + s;
+	float *restrict c_rew = p->ring.rew + s;
+	uint64_t *restrict c_prev = p->ring.prev + s;
 	const double *restrict rew = w->reward_scratch + lo;
 	uint64_t *restrict prev_seq = w->prev_seq + lo;
 	uint32_t *restrict elapsed = w->elapsed + lo;
@@ -341,7 +341,7 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 	uint32_t na = 0, nb = 0;
 	uint8_t any = 0;
 
-	memcpy(p->c_act + s * p->cfg.act_size, acts, (size_t)n * p->cfg.act_size);
+	memcpy(p->ring.act + s * p->cfg.act_size, acts, (size_t)n * p->cfg.act_size);
 	memset(c_flags, 0, n);
 	for (uint32_t i = 0; i < n; i++) {
 		c_env[i] = env0 + i;
@@ -380,7 +380,7 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 	 * only when it finds something. The flag is or-ed in: the slow path
 	 * below or-s its own. */
 	if (p->fin.on &&
-	    SR_UNLIKELY(sr__nonfinite_any(p->c_obs + s * od, (size_t)n * od) |
+	    SR_UNLIKELY(sr__nonfinite_any(p->ring.obs + s * od, (size_t)n * od) |
 			sr__nonfinite_any(c_rew, n)))
 		flag_nonfinite(w, x, lo, n, s, true);
 	if (SR_LIKELY(!any))
@@ -450,7 +450,7 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 		done_term[i] = c_term[i];
 		done_trunc[i] = c_trunc[i];
 		if (p->cfg.keep_final)
-			memcpy(p->final_env + (size_t)(env0 + i) * od, p->c_obs + (s + i) * od,
+			memcpy(p->side.final_env + (size_t)(env0 + i) * od, p->ring.obs + (s + i) * od,
 			       od * sizeof(float));
 		if (p->cfg.autoreset == SR_AUTORESET_SAME_STEP) {
 			x->done_loc[nd] = lo + i;
@@ -466,13 +466,13 @@ static void copy_slot(sr_pool *p, uint64_t from, uint64_t to)
 {
 	uint32_t od = p->cfg.obs_dim;
 
-	memcpy(p->c_obs + to * od, p->c_obs + from * od, od * sizeof(float));
-	memcpy(p->c_act + to * p->cfg.act_size, p->c_act + from * p->cfg.act_size, p->cfg.act_size);
-	p->c_rew[to] = p->c_rew[from];
-	p->c_term[to] = p->c_term[from];
-	p->c_trunc[to] = p->c_trunc[from];
-	p->c_env[to] = p->c_env[from];
-	p->c_prev[to] = p->c_prev[from];
+	memcpy(p->ring.obs + to * od, p->ring.obs + from * od, od * sizeof(float));
+	memcpy(p->ring.act + to * p->cfg.act_size, p->ring.act + from * p->cfg.act_size, p->cfg.act_size);
+	p->ring.rew[to] = p->ring.rew[from];
+	p->ring.term[to] = p->ring.term[from];
+	p->ring.trunc[to] = p->ring.trunc[from];
+	p->ring.env[to] = p->ring.env[from];
+	p->ring.prev[to] = p->ring.prev[from];
 }
 
 /*
@@ -487,11 +487,11 @@ static void copy_slot(sr_pool *p, uint64_t from, uint64_t to)
 static void same_step_fixup(struct sr__worker *w, struct sr__worker *x, uint32_t nd)
 {
 	sr_pool *p = w->pool;
-	uint64_t mask = p->ring_cap - 1, e0;
+	uint64_t mask = p->ring.cap - 1, e0;
 
 	if (!nd)
 		return;
-	sr_ring_reserve(p->ring, nd, 0, &e0);
+	sr_ring_reserve(p->ring.r, nd, 0, &e0);
 	for (uint32_t k = 0; k < nd; k++) {
 		uint64_t q = x->done_seq[k], sq = q & mask, se = (e0 + k) & mask;
 		uint32_t i = x->done_loc[k];
@@ -501,21 +501,21 @@ static void same_step_fixup(struct sr__worker *w, struct sr__worker *x, uint32_t
 		 * does their finite flag. The batch slot keeps the reward and
 		 * gets the reset obs: its flag is the reward's, or the reset
 		 * obs's (a new finding, counted). */
-		p->c_flags[se] = SR_SLOT_FINAL | (p->c_flags[sq] & SR_SLOT_NONFINITE);
-		p->cfg.spec.reset(&p->cfg.spec, state_of(w, i), 1, p->c_obs + sq * p->cfg.obs_dim);
-		p->c_flags[sq] = SR_SLOT_FIRST;
+		p->ring.flags[se] = SR_SLOT_FINAL | (p->ring.flags[sq] & SR_SLOT_NONFINITE);
+		p->cfg.spec.reset(&p->cfg.spec, state_of(w, i), 1, p->ring.obs + sq * p->cfg.obs_dim);
+		p->ring.flags[sq] = SR_SLOT_FIRST;
 		if (p->fin.on) {
-			if (SR_UNLIKELY(sr__nonfinite_any(p->c_obs + sq * p->cfg.obs_dim, p->cfg.obs_dim)))
+			if (SR_UNLIKELY(sr__nonfinite_any(p->ring.obs + sq * p->cfg.obs_dim, p->cfg.obs_dim)))
 				flag_nonfinite(w, x, i, 1, sq, false);
-			else if (SR_UNLIKELY(sr__nonfinite_f(p->c_rew[sq])))
-				p->c_flags[sq] |= SR_SLOT_NONFINITE; /* counted by bookkeep */
+			else if (SR_UNLIKELY(sr__nonfinite_f(p->ring.rew[sq])))
+				p->ring.flags[sq] |= SR_SLOT_NONFINITE; /* counted by bookkeep */
 		}
-		p->c_prev[sq] = SR_RING_NO_PREV;
+		p->ring.prev[sq] = SR_RING_NO_PREV;
 		w->prev_seq[i] = q;
 		w->elapsed[i] = 0;
 		w->done[i] = w->done_term[i] = w->done_trunc[i] = 0;
 	}
-	sr_ring_publish(p->ring, e0, nd);
+	sr_ring_publish(p->ring.r, e0, nd);
 }
 
 /*
@@ -532,7 +532,7 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 	const sr_env_spec *sp = &p->cfg.spec;
 	const uint8_t *mask = c ? c->mask : NULL;
 	const sr__reset_fn fn = c ? c->reset_fn : NULL;
-	uint64_t s = seq & (p->ring_cap - 1), t0 = sr__now_ns(), t1;
+	uint64_t s = seq & (p->ring.cap - 1), t0 = sr__now_ns(), t1;
 	uint32_t od = p->cfg.obs_dim, i = 0;
 
 	while (i < n) {
@@ -541,41 +541,41 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 		while (j < n && (!mask || mask[w->first_env + lo + j]) == on)
 			j++;
 		if (on && fn)
-			fn(sp, state_of(w, lo + i), j - i, c->reset_b, p->c_obs + (s + i) * od);
+			fn(sp, state_of(w, lo + i), j - i, c->reset_b, p->ring.obs + (s + i) * od);
 		else if (on)
-			sp->reset(sp, state_of(w, lo + i), j - i, p->c_obs + (s + i) * od);
+			sp->reset(sp, state_of(w, lo + i), j - i, p->ring.obs + (s + i) * od);
 		else
 			for (uint32_t k = i; k < j; k++)
-				sp->observe(sp, state_of(w, lo + k), p->c_obs + (s + k) * od);
+				sp->observe(sp, state_of(w, lo + k), p->ring.obs + (s + k) * od);
 		i = j;
 	}
 	t1 = sr__now_ns();
 	*ns_env += t1 - t0;
-	memset(p->c_act + s * p->cfg.act_size, 0, (size_t)n * p->cfg.act_size);
+	memset(p->ring.act + s * p->cfg.act_size, 0, (size_t)n * p->cfg.act_size);
 	for (i = 0; i < n; i++) {
 		uint32_t l = lo + i;
 		uint64_t sl = s + i;
 		bool on = !mask || mask[w->first_env + l];
 
-		p->c_env[sl] = w->first_env + l;
-		p->c_rew[sl] = 0.0f;
-		p->c_term[sl] = 0;
-		p->c_trunc[sl] = 0;
+		p->ring.env[sl] = w->first_env + l;
+		p->ring.rew[sl] = 0.0f;
+		p->ring.term[sl] = 0;
+		p->ring.trunc[sl] = 0;
 		if (on) {
 			/* A reset abandons a partial episode. */
 			w->ep_ret[l] = 0;
 			w->ep_len[l] = 0;
-			p->c_flags[sl] = SR_SLOT_FIRST;
-			p->c_prev[sl] = SR_RING_NO_PREV;
+			p->ring.flags[sl] = SR_SLOT_FIRST;
+			p->ring.prev[sl] = SR_RING_NO_PREV;
 			w->prev_seq[l] = seq + i;
 			w->elapsed[l] = 0;
 			w->done[l] = w->done_term[l] = w->done_trunc[l] = 0;
 		} else {
-			p->c_flags[sl] = SR_SLOT_PAD;
-			p->c_prev[sl] = w->prev_seq[l];
+			p->ring.flags[sl] = SR_SLOT_PAD;
+			p->ring.prev[sl] = w->prev_seq[l];
 		}
 	}
-	if (p->fin.on && SR_UNLIKELY(sr__nonfinite_any(p->c_obs + s * od, (size_t)n * od)))
+	if (p->fin.on && SR_UNLIKELY(sr__nonfinite_any(p->ring.obs + s * od, (size_t)n * od)))
 		flag_nonfinite(w, w, lo, n, s, false);
 }
 
@@ -602,7 +602,7 @@ static uint32_t pieces(struct sr__worker *w, int32_t a, int32_t b, uint32_t g, s
 	uint32_t k = 0, lo = 0, hi = w->grp_m, base = g * w->grp_m;
 
 	if (a < 0) {
-		struct sr__worker *v = &p->workers[w->index - 1];
+		struct sr__worker *v = &p->workers.w[w->index - 1];
 		uint32_t end = (g + 1) * v->grp_m;
 
 		pc[k++] = (struct piece){v, end - (uint32_t)-a, (uint32_t)-a};
@@ -613,7 +613,7 @@ static uint32_t pieces(struct sr__worker *w, int32_t a, int32_t b, uint32_t g, s
 		hi -= (uint32_t)-b;
 	pc[k++] = (struct piece){w, base + lo, hi - lo};
 	if (b > 0) {
-		struct sr__worker *v = &p->workers[w->index + 1];
+		struct sr__worker *v = &p->workers.w[w->index + 1];
 
 		pc[k++] = (struct piece){v, g * v->grp_m, (uint32_t)b};
 	}
@@ -645,7 +645,7 @@ static uint32_t step_pieces(struct sr__worker *w, const struct piece *pc, uint32
 	for (uint32_t k = 0; k < np; k++) {
 		uint32_t r = row_of(pc[k].v, pc[k].lo, g);
 
-		env_calls(pc[k].v, pc[k].lo, pc[k].n, (seq0 + r) & (p->ring_cap - 1),
+		env_calls(pc[k].v, pc[k].lo, pc[k].n, (seq0 + r) & (p->ring.cap - 1),
 			  acts + (size_t)r * p->cfg.act_size);
 	}
 	*ns_env = sr__now_ns() - t0;
@@ -675,13 +675,13 @@ static void publish_shm(struct sr__worker *w)
 			 __ATOMIC_RELAXED);
 }
 
-/* E0: tell the pool thread, which waits for rows or commands (pub_evt);
- * seq_cst pairs with main_sleeping (Dekker). */
+/* E0: tell the pool thread, which waits for rows or commands (p->wake.evt);
+ * seq_cst pairs with wake.sleeping (Dekker). */
 static void notify_recv(sr_pool *p)
 {
-	atomic_fetch_add_explicit(&p->pub_evt, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&p->main_sleeping, memory_order_seq_cst))
-		sr__futex_wake(&p->pub_evt);
+	atomic_fetch_add_explicit(&p->wake.evt, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&p->wake.sleeping, memory_order_seq_cst))
+		sr__futex_wake(&p->wake.evt);
 }
 
 /*
@@ -725,7 +725,7 @@ static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 		n = step_pieces(w, pc, np, c->g, c->seq, c->acts, t0, &ns_env);
 	}
 	/* R1: publish (release) pairs with the collector's acquire. */
-	sr_ring_publish(p->ring, seq, n);
+	sr_ring_publish(p->ring.r, seq, n);
 	t1 = sr__now_ns();
 	/* Counters before grp_done: a sync call that returns has every
 	 * worker's steps counted (stats, checkpoints). */
@@ -738,7 +738,7 @@ static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 	 * rows (and same-step extras) are published, and the command's
 	 * record is read for the last time. */
 	atomic_store_explicit(&w->grp_done, k + 1, memory_order_release);
-	if (w->index >= p->first_thread) /* inline worker 0: the waiter is this thread */
+	if (w->index >= p->workers.first_thread) /* inline worker 0: the waiter is this thread */
 		notify_recv(p);
 	return t1;
 }
@@ -771,7 +771,7 @@ static uint32_t drain_groups(struct sr__worker *w, uint64_t *t)
 
 /*
  * Async: pop up to @max of the envs queued for @w (oldest first; worker
- * threads: p->drain_max), reserve one slot range for them and
+ * threads: p->side.drain_max), reserve one slot range for them and
  * step it in env order: the popped envs are marked in w->mark (1 step,
  * 2 reset) and walked by index, so runs of consecutive envs become one
  * env call whatever order they were sent in. Pass 1 makes the env calls
@@ -786,7 +786,7 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 	uint32_t head = atomic_load_explicit(&w->q_head, memory_order_acquire);
 	uint32_t k = head - tail < max ? head - tail : max;
 	uint32_t nd = 0, nruns = 0, lo_min = UINT32_MAX, lo_max = 0;
-	uint64_t seq0, mask = p->ring_cap - 1, t0, t1, ns_env = 0, q;
+	uint64_t seq0, mask = p->ring.cap - 1, t0, t1, ns_env = 0, q;
 	uint8_t *mark = w->mark;
 
 	if (!k)
@@ -806,7 +806,7 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 	}
 	/* Entries are copied out: the slots may be reused by the producer. */
 	atomic_store_explicit(&w->q_tail, tail + k, memory_order_release);
-	sr_ring_reserve(p->ring, k, 0, &seq0);
+	sr_ring_reserve(p->ring.r, k, 0, &seq0);
 
 	/* Runs: (first local env, length, first seq), in w->run_env triples
 	 * packed as lo, len and the seq offset. */
@@ -836,7 +836,7 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 		uint64_t qq = seq0 + w->run_env[3 * r + 2];
 		if (!(len & SR__Q_RESET))
 			env_calls(w, lo, len, qq & mask,
-				  p->async_act + (size_t)(w->first_env + lo) * p->cfg.act_size);
+				  p->side.async_act + (size_t)(w->first_env + lo) * p->cfg.act_size);
 	}
 	ns_env = sr__now_ns() - t1;
 	/* Pass 2: bookkeeping (and resets, rare: async reset only). */
@@ -847,11 +847,11 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 			reset_range(w, lo, len & ~SR__Q_RESET, qq, NULL, &ns_env);
 		else
 			nd = bookkeep(w, w, lo, len, qq,
-				      p->async_act + (size_t)(w->first_env + lo) * p->cfg.act_size, nd);
+				      p->side.async_act + (size_t)(w->first_env + lo) * p->cfg.act_size, nd);
 	}
 	same_step_fixup(w, w, nd);
 	/* R1: publish (release) pairs with the collector's acquire. */
-	sr_ring_publish(p->ring, seq0, k);
+	sr_ring_publish(p->ring.r, seq0, k);
 	notify_recv(p);
 	t1 = sr__now_ns();
 	add_relaxed(&w->steps, k);
@@ -917,7 +917,7 @@ static void *worker_main(void *arg)
 	w->alloc_err = worker_alloc(w);
 	/* S0: release pairs with the acquire in started (S1): the memory
 	 * and alloc_err. */
-	atomic_fetch_add_explicit(&p->n_ready, 1, memory_order_release);
+	atomic_fetch_add_explicit(&p->workers.n_ready, 1, memory_order_release);
 	notify_recv(p);
 	if (w->alloc_err)
 		return NULL;
@@ -931,13 +931,13 @@ static void *worker_main(void *arg)
 		t = sr__now_ns();
 		add_relaxed(&w->ns_idle, t - t0);
 		/* Ordered by G1's acquire. */
-		if (atomic_load_explicit(&p->stop, memory_order_relaxed))
+		if (atomic_load_explicit(&p->workers.stop, memory_order_relaxed))
 			break;
 		/* Commands first: per-env entries are queued only after the
 		 * pool left group mode, behind its groups. */
 		for (;;) {
 			uint32_t n = drain_groups(w, &t);
-			uint32_t m = drain_async(w, p->drain_max);
+			uint32_t m = drain_async(w, p->side.drain_max);
 
 			if (m)
 				t = 0; /* drain_async reads the clock itself */
@@ -955,7 +955,7 @@ static void wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t a
 /* S1: the worker threads started so far have allocated their memory. */
 static bool started(sr_pool *p, uint64_t n)
 {
-	return atomic_load_explicit(&p->n_ready, memory_order_acquire) >= n;
+	return atomic_load_explicit(&p->workers.n_ready, memory_order_acquire) >= n;
 }
 
 /* G0: wake worker @w after the command / queue entries are written. */
@@ -968,22 +968,22 @@ static void kick(struct sr__worker *w)
 
 static int thread_start(sr_pool *p, const sr_pool_opts *o)
 {
-	uint32_t T = p->cfg.num_threads, ft = p->first_thread;
+	uint32_t T = p->cfg.num_threads, ft = p->workers.first_thread;
 	int err;
 
 	(void)o;
 	/* Worker 0 is the calling thread unless SR__KNOB_NO_INLINE: its
 	 * memory is then first touched here. */
 	if (ft == 1) {
-		err = worker_alloc(&p->workers[0]);
+		err = worker_alloc(&p->workers.w[0]);
 		if (err)
 			return sr__errorf(err, "cannot allocate the state of worker 0 (%u envs)",
-					  p->workers[0].n_envs);
+					  p->workers.w[0].n_envs);
 	}
 	if (T == ft)
 		return 0;
 	for (uint32_t i = ft; i < T; i++) {
-		struct sr__worker *w = &p->workers[i];
+		struct sr__worker *w = &p->workers.w[i];
 		err = -pthread_create(&w->thread, NULL, worker_main, w);
 		if (err) {
 			char what[64];
@@ -997,28 +997,28 @@ static int thread_start(sr_pool *p, const sr_pool_opts *o)
 	}
 	wait_recv(p, started, T - ft);
 	for (uint32_t i = ft; i < T; i++)
-		if (p->workers[i].alloc_err)
-			return sr__errorf(p->workers[i].alloc_err,
+		if (p->workers.w[i].alloc_err)
+			return sr__errorf(p->workers.w[i].alloc_err,
 					  "worker %u cannot allocate or create the state of its %u envs",
-					  i, p->workers[i].n_envs);
+					  i, p->workers.w[i].n_envs);
 	return 0;
 }
 
 static void thread_stop(sr_pool *p)
 {
-	if (!p->workers)
+	if (!p->workers.w)
 		return;
-	atomic_store_explicit(&p->stop, 1, memory_order_relaxed);
+	atomic_store_explicit(&p->workers.stop, 1, memory_order_relaxed);
 	for (uint32_t i = 0; i < p->cfg.num_threads; i++)
-		if (p->workers[i].started)
-			kick(&p->workers[i]);
+		if (p->workers.w[i].started)
+			kick(&p->workers.w[i]);
 	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
-		if (p->workers[i].started)
-			pthread_join(p->workers[i].thread, NULL);
-		p->workers[i].started = false;
+		if (p->workers.w[i].started)
+			pthread_join(p->workers.w[i].thread, NULL);
+		p->workers.w[i].started = false;
 	}
 	for (uint32_t i = 0; i < p->cfg.num_threads; i++)
-		worker_free(p, &p->workers[i]);
+		worker_free(p, &p->workers.w[i]);
 }
 
 /* Rebalancing: look every SR__RB_EVERY step commands;
@@ -1058,13 +1058,13 @@ static void rebalance(sr_pool *p)
 		return;
 	p->rb.n = 0;
 	for (uint32_t i = 0; i < T; i++) {
-		const struct sr__worker *w = &p->workers[i];
+		const struct sr__worker *w = &p->workers.w[i];
 		uint64_t st = atomic_load_explicit(&w->steps, memory_order_relaxed);
 		uint64_t ns = atomic_load_explicit(&w->ns_env, memory_order_relaxed) +
 			      atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
 		uint64_t dst, dns;
 
-		if (p->cfg.async && i == 0 && p->first_thread)
+		if (p->cfg.async && i == 0 && p->workers.first_thread)
 			ns += p->col.ns_send + p->col.ns_collect;
 		dst = st - p->rb.mark[2 * i];
 		dns = ns - p->rb.mark[2 * i + 1];
@@ -1081,7 +1081,7 @@ static void rebalance(sr_pool *p)
 	if (!ok)
 		return;
 	for (uint32_t i = 0; i + 1 < T; i++) {
-		const struct sr__worker *a = &p->workers[i], *b = &p->workers[i + 1];
+		const struct sr__worker *a = &p->workers.w[i], *b = &p->workers.w[i + 1];
 		const uint32_t sa = a->grp_m, sb = b->grp_m;
 		uint32_t lim = (sa < sb ? sa : sb) / SR__RB_MAX;
 		uint32_t g = SR__RB_GRAIN;
@@ -1121,7 +1121,7 @@ static void rebalance(sr_pool *p)
  * Pool thread only. */
 static inline void async_enqueue(sr_pool *p, uint32_t e)
 {
-	struct sr__worker *w = &p->workers[p->place.env_worker[e & ~SR__Q_RESET]];
+	struct sr__worker *w = &p->workers.w[p->place.env_worker[e & ~SR__Q_RESET]];
 
 	/* Published by async_kick, once per chunk of a send and worker: a
 	 * release store per entry would have the draining worker pop a few
@@ -1132,13 +1132,13 @@ static inline void async_enqueue(sr_pool *p, uint32_t e)
 static void async_kick(sr_pool *p)
 {
 	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
-		struct sr__worker *w = &p->workers[i];
+		struct sr__worker *w = &p->workers.w[i];
 
 		if (w->q_next == atomic_load_explicit(&w->q_head, memory_order_relaxed))
 			continue;
 		/* A0: release pairs with A1 in drain_async: entries + mailbox visible. */
 		atomic_store_explicit(&w->q_head, w->q_next, memory_order_release);
-		if (i >= p->first_thread)
+		if (i >= p->workers.first_thread)
 			kick(w);
 	}
 }
@@ -1147,11 +1147,11 @@ static void async_kick(sr_pool *p)
  * thread (group commands still in flight first); returns how many. */
 static uint32_t async_inline(sr_pool *p, uint32_t max)
 {
-	struct sr__worker *w0 = &p->workers[0];
+	struct sr__worker *w0 = &p->workers.w[0];
 	uint64_t t = 0; /* the last group's end: the clock read once */
 	uint32_t n = 0;
 
-	if (!p->first_thread)
+	if (!p->workers.first_thread)
 		return 0;
 	/* Group commands still in flight after the pool left group mode:
 	 * worker 0's shares first (the per-env recv waits on their slots). */
@@ -1159,15 +1159,15 @@ static uint32_t async_inline(sr_pool *p, uint32_t max)
 		t = run_group(w0, w0->grp_next, t);
 	if (!n)
 		n = drain_async(w0, max); /* t stays 0: it reads the clock itself */
-	inline_account(&p->workers[0], t ? t : sr__now_ns());
-	publish_shm(&p->workers[0]);
+	inline_account(&p->workers.w[0], t ? t : sr__now_ns());
+	publish_shm(&p->workers.w[0]);
 	return n;
 }
 
 #define SR__SEND_CHUNK 128
 
 /*
- * A ragged send: each env's action into its mailbox (p->async_act) and the
+ * A ragged send: each env's action into its mailbox (p->side.async_act) and the
  * env into its owner's queue, published to the workers every
  * SR__SEND_CHUNK entries (A0), so that they start stepping while the rest
  * is queued.
@@ -1175,7 +1175,7 @@ static uint32_t async_inline(sr_pool *p, uint32_t max)
 static int thread_send_envs(sr_pool *p, const void *actions, const uint32_t *ids, uint32_t n)
 {
 	const unsigned char *a = actions;
-	unsigned char *mailbox = p->async_act;
+	unsigned char *mailbox = p->side.async_act;
 	const size_t asz = p->cfg.act_size;
 
 	for (uint32_t i0 = 0; i0 < n; i0 += SR__SEND_CHUNK) {
@@ -1210,7 +1210,7 @@ static int thread_send_envs(sr_pool *p, const void *actions, const uint32_t *ids
 /* wait_recv's predicate: slot @pos is published (R1 acquire). */
 static bool slot_ready(sr_pool *p, uint64_t pos)
 {
-	return sr__slot_begin(p->ring, pos);
+	return sr__slot_begin(p->ring.r, pos);
 }
 
 static int thread_advance(sr_pool *p, uint64_t pos, uint32_t max, uint64_t *tw)
@@ -1251,8 +1251,8 @@ static int grp_publish(sr_pool *p)
 	/* GS0: release pairs with GS1 in drain_groups: the command record,
 	 * its actions and the slots' claim before the count. */
 	atomic_store_explicit(&p->cmds.sent, p->cmds.issued, memory_order_release);
-	for (uint32_t i = p->first_thread; i < p->cfg.num_threads; i++)
-		kick(&p->workers[i]);
+	for (uint32_t i = p->workers.first_thread; i < p->cfg.num_threads; i++)
+		kick(&p->workers.w[i]);
 	return 0;
 }
 
@@ -1260,10 +1260,10 @@ static int grp_publish(sr_pool *p)
  * its end; 0: no inline worker 0. */
 static uint64_t grp_inline(sr_pool *p, uint64_t k)
 {
-	struct sr__worker *w0 = &p->workers[0];
+	struct sr__worker *w0 = &p->workers.w[0];
 	uint64_t t = 0;
 
-	if (!p->first_thread)
+	if (!p->workers.first_thread)
 		return 0;
 	while (w0->grp_next <= k)
 		t = run_group(w0, w0->grp_next, t);
@@ -1283,7 +1283,7 @@ static uint64_t grp_wait(sr_pool *p, uint64_t k)
 {
 	uint64_t t = grp_inline(p, k), t0;
 
-	if (p->cfg.num_threads > p->first_thread) {
+	if (p->cfg.num_threads > p->workers.first_thread) {
 		t0 = t ? t : sr__now_ns();
 		wait_recv(p, grp_done, k);
 		t = sr__now_ns();
@@ -1296,13 +1296,13 @@ static uint64_t grp_wait(sr_pool *p, uint64_t k)
  * published: acquire pairs with GD0). */
 static bool grp_done(sr_pool *p, uint64_t k)
 {
-	for (uint32_t i = p->first_thread; i < p->cfg.num_threads; i++)
-		if (atomic_load_explicit(&p->workers[i].grp_done, memory_order_acquire) <= k)
+	for (uint32_t i = p->workers.first_thread; i < p->cfg.num_threads; i++)
+		if (atomic_load_explicit(&p->workers.w[i].grp_done, memory_order_acquire) <= k)
 			return false;
 	return true;
 }
 
-/* recv: spin, then sleep on pub_evt (E1), until @ready(p, @arg); the
+/* recv: spin, then sleep on wake.evt (E1), until @ready(p, @arg); the
  * workers' notify after each publish (E0) wakes it. */
 static void wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t arg)
 {
@@ -1317,12 +1317,12 @@ static void wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t a
 		}
 		/* E1: announce the sleep, then re-check: pairs with
 		 * notify_recv (E0), seq_cst on both sides (Dekker), and
-		 * futex_wait re-checks pub_evt in the kernel. */
-		atomic_store_explicit(&p->main_sleeping, 1, memory_order_seq_cst);
-		v = atomic_load_explicit(&p->pub_evt, memory_order_seq_cst);
+		 * futex_wait re-checks wake.evt in the kernel. */
+		atomic_store_explicit(&p->wake.sleeping, 1, memory_order_seq_cst);
+		v = atomic_load_explicit(&p->wake.evt, memory_order_seq_cst);
 		if (!ready(p, arg))
-			sr__futex_wait(&p->pub_evt, v);
-		atomic_store_explicit(&p->main_sleeping, 0, memory_order_relaxed);
+			sr__futex_wait(&p->wake.evt, v);
+		atomic_store_explicit(&p->wake.sleeping, 0, memory_order_relaxed);
 	}
 }
 
@@ -1330,7 +1330,7 @@ static void wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t a
 static void thread_episodes(sr_pool *p)
 {
 	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
-		struct sr__worker *w = &p->workers[i];
+		struct sr__worker *w = &p->workers.w[i];
 		uint32_t t = atomic_load_explicit(&w->eps_tail, memory_order_relaxed);
 		uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_acquire);
 
