@@ -9,7 +9,7 @@
  * (docs/procs.md): process workers >= 0.8x threads for CartPole at 1024
  * envs x 2 workers.
  *
- *   bench-procs [--env ID] [--envs N] [--workers W] [--steps K] [--rounds R]
+ *   bench-procs [--env ID] [--envs N] [--threads W] [--steps K] [--rounds R]
  *               [--only threads|processes|inline]
  *
  * Prints a line per round and a JSON summary line. --only runs one
@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "bench_clock.h"
+#include "cli.h"
 #include "stepring.h"
 
 enum { THREADS, PROCS, PROCS_INLINE, NKIND };
@@ -87,6 +88,13 @@ static double run(const char *env, uint32_t n, uint32_t w, uint32_t k, int kind,
 	return (double)n * k / (t1 - t0);
 }
 
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: bench-procs [--env ID] [--envs N] [--threads W] [--steps K] "
+		   "[--rounds R]\n                   [--only threads|processes|inline]\n"
+		   "  --threads W   workers (default 2; --workers W is the same)\n");
+}
+
 static int cmp(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -109,31 +117,36 @@ int main(int argc, char **argv)
 	uint64_t x = 1;
 	int only = -1;
 
-	for (int i = 1; i < argc; i += 2) {
-		if (i + 1 >= argc)
-			goto usage;
-		if (!strcmp(argv[i], "--env"))
-			env = argv[i + 1];
-		else if (!strcmp(argv[i], "--envs"))
-			n = (uint32_t)strtoul(argv[i + 1], NULL, 10);
-		else if (!strcmp(argv[i], "--workers"))
-			w = (uint32_t)strtoul(argv[i + 1], NULL, 10);
-		else if (!strcmp(argv[i], "--steps"))
-			k = (uint32_t)strtoul(argv[i + 1], NULL, 10);
-		else if (!strcmp(argv[i], "--rounds"))
-			rounds = (uint32_t)strtoul(argv[i + 1], NULL, 10);
-		else if (!strcmp(argv[i], "--only")) {
+	const char *v;
+	const struct cli_run_opts opts = {.env = &env, .envs = &n, .threads = &w};
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (cli_run_opt(argc, argv, &i, &opts)) {
+			continue;
+		} else if (cli_opt(argc, argv, &i, "--workers", &v)) {
+			/* The name this program had for --threads. */
+			w = (uint32_t)cli_int("--workers", v, 1, CLI_THREADS_MAX);
+		} else if (cli_opt(argc, argv, &i, "--steps", &v)) {
+			k = (uint32_t)cli_int("--steps", v, 1, UINT32_MAX);
+		} else if (cli_opt(argc, argv, &i, "--rounds", &v)) {
+			rounds = (uint32_t)cli_int("--rounds", v, 1, 1 << 20);
+		} else if (cli_opt(argc, argv, &i, "--only", &v)) {
 			for (int c = 0; c < NKIND; c++)
-				if (!strcmp(argv[i + 1], kind_name[c]) ||
-				    (c == PROCS_INLINE && !strcmp(argv[i + 1], "inline")))
+				if (!strcmp(v, kind_name[c]) ||
+				    (c == PROCS_INLINE && !strcmp(v, "inline")))
 					only = c;
 			if (only < 0)
-				goto usage;
-		} else
-			goto usage;
+				cli_die("--only: '%s' is not threads, processes or inline", v);
+		} else {
+			usage(stderr);
+			return SR_CLI_EXIT_USAGE;
+		}
 	}
-	if (!n || !w || !k || !rounds)
-		goto usage;
+	if (!w)
+		cli_die("--threads: bench-procs needs at least 1 worker");
 	acts = malloc(sizeof(*acts) * 64 * n);
 	if (!acts)
 		return 1;
@@ -187,8 +200,4 @@ int main(int argc, char **argv)
 	       hi[PROCS], median(ratio[PROCS_INLINE], rounds), lo[PROCS_INLINE],
 	       hi[PROCS_INLINE]);
 	return 0;
-usage:
-	fprintf(stderr, "usage: bench-procs [--env ID] [--envs N] [--workers W] [--steps K] "
-			"[--rounds R]\n                   [--only threads|processes|inline]\n");
-	return 2;
 }

@@ -114,18 +114,21 @@ int cmd_rollout(int argc, char **argv)
 	sr_pool_stats st;
 	int err;
 
+	int bind = SR_BIND_CORE;
+	const struct cli_run_opts run = {
+		.env = &env, .envs = &o.num_envs, .threads = &o.num_threads,
+		.batch = &o.batch_size, .bind = &bind,
+	};
+
 	sr_pool_opts_init(&o);
 	o.num_envs = 16;
+	bind = (int)o.bind;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			rollout_usage(stdout);
 			return 0;
-		} else if (cli_opt(argc, argv, &i, "--env", &v)) {
-			env = v;
-		} else if (cli_opt(argc, argv, &i, "--envs", &v)) {
-			o.num_envs = (uint32_t)cli_int("--envs", v, 1, 1 << 24);
-		} else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-			o.num_threads = (uint32_t)cli_int("--threads", v, 0, 4096);
+		} else if (cli_run_opt(argc, argv, &i, &run)) {
+			continue;
 		} else if (cli_opt(argc, argv, &i, "--seed", &v)) {
 			seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
 		} else if (cli_opt(argc, argv, &i, "--steps", &v)) {
@@ -134,8 +137,6 @@ int cmd_rollout(int argc, char **argv)
 			if (strcmp(v, "sync") && strcmp(v, "async"))
 				cli_die("--mode: '%s' is not sync or async", v);
 			mode = v;
-		} else if (cli_opt(argc, argv, &i, "--batch", &v)) {
-			o.batch_size = (uint32_t)cli_int("--batch", v, 1, 1 << 24);
 		} else if (cli_opt(argc, argv, &i, "--autoreset", &v)) {
 			if (!strcmp(v, "next"))
 				o.autoreset = SR_AUTORESET_NEXT_STEP;
@@ -145,8 +146,6 @@ int cmd_rollout(int argc, char **argv)
 				o.autoreset = SR_AUTORESET_DISABLED;
 			else
 				cli_die("--autoreset: '%s' is not next, same or disabled", v);
-		} else if (cli_opt(argc, argv, &i, "--bind", &v)) {
-			o.bind = (uint32_t)cli_bind(v);
 		} else if (cli_opt(argc, argv, &i, "--cpuset", &v)) {
 			o.flags |= SR_POOL_F_CPUSET;
 			o.cpuset = v;
@@ -163,6 +162,7 @@ int cmd_rollout(int argc, char **argv)
 			cli_unknown("rollout", argv[i]);
 		}
 	}
+	o.bind = (uint32_t)bind;
 	if (!env)
 		cli_die("rollout: --env ID is required (see 'stepring envs')");
 	cli_env(env, &spec);
@@ -299,14 +299,17 @@ int cmd_topo(int argc, char **argv)
 {
 	const char *v, *topo = NULL, *cpuset = NULL, *near = NULL;
 	char gpu_cpus[256];
-	uint32_t threads = 0, bind = SR_BIND_CORE;
-	int gpu = -1;
+	uint32_t threads = 0;
+	int bind = SR_BIND_CORE, gpu = -1;
 	int err;
+	const struct cli_run_opts run = {.threads = &threads, .bind = &bind};
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			topo_usage(stdout);
 			return 0;
+		} else if (cli_run_opt(argc, argv, &i, &run)) {
+			continue;
 		} else if (cli_opt(argc, argv, &i, "--synthetic", &v)) {
 			topo = v;
 		} else if (cli_opt(argc, argv, &i, "--xml", &v)) {
@@ -314,12 +317,8 @@ int cmd_topo(int argc, char **argv)
 			if (n < 4 || strcmp(v + n - 4, ".xml"))
 				cli_die("--xml: '%s' does not end in .xml", v);
 			topo = v;
-		} else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-			threads = (uint32_t)cli_int("--threads", v, 0, 4096);
 		} else if (cli_opt(argc, argv, &i, "--cpuset", &v)) {
 			cpuset = v;
-		} else if (cli_opt(argc, argv, &i, "--bind", &v)) {
-			bind = (uint32_t)cli_bind(v);
 		} else if (cli_opt(argc, argv, &i, "--near", &v)) {
 			near = v;
 		} else if (cli_opt(argc, argv, &i, "--near-gpu", &v)) {
@@ -340,7 +339,7 @@ int cmd_topo(int argc, char **argv)
 				gpu);
 		near = gpu_cpus;
 	}
-	err = bench_placement_print(topo, cpuset, near, threads, bind, stdout);
+	err = bench_placement_print(topo, cpuset, near, threads, (uint32_t)bind, stdout);
 	if (err)
 		cli_die("topo: %s", sr_last_error()[0] ? sr_last_error() : sr_strerror(err));
 	return 0;
