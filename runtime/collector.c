@@ -234,9 +234,10 @@ static int land_device(sr_pool *p, const struct batch_req *req, sr_batch *out)
  * a NaN or an infinity into its obs or reward (a plugin's bug, a physics
  * blow-up) would otherwise reach the trainer unmarked and turn the episode
  * statistics into NaN. Where each row is written, its obs and reward are
- * tested for an all-ones exponent: the worker threads in bookkeep() and
- * reset_range() (worker.c) over the rows they have just written (one
- * vector pass, hot in cache, spread over the workers), and so does the C
+ * tested for an all-ones exponent: the worker threads as they write them
+ * (worker.c: the obs in env_calls(), a chunk at a time right after the
+ * env calls, still in L1; the rewards in bookkeep()'s episode-return loop;
+ * resets in reset_range()), spread over the workers, and so does the C
  * env worker of process pools (proc_worker.c, cw_flag: its count in its
  * worker record, the first env in the command block); the pool thread
  * checks the rows of the other process workers (Python: sr__nonfinite_scan,

@@ -117,14 +117,21 @@ static inline uint32_t sr__nonfinite_f(float x)
 #define SR__NF_OBS (1ull << 40)
 #define SR__NF_REW (1ull << 41)
 
-/* Whether any of @a[0 .. @n) is NaN or infinite. */
+/* Whether any of @a[0 .. @n) is NaN or infinite. The exponent field plus
+ * one carries into the sign bit exactly when it is all ones, so an or of
+ * those sums has bit 31 set when one is: an and, an add and an or per
+ * vector (the or of per-element compares took a compare and an and more). */
 static inline uint32_t sr__nonfinite_any(const float *a, size_t n)
 {
 	uint32_t acc = 0;
 
-	for (size_t i = 0; i < n; i++)
-		acc |= sr__nonfinite_f(a[i]);
-	return acc;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t b;
+
+		__builtin_memcpy(&b, &a[i], sizeof(b));
+		acc |= (b & 0x7f800000u) + 0x00800000u;
+	}
+	return acc >> 31;
 }
 
 /* One round of a spin-wait: tells the core (and an SMT sibling) that this
