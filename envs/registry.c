@@ -128,6 +128,9 @@ int sr_env_validate(const sr_env_spec *s)
 	if (s->flags & ~SR_ENV_F_KNOWN)
 		return sr__errorf(-EINVAL, "env '%s': unknown flags 0x%x", s->id,
 				  s->flags & ~SR_ENV_F_KNOWN);
+	if ((s->flags & SR_ENV_F_OPAQUE) && (s->flags & SR_ENV_F_FOREIGN))
+		return sr__errorf(-EINVAL, "env '%s': SR_ENV_F_OPAQUE and SR_ENV_F_FOREIGN: one "
+				  "or the other", s->id);
 	if (s->flags & SR_ENV_F_OPAQUE) {
 		if (!s->create || !s->destroy || !s->save || !s->load)
 			return sr__errorf(-EINVAL,

@@ -71,6 +71,29 @@ struct sr__ckpt_pool_sect {
 	uint64_t reserved[7];
 };
 
+/* One env's bookkeeping in the env_counters section (fixed layout,
+ * independent of struct padding): what thread workers keep per env, and
+ * what process workers hand over at a checkpoint's SAVE (runtime/proc.h). */
+struct sr__ckpt_env_rec {
+	uint64_t prev_seq; /* ring sequence of its last slot, or SR_RING_NO_PREV */
+	uint64_t ep_len;   /* length of the episode so far */
+	double ep_ret;     /* its return so far */
+	uint32_t elapsed;  /* steps since its reset (TimeLimit) */
+	uint8_t done, term, trunc, pad0; /* its last step ended the episode (by ...) */
+};
+
+/* Every env's saved state and bookkeeping, in env order, as the workers
+ * of a process pool hand them over (proc.c sr__procs_save / _load). */
+struct sr__env_recs {
+	uint32_t n;
+	struct sr__ckpt_env_rec *env; /* n */
+	const uint8_t **rec;          /* n: env e's state bytes */
+	uint64_t *len;                /* n: their lengths */
+};
+/* Allocate the arrays for @n envs (zeroed) / free them. */
+int sr__env_recs_alloc(struct sr__env_recs *r, uint32_t n);
+void sr__env_recs_free(struct sr__env_recs *r);
+
 /* Replay meta section (SR_CKPT_SECT_REPLAY_META). The replay section holds
  * the slots of sequences [first_seq, head) as chunks: for each chunk, all
  * columns (obs, action, reward, terminated, truncated, flags, env_id,

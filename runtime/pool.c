@@ -227,6 +227,10 @@ static int create_config(sr_pool *p, const sr_pool_opts *o)
 	p->cfg.env_base = (o->flags & SR_POOL_F_FIRST_ENV) ? o->first_env : 0;
 	p->cfg.act_size = sr_env_action_size(&p->cfg.spec);
 	p->workers.kind = (o->flags & SR_POOL_F_PROCS) ? &sr__kind_proc : &sr__kind_thread;
+	if ((p->cfg.spec.flags & SR_ENV_F_FOREIGN) &&
+	    (!(o->flags & SR_POOL_F_PROCS) || !o->worker_argv || !o->worker_argv[0]))
+		return sr__errorf(-EINVAL, "env '%s' lives in worker programs (SR_ENV_F_FOREIGN): "
+				  "it needs SR_POOL_F_PROCS and worker_argv", p->cfg.spec.id);
 	p->cfg.obs_dim = p->cfg.spec.obs_dim;
 	p->col.dev_kind = o->device;
 	p->col.dev_index = o->device_index;

@@ -63,15 +63,6 @@
 	(SR_CKPT_F_BACKEND | SR_CKPT_F_REPLAY | SR_CKPT_F_NOWAIT | SR_CKPT_F_DIRECT |      \
 	 SR_CKPT_F_CHUNK | SR_CKPT_F_NICE | SR_CKPT_F_NO_STAGE | SR_CKPT_F_BUFFERED)
 
-/* Env bookkeeping as saved (fixed layout, independent of struct padding). */
-struct ckpt_env_rec {
-	uint64_t prev_seq;
-	uint64_t ep_len;
-	double ep_ret;
-	uint32_t elapsed;
-	uint8_t done, term, trunc, pad0;
-};
-
 struct ckpt_stats_sect {
 	uint64_t steps;
 	uint64_t episodes;
@@ -88,7 +79,7 @@ struct ckpt_runtime_sect {
 	uint64_t reserved[8];
 };
 
-_Static_assert(sizeof(struct ckpt_env_rec) == SR__CKPT_ENV_REC_SIZE, "env record size");
+_Static_assert(sizeof(struct sr__ckpt_env_rec) == SR__CKPT_ENV_REC_SIZE, "env record size");
 _Static_assert(sizeof(struct ckpt_stats_sect) == SR__CKPT_STATS_SIZE, "stats section size");
 _Static_assert(sizeof(struct ckpt_runtime_sect) == SR__CKPT_RUNTIME_SIZE, "runtime section size");
 _Static_assert(SR__EPWIN == 100, "stats section size assumes a window of 100");
@@ -350,6 +341,85 @@ static size_t env_rec_bytes(const sr_env_spec *s)
 	return sr_env_is_opaque(s) ? 8 + (((size_t)s->save_max + 7) & ~(size_t)7) : s->state_size;
 }
 
+/* Envs serialized by their worker program (SR_ENV_F_FOREIGN, Python): each
+ * record is a u64 length and that many bytes, like an opaque env's, padded
+ * to the longest record of the checkpoint (the pool section's state_size). */
+static bool foreign(const sr_pool *p)
+{
+	return (p->cfg.spec.flags & SR_ENV_F_FOREIGN) != 0;
+}
+
+int sr__env_recs_alloc(struct sr__env_recs *r, uint32_t n)
+{
+	size_t m = n ? n : 1;
+
+	memset(r, 0, sizeof(*r));
+	r->n = n;
+	r->env = calloc(m, sizeof(*r->env));
+	r->rec = calloc(m, sizeof(*r->rec));
+	r->len = calloc(m, sizeof(*r->len));
+	if (!r->env || !r->rec || !r->len) {
+		sr__env_recs_free(r);
+		return sr__errorf(-ENOMEM, "checkpoint: out of memory");
+	}
+	return 0;
+}
+
+void sr__env_recs_free(struct sr__env_recs *r)
+{
+	free(r->env);
+	free(r->rec);
+	free(r->len);
+	memset(r, 0, sizeof(*r));
+}
+
+/* The bytes per env of the env_states section for the records @er the
+ * workers handed over, each checked against the env: a plain env's is
+ * its state, an opaque env's at most save_max, a foreign env's at most
+ * 1 MiB (what verify accepts). */
+static int recs_bytes(const sr_pool *p, const struct sr__env_recs *er, size_t *rb)
+{
+	const sr_env_spec *s = &p->cfg.spec;
+	uint64_t max = 0;
+
+	for (uint32_t e = 0; e < er->n; e++) {
+		uint64_t l = er->len[e];
+		bool ok = sr_env_is_opaque(s) ? l <= s->save_max
+			  : foreign(p)        ? l <= (1u << 20) - 8
+					      : l == s->state_size;
+		if (!ok)
+			return sr__errorf(foreign(p) ? -EFBIG : -EBADMSG,
+					  "checkpoint: env %u's saved state has %llu bytes%s", e,
+					  (unsigned long long)l,
+					  foreign(p) ? " (at most 1 MiB - 8 per env)"
+						     : ", not what the env's spec says");
+		if (l > max)
+			max = l;
+	}
+	*rb = foreign(p) ? 8 + (size_t)((max + 7) & ~(uint64_t)7) : env_rec_bytes(s);
+	return 0;
+}
+
+/* The records of the workers into the env_states section (@rb bytes per
+ * env) and the bookkeeping into env_counters. */
+static void snap_recs(const sr_pool *p, const struct sr__env_recs *er, size_t rb,
+		      uint8_t *states, struct sr__ckpt_env_rec *recs)
+{
+	bool plain = !sr_env_is_opaque(&p->cfg.spec) && !foreign(p);
+
+	for (uint32_t e = 0; e < er->n; e++) {
+		uint8_t *d = states + (size_t)e * rb;
+
+		recs[e] = er->env[e];
+		if (plain) {
+			memcpy(d, er->rec[e], rb);
+		} else {
+			memcpy(d, &er->len[e], 8);
+			memcpy(d + 8, er->rec[e], (size_t)er->len[e]);
+		}
+	}
+}
+
 static void fill_pool_sect(const sr_pool *p, struct sr__ckpt_pool_sect *ps)
 {
 	memset(ps, 0, sizeof(*ps));
@@ -425,12 +495,12 @@ struct snap_layout {
 	size_t off_states, off_envs, off_stats, off_rt, total;
 };
 
-static void snap_layout(const sr_pool *p, struct snap_layout *l)
+static void snap_layout(const sr_pool *p, size_t rb, struct snap_layout *l)
 {
-	l->nst = (size_t)p->cfg.num_envs * env_rec_bytes(&p->cfg.spec);
+	l->nst = (size_t)p->cfg.num_envs * rb;
 	l->off_states = sizeof(struct sr__ckpt_pool_sect);
 	l->off_envs = (l->off_states + l->nst + 63) & ~(size_t)63;
-	l->off_stats = l->off_envs + (size_t)p->cfg.num_envs * sizeof(struct ckpt_env_rec);
+	l->off_stats = l->off_envs + (size_t)p->cfg.num_envs * sizeof(struct sr__ckpt_env_rec);
 	l->off_rt = l->off_stats + sizeof(struct ckpt_stats_sect);
 	l->total = l->off_rt + sizeof(struct ckpt_runtime_sect);
 }
@@ -459,7 +529,7 @@ static int save_opaque(const sr_pool *p, const struct sr__worker *wk, uint8_t *s
 }
 
 /* Every env's state bytes (or saved form) and bookkeeping, in env order. */
-static int snap_envs(const sr_pool *p, uint8_t *states, struct ckpt_env_rec *recs)
+static int snap_envs(const sr_pool *p, uint8_t *states, struct sr__ckpt_env_rec *recs)
 {
 	size_t ssz = p->cfg.spec.state_size;
 
@@ -474,7 +544,7 @@ static int snap_envs(const sr_pool *p, uint8_t *states, struct ckpt_env_rec *rec
 			       (size_t)wk->n_envs * ssz);
 		}
 		for (uint32_t i = 0; i < wk->n_envs; i++) {
-			struct ckpt_env_rec *er = &recs[wk->first_env + i];
+			struct sr__ckpt_env_rec *er = &recs[wk->first_env + i];
 			er->prev_seq = wk->prev_seq[i];
 			er->elapsed = wk->elapsed[i];
 			er->done = wk->done[i];
@@ -503,18 +573,42 @@ static void snap_stats(const sr_pool *p, struct ckpt_stats_sect *ss)
 static int snapshot(struct sr__pool_ckpt *c, struct sr__ckpt_src *src, uint32_t *n,
 		    const struct ckpt_runtime_sect **rt_out)
 {
-	const sr_pool *p = c->pool;
+	sr_pool *p = c->pool;
 	struct snap_layout l;
 	struct ckpt_runtime_sect *rt;
+	struct sr__env_recs er;
+	size_t rb = env_rec_bytes(&p->cfg.spec);
 	uint8_t *snap;
+	int err = 0;
 
-	snap_layout(p, &l);
+	/* Envs in worker processes: they hand their records over first (a
+	 * SAVE command), and the snapshot copies them like a thread pool's. */
+	memset(&er, 0, sizeof(er));
+	if (!p->workers.kind->local_state) {
+		err = p->workers.kind->ckpt_save(p, &er);
+		if (!err)
+			err = recs_bytes(p, &er, &rb);
+		if (err) {
+			sr__env_recs_free(&er);
+			return err;
+		}
+	}
+	snap_layout(p, rb, &l);
 	snap = calloc(1, l.total);
-	if (!snap)
+	if (!snap) {
+		sr__env_recs_free(&er);
 		return sr__errorf(-ENOMEM, "checkpoint: out of memory for the snapshot (%zu bytes)",
 				  l.total);
+	}
 	fill_pool_sect(p, (struct sr__ckpt_pool_sect *)snap);
-	int err = snap_envs(p, snap + l.off_states, (struct ckpt_env_rec *)(snap + l.off_envs));
+	((struct sr__ckpt_pool_sect *)snap)->state_size = (uint32_t)rb;
+	if (p->workers.kind->local_state)
+		err = snap_envs(p, snap + l.off_states,
+				(struct sr__ckpt_env_rec *)(snap + l.off_envs));
+	else
+		snap_recs(p, &er, rb, snap + l.off_states,
+			  (struct sr__ckpt_env_rec *)(snap + l.off_envs));
+	sr__env_recs_free(&er);
 	if (err) {
 		free(snap);
 		return err;
@@ -528,7 +622,7 @@ static int snapshot(struct sr__pool_ckpt *c, struct sr__ckpt_src *src, uint32_t 
 	src[(*n)++] = SRC(SR_CKPT_SECT_POOL, sizeof(struct sr__ckpt_pool_sect), snap);
 	src[(*n)++] = SRC(SR_CKPT_SECT_ENV_STATES, l.nst, snap + l.off_states);
 	src[(*n)++] = SRC(SR_CKPT_SECT_ENV_COUNTERS,
-			  (size_t)p->cfg.num_envs * sizeof(struct ckpt_env_rec), snap + l.off_envs);
+			  (size_t)p->cfg.num_envs * sizeof(struct sr__ckpt_env_rec), snap + l.off_envs);
 	src[(*n)++] = SRC(SR_CKPT_SECT_STATS, sizeof(struct ckpt_stats_sect), snap + l.off_stats);
 	src[(*n)++] = SRC(SR_CKPT_SECT_RUNTIME, sizeof(struct ckpt_runtime_sect), snap + l.off_rt);
 	c->snap = snap;
@@ -672,9 +766,9 @@ int sr_pool_checkpoint(sr_pool *p, const char *path, const sr_ckpt_opts *opts)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "sr_pool_checkpoint: NULL argument");
-	if (!p->workers.kind->local_state)
-		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: the envs live in worker "
-				  "processes (SR_POOL_F_PROCS); checkpoints need thread workers");
+	if (!p->workers.kind->local_state && !p->workers.kind->ckpt_save)
+		return sr__errorf(-ENOTSUP, "sr_pool_checkpoint: %s workers cannot save their envs",
+				  p->workers.kind->name);
 	err = resolve_opts(opts, &o, &backend);
 	if (err)
 		return err;
@@ -772,7 +866,11 @@ static int check_geometry(const sr_pool *p, const struct sr__ckpt_pool_sect *ps,
 	GEOM("batch_size", ps->batch_size, p->cfg.batch_size);
 	GEOM("obs_dim", ps->obs_dim, p->cfg.obs_dim);
 	GEOM("action size", ps->act_size, p->cfg.act_size);
-	GEOM("env state_size", ps->state_size, env_rec_bytes(&p->cfg.spec));
+	if (!foreign(p))
+		GEOM("env state_size", ps->state_size, env_rec_bytes(&p->cfg.spec));
+	else if (ps->state_size < 8)
+		return sr__errorf(-EBADMSG, "restore: %u bytes per env state cannot hold a record",
+				  ps->state_size);
 	GEOM("autoreset", ps->autoreset, p->cfg.autoreset);
 	GEOM("max_episode_steps", ps->max_episode_steps, p->cfg.spec.max_episode_steps);
 	if (memcmp(rt->spec_params, p->cfg.spec.params, sizeof(rt->spec_params)))
@@ -869,7 +967,7 @@ static void apply_replay(sr_pool *p, const struct sr__ckpt_replay_meta *m, const
  */
 static int check_loaded(const sr_pool *p, const struct ckpt_runtime_sect *rt,
 			const struct ckpt_stats_sect *ss, const uint8_t *states,
-			const struct ckpt_env_rec *envs)
+			const struct sr__ckpt_env_rec *envs)
 {
 	uint32_t max = p->cfg.spec.max_episode_steps;
 
@@ -887,7 +985,7 @@ static int check_loaded(const sr_pool *p, const struct ckpt_runtime_sect *rt,
 				  (unsigned long long)ss->steps, (unsigned long long)ss->batches,
 				  (unsigned long long)ss->episodes);
 	for (uint32_t e = 0; e < p->cfg.num_envs; e++) {
-		const struct ckpt_env_rec *er = &envs[e];
+		const struct sr__ckpt_env_rec *er = &envs[e];
 
 		if (er->done > 1 || er->term > 1 || er->trunc > 1 || er->pad0)
 			return sr__errorf(-EBADMSG, "restore: env %u bookkeeping is malformed", e);
@@ -903,7 +1001,7 @@ static int check_loaded(const sr_pool *p, const struct ckpt_runtime_sect *rt,
 					  "(elapsed %u of at most %u, length %llu)",
 					  e, er->elapsed, max, (unsigned long long)er->ep_len);
 		/* (opaque envs: load_opaque checks the loaded instances) */
-		if (p->cfg.spec.check_state && !sr_env_is_opaque(&p->cfg.spec) &&
+		if (p->cfg.spec.check_state && !sr_env_is_opaque(&p->cfg.spec) && !foreign(p) &&
 		    p->cfg.spec.check_state(&p->cfg.spec, states + (size_t)e * p->cfg.spec.state_size))
 			return sr__errorf(-EBADMSG,
 					  "restore: env %u's state is not one env '%s' can be in "
@@ -1015,7 +1113,7 @@ struct restore_in {
 	struct ckpt_stats_sect ss;
 	struct ckpt_runtime_sect rt;
 	struct sr__ckpt_replay_meta meta;
-	struct ckpt_env_rec *envs; /* num_envs */
+	struct sr__ckpt_env_rec *envs; /* num_envs */
 	uint8_t *states;           /* the env states section */
 	uint8_t *loaded;           /* opaque envs: the instances made from it */
 	uint8_t *stage;            /* the replay window, staged (mmap) */
@@ -1057,7 +1155,7 @@ static int restore_load_replay(sr_pool *p, struct restore_in *in, int *ri)
 /* Verify @fd, read every section into @in and check it against @p. */
 static int restore_load(sr_pool *p, int fd, struct restore_in *in)
 {
-	size_t nst = (size_t)p->cfg.num_envs * env_rec_bytes(&p->cfg.spec);
+	size_t nst;
 	int err, ri = -1;
 
 	/* Every CRC first: nothing below runs on a corrupt file. */
@@ -1072,6 +1170,9 @@ static int restore_load(sr_pool *p, int fd, struct restore_in *in)
 		err = read_exact(&in->f, SR_CKPT_SECT_STATS, &in->ss, sizeof(in->ss), true);
 	if (err)
 		return err;
+	/* Bytes per env: the spec's, or a foreign env's record size as saved
+	 * (bounded by the verify pass). */
+	nst = (size_t)p->cfg.num_envs * (foreign(p) ? in->ps.state_size : env_rec_bytes(&p->cfg.spec));
 	in->states = malloc(nst);
 	in->envs = malloc((size_t)p->cfg.num_envs * sizeof(*in->envs));
 	if (!in->states || !in->envs)
@@ -1079,6 +1180,15 @@ static int restore_load(sr_pool *p, int fd, struct restore_in *in)
 	err = read_exact(&in->f, SR_CKPT_SECT_ENV_STATES, in->states, nst, true);
 	if (!err && sr_env_is_opaque(&p->cfg.spec))
 		err = load_opaque(p, in->states, &in->loaded);
+	for (uint32_t e = 0; !err && foreign(p) && e < p->cfg.num_envs; e++) {
+		uint64_t len;
+
+		memcpy(&len, in->states + (size_t)e * in->ps.state_size, 8);
+		if (len > in->ps.state_size - 8)
+			err = sr__errorf(-EBADMSG, "restore: env %u's record says %llu bytes, more "
+					 "than the %u it has", e, (unsigned long long)len,
+					 in->ps.state_size - 8);
+	}
 	if (!err)
 		err = read_exact(&in->f, SR_CKPT_SECT_ENV_COUNTERS, in->envs,
 				 (size_t)p->cfg.num_envs * sizeof(*in->envs), true);
@@ -1102,7 +1212,10 @@ static void restore_apply(sr_pool *p, const struct restore_in *in)
 {
 	sr_ring *r = p->ring.r;
 
-	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
+	for (uint32_t w = 0; w < p->cfg.num_threads && !p->workers.kind->local_state; w++)
+		atomic_store_explicit(&p->workers.w[w].steps, w == 0 ? in->ss.steps : 0,
+				      memory_order_relaxed); /* the envs: restore_remote */
+	for (uint32_t w = 0; w < p->cfg.num_threads && p->workers.kind->local_state; w++) {
 		struct sr__worker *wk = &p->workers.w[w];
 		size_t ssz = p->cfg.spec.state_size;
 		if (in->loaded) /* swap handles: the old instances go to in->loaded */
@@ -1112,7 +1225,7 @@ static void restore_apply(sr_pool *p, const struct restore_in *in)
 			memcpy(wk->states, in->states + (size_t)wk->first_env * ssz,
 			       (size_t)wk->n_envs * ssz);
 		for (uint32_t i = 0; i < wk->n_envs; i++) {
-			const struct ckpt_env_rec *er = &in->envs[wk->first_env + i];
+			const struct sr__ckpt_env_rec *er = &in->envs[wk->first_env + i];
 			wk->prev_seq[i] = er->prev_seq;
 			wk->elapsed[i] = er->elapsed;
 			wk->done[i] = er->done;
@@ -1165,9 +1278,8 @@ static int restore_open(sr_pool *p, const char *path, const char *fn)
 
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "%s: NULL argument", fn);
-	if (!p->workers.kind->local_state)
-		return sr__errorf(-ENOTSUP, "%s: the envs live in worker processes "
-				  "(SR_POOL_F_PROCS); checkpoints need thread workers", fn);
+	if (!p->workers.kind->local_state && !p->workers.kind->ckpt_load)
+		return sr__errorf(-ENOTSUP, "%s: %s workers cannot load envs", fn, p->workers.kind->name);
 	c = ckpt_state(p, false);
 	if (c && c->job)
 		finish_job(c, true);
@@ -1180,6 +1292,33 @@ static int restore_open(sr_pool *p, const char *path, const char *fn)
 	return fd;
 }
 
+/* Envs in worker processes: hand them the records (LOAD, then COMMIT
+ * once every worker took its own), before anything else changes. */
+static int restore_remote(sr_pool *p, const struct restore_in *in)
+{
+	const size_t rb = foreign(p) ? in->ps.state_size : env_rec_bytes(&p->cfg.spec);
+	const bool plain = !sr_env_is_opaque(&p->cfg.spec) && !foreign(p);
+	struct sr__env_recs er;
+	int err = sr__env_recs_alloc(&er, p->cfg.num_envs);
+
+	for (uint32_t e = 0; !err && e < p->cfg.num_envs; e++) {
+		const uint8_t *d = in->states + (size_t)e * rb;
+
+		er.env[e] = in->envs[e];
+		if (plain) {
+			er.rec[e] = d;
+			er.len[e] = rb;
+		} else {
+			memcpy(&er.len[e], d, 8); /* checked by restore_load */
+			er.rec[e] = d + 8;
+		}
+	}
+	if (!err)
+		err = p->workers.kind->ckpt_load(p, &er, in->ss.steps);
+	sr__env_recs_free(&er);
+	return err;
+}
+
 int sr_pool_restore(sr_pool *p, const char *path)
 {
 	struct restore_in in;
@@ -1190,6 +1329,8 @@ int sr_pool_restore(sr_pool *p, const char *path)
 		return fd;
 	memset(&in, 0, sizeof(in));
 	err = restore_load(p, fd, &in);
+	if (!err && !p->workers.kind->local_state)
+		err = restore_remote(p, &in);
 	if (!err)
 		restore_apply(p, &in); /* from here on the pool changes */
 	restore_free(p, &in);
@@ -1202,12 +1343,16 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 	struct sr__ckpt_file f;
 	struct sr__ckpt_pool_sect ps;
 	struct ckpt_runtime_sect rt;
-	struct ckpt_env_rec *envs = NULL;
+	struct sr__ckpt_env_rec *envs = NULL;
 	uint8_t *states = NULL, *inst = NULL;
 	uint64_t lo, hi;
 	size_t ssz, rb;
 	int fd, err;
 
+	if (p && !p->workers.kind->local_state)
+		return sr__errorf(-ENOTSUP, "sr_pool_restore_envs: re-sharding needs the envs in "
+				  "this process; a pool of %s workers restores a whole checkpoint "
+				  "(sr_pool_restore)", p->workers.kind->name);
 	fd = restore_open(p, path, "sr_pool_restore_envs");
 	if (fd < 0)
 		return fd;
@@ -1324,7 +1469,7 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 
 		for (uint32_t i = 0; i < wk->n_envs; i++) {
 			uint64_t g = p->cfg.env_base + wk->first_env + i;
-			const struct ckpt_env_rec *er;
+			const struct sr__ckpt_env_rec *er;
 
 			if (g < lo || g >= hi)
 				continue;

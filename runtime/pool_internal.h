@@ -165,6 +165,7 @@ struct sr__grp_cmd {
  *    its rows are published as SR_SLOT_FAULT and it is restarted.
  * A pool member on another MPI rank would be one more kind.
  */
+struct sr__env_recs;
 struct sr__worker_kind {
 	const char *name;
 	/* The envs' states live in this process (sr__env_state): checkpoints,
@@ -203,6 +204,12 @@ struct sr__worker_kind {
 	 * caller). */
 	void (*worker_info)(const sr_pool *p, uint32_t w, sr_pool_worker_stats *out);
 	void (*faults)(const sr_pool *p, sr_pool_faults *out);
+	/* Checkpoints of envs that live in the workers (local_state false;
+	 * NULL: none). ckpt_save: every env's state record and bookkeeping,
+	 * in env order (ckpt_internal.h). ckpt_load: put them in the workers,
+	 * all or none, and @steps as the step count. Pool thread, quiescent. */
+	int (*ckpt_save)(sr_pool *p, struct sr__env_recs *out);
+	int (*ckpt_load)(sr_pool *p, const struct sr__env_recs *in, uint64_t steps);
 };
 extern const struct sr__worker_kind sr__kind_thread, sr__kind_proc;
 

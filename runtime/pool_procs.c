@@ -182,6 +182,21 @@ static void procs_faults(const sr_pool *p, sr_pool_faults *out)
 	snprintf(out->last, sizeof(out->last), "%s", st.last_fault);
 }
 
+/* Checkpoints: the workers hand their envs' records over in shared
+ * memory (SAVE), or take them back (LOAD, COMMIT); proc.c. */
+static int procs_ckpt_save(sr_pool *p, struct sr__env_recs *out)
+{
+	return sr__procs_save(p->procs, out);
+}
+
+static int procs_ckpt_load(sr_pool *p, const struct sr__env_recs *in, uint64_t steps)
+{
+	int err = sr__procs_load(p->procs, in, steps);
+
+	mirror(p, 0, false);
+	return err;
+}
+
 const struct sr__worker_kind sr__kind_proc = {
 	.name = "process",
 	.local_state = false,
@@ -192,4 +207,6 @@ const struct sr__worker_kind sr__kind_proc = {
 	.stop = procs_stop,
 	.worker_info = procs_worker_info,
 	.faults = procs_faults,
+	.ckpt_save = procs_ckpt_save,
+	.ckpt_load = procs_ckpt_load,
 };

@@ -114,6 +114,13 @@ struct sr__procs {
 	 * end of its pipe, closed at destroy or by the kernel when we die. */
 	pid_t guard;
 	int guard_fd;
+	/* Checkpoints (the end of this file): the exchange segment (a memfd
+	 * every worker inherits), this process's mapping of it, and each
+	 * worker's area size of the last SAVE. */
+	int xfd;
+	uint8_t *xmap;
+	size_t xlen;
+	uint64_t *xcap;
 };
 
 static uint64_t now_ns(void)
@@ -207,7 +214,7 @@ static int spawn_worker(struct sr__procs *P, uint32_t w)
 	sigset_t none, all;
 	size_t nenv = 0, k = 0;
 	char var[64], **envp;
-	int rfd, bfd, err;
+	int rfd, bfd, xfd, err;
 	pid_t pid;
 
 	while (environ && environ[nenv])
@@ -224,16 +231,18 @@ static int spawn_worker(struct sr__procs *P, uint32_t w)
 	/* Sources above the targets, so that dup2 clears close-on-exec. */
 	rfd = fcntl(P->ring->fd, F_DUPFD_CLOEXEC, 16);
 	bfd = fcntl(P->fd, F_DUPFD_CLOEXEC, 16);
-	if (rfd < 0 || bfd < 0) {
+	xfd = fcntl(P->xfd, F_DUPFD_CLOEXEC, 16);
+	if (rfd < 0 || bfd < 0 || xfd < 0) {
 		err = sr__errorf(-errno, "process workers: dup: %s", strerror(errno));
 		goto out;
 	}
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, rfd, SR__PROC_FD_RING);
 	posix_spawn_file_actions_adddup2(&fa, bfd, SR__PROC_FD_BLOCK);
+	posix_spawn_file_actions_adddup2(&fa, xfd, SR__PROC_FD_XCHG);
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
 	/* Nothing else of the trainer's (its pipes, sockets) stays open. */
-	posix_spawn_file_actions_addclosefrom_np(&fa, SR__PROC_FD_BLOCK + 1);
+	posix_spawn_file_actions_addclosefrom_np(&fa, SR__PROC_FD_XCHG + 1);
 #endif
 	posix_spawnattr_init(&at);
 	sigemptyset(&none);
@@ -268,6 +277,8 @@ out:
 		close(rfd);
 	if (bfd >= 0)
 		close(bfd);
+	if (xfd >= 0)
+		close(xfd);
 	free(envp);
 	return err;
 }
@@ -910,6 +921,11 @@ void sr__procs_destroy(struct sr__procs *P)
 		munmap(P->h, P->len);
 	if (P->fd >= 0)
 		close(P->fd);
+	if (P->xmap)
+		munmap(P->xmap, P->xlen);
+	if (P->xfd >= 0)
+		close(P->xfd);
+	free(P->xcap);
 	if (P->argv)
 		for (char **a = P->argv; *a; a++)
 			free(*a);
@@ -937,6 +953,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 		return sr__errorf(-ENOMEM, "out of memory");
 	P->fd = -1;
 	P->guard_fd = -1;
+	P->xfd = -1;
 	P->ring = o->ring;
 	P->nworkers = o->nworkers;
 	P->num_envs = o->num_envs;
@@ -950,7 +967,8 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	P->dead = calloc(o->nworkers, sizeof(bool));
 	P->dead_st = calloc(o->nworkers, sizeof(int));
 	P->dead_hung = calloc(o->nworkers, sizeof(bool));
-	if (!P->pid || !P->ready_at || !P->dead || !P->dead_st || !P->dead_hung) {
+	P->xcap = calloc(o->nworkers, sizeof(uint64_t));
+	if (!P->pid || !P->ready_at || !P->dead || !P->dead_st || !P->dead_hung || !P->xcap) {
 		err = sr__errorf(-ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -983,7 +1001,9 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	len = sr__proc_layout(&geo, o->nworkers, o->num_envs, P->obs_dim, P->act_size,
 			      o->payload_len, o->slice_n);
 	P->fd = memfd_create("stepring-procs", MFD_CLOEXEC);
-	if (P->fd < 0) {
+	/* Empty until a checkpoint needs it (sr__procs_save). */
+	P->xfd = memfd_create("stepring-procs-xchg", MFD_CLOEXEC);
+	if (P->fd < 0 || P->xfd < 0) {
 		err = sr__errorf(-errno, "process workers: memfd_create: %s", strerror(errno));
 		goto fail;
 	}
@@ -1054,6 +1074,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 		err = sr__proc_worker_local(h, P->ring, 0, &P->lw, &P->linfo);
 		if (err)
 			goto fail;
+		sr__proc_worker_local_xchg(P->lw, P->xfd);
 		sr__proc_wrec(h, 0)->pid = getpid();
 		atomic_store_explicit(&sr__proc_wrec(h, 0)->state, SR__PW_READY,
 				      memory_order_relaxed);
@@ -1107,5 +1128,262 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	return 0;
 fail:
 	sr__procs_destroy(P);
+	return err;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Checkpoints: SAVE, LOAD, COMMIT (proc.h)                                */
+/* ---------------------------------------------------------------------- */
+
+#include "ckpt_internal.h"
+
+#define XREC 32u /* struct sr__ckpt_env_rec, as include/stepring/proc.h lays it out */
+_Static_assert(sizeof(struct sr__ckpt_env_rec) == XREC, "exchange record size");
+
+static uint64_t pad8(uint64_t x)
+{
+	return (x + 7) & ~(uint64_t)7;
+}
+
+/* The exchange segment holds at least @len bytes, mapped here. The
+ * workers are idle (between commands): each maps the new size at its
+ * next SAVE or LOAD. */
+static int xchg_reserve(struct sr__procs *P, size_t len)
+{
+	void *m;
+
+	if (len <= P->xlen)
+		return 0;
+	if (ftruncate(P->xfd, (off_t)len) ||
+	    (errno = posix_fallocate(P->xfd, (off_t)P->xlen, (off_t)(len - P->xlen))))
+		return sr__errorf(-errno, "checkpoint: %zu bytes of shared memory to exchange the "
+				  "env states with the workers: %s", len, strerror(errno));
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, P->xfd, 0);
+	if (m == MAP_FAILED)
+		return sr__errorf(-errno, "checkpoint: mmap: %s", strerror(errno));
+	if (P->xmap)
+		munmap(P->xmap, P->xlen);
+	P->xmap = m;
+	P->xlen = len;
+	return 0;
+}
+
+/* Lay the workers' areas out (@cap[w] bytes each, 4096-aligned) and set
+ * their records for the next command. */
+static int xchg_layout(struct sr__procs *P, const uint64_t *cap)
+{
+	size_t off = 0;
+	int err;
+
+	for (uint32_t w = 0; w < P->nworkers; w++) {
+		struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+
+		r->xchg_off = off;
+		r->xchg_cap = cap[w];
+		r->xchg_len = 0;
+		/* A worker program that does not know the command leaves it. */
+		r->xchg_status = -ENOTSUP;
+		atomic_store_explicit(&r->err_len, 0, memory_order_relaxed);
+		off += (size_t)align_up((size_t)cap[w], 4096);
+	}
+	err = xchg_reserve(P, off ? off : 4096);
+	return err;
+}
+
+/* A command without rows (SAVE, LOAD, COMMIT) on every worker: each one's
+ * part is empty (n = 0: a fault publishes no fault rows), @arg goes in seq
+ * (COMMIT: 1 apply, 0 drop). After the commands in flight (async: the
+ * pool checkpoints with none). */
+static int run_xchg(struct sr__procs *P, uint32_t kind, uint64_t arg)
+{
+	struct sr__proc_crec *c;
+	int err;
+
+	c = sr__procs_begin(P, kind, arg, 0, &err);
+	if (!c)
+		return err;
+	for (uint32_t w = 0; w < P->nworkers; w++)
+		c->part[w] = (struct sr__proc_part){0, 0, 0, 0};
+	return sr__procs_wait(P, sr__procs_post(P));
+}
+
+/* Did worker @w end during the command (restarted since @before)? Then
+ * the error, naming @what. */
+static int xchg_fault(struct sr__procs *P, uint32_t w, uint32_t before, const char *what)
+{
+	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+
+	if (r->restarts == before)
+		return 0;
+	return sr__errorf(-ECHILD, "%s: worker %u (envs %u-%u) ended meanwhile and was restarted "
+			  "(its envs start over at the next step): %s",
+			  what, w, r->first_env, r->first_env + r->n_envs - 1, P->last_fault);
+}
+
+/* Worker @w's refusal (-errno and its message), or 0. */
+static int xchg_refused(struct sr__procs *P, uint32_t w, const char *what)
+{
+	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+	uint32_t n = atomic_load_explicit(&r->err_len, memory_order_acquire);
+	int st = r->xchg_status;
+
+	if (!st || st == -ENOBUFS)
+		return 0;
+	atomic_store_explicit(&r->err_len, 0, memory_order_relaxed);
+	if (st == -ENOTSUP && !n)
+		return sr__errorf(-ENOTSUP, "%s: worker %u's program does not support "
+				  "checkpoints (it ignored the command)", what, w);
+	return sr__errorf(st < 0 ? st : -EIO, "%s: worker %u (envs %u-%u): %.*s", what, w,
+			  r->first_env, r->first_env + r->n_envs - 1,
+			  (int)(n < SR__PROC_ERR_MAX ? n : 0), r->err);
+}
+
+/* Worker @w's area after a SAVE: its records into @out, checked. */
+static int xchg_parse(struct sr__procs *P, uint32_t w, struct sr__env_recs *out)
+{
+	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+	const uint8_t *a = P->xmap + r->xchg_off;
+	uint64_t n = r->n_envs, used = r->xchg_len, off = n * (XREC + 8);
+	const uint64_t *len = (const uint64_t *)(a + n * XREC);
+
+	if (used > r->xchg_cap || off > used)
+		goto bad;
+	memcpy(out->env + r->first_env, a, n * XREC);
+	for (uint64_t i = 0; i < n; i++) {
+		if (len[i] > used - off || pad8(len[i]) > used - off)
+			goto bad;
+		out->rec[r->first_env + i] = a + off;
+		out->len[r->first_env + i] = len[i];
+		off += pad8(len[i]);
+	}
+	return 0;
+bad:
+	return sr__errorf(-EBADMSG, "checkpoint: worker %u wrote a malformed exchange area "
+			  "(%llu bytes of %llu)", w, (unsigned long long)used,
+			  (unsigned long long)r->xchg_cap);
+}
+
+int sr__procs_save(struct sr__procs *P, struct sr__env_recs *out)
+{
+	uint32_t *before = calloc(P->nworkers, sizeof(uint32_t));
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!before)
+		return sr__errorf(-ENOMEM, "out of memory");
+	/* Two rounds at most: the first tells the size of records the pool
+	 * cannot know in advance (a Python env's pickle), the second fits. */
+	for (int round = 0; round < 3; round++) {
+		bool again = false;
+
+		for (uint32_t w = 0; w < P->nworkers; w++) {
+			struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+
+			if (!P->xcap[w])
+				P->xcap[w] = (uint64_t)r->n_envs *
+						     (XREC + 8 + pad8(P->h->state_size)) + 4096;
+			before[w] = r->restarts;
+		}
+		err = xchg_layout(P, P->xcap);
+		if (!err)
+			err = run_xchg(P, SR_PROC_CMD_SAVE, 0);
+		for (uint32_t w = 0; !err && w < P->nworkers; w++) {
+			struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+
+			err = xchg_fault(P, w, before[w], "checkpoint");
+			if (!err)
+				err = xchg_refused(P, w, "checkpoint");
+			if (!err && r->xchg_status == -ENOBUFS) {
+				if (r->xchg_len > ((uint64_t)1 << 40)) {
+					err = sr__errorf(-EFBIG, "checkpoint: worker %u needs %llu "
+							 "bytes for its env states", w,
+							 (unsigned long long)r->xchg_len);
+					break;
+				}
+				/* Room to grow before the next checkpoint asks again. */
+				P->xcap[w] = r->xchg_len + r->xchg_len / 4 + 4096;
+				again = true;
+			}
+		}
+		if (err || !again)
+			break;
+	}
+	free(before);
+	if (err)
+		return err;
+	err = sr__env_recs_alloc(out, P->num_envs);
+	for (uint32_t w = 0; !err && w < P->nworkers; w++) {
+		if (sr__proc_wrec(P->h, w)->xchg_status)
+			err = sr__errorf(-EIO, "checkpoint: worker %u did not fit its env states in "
+					 "the space it asked for", w);
+		else
+			err = xchg_parse(P, w, out);
+	}
+	if (err)
+		sr__env_recs_free(out);
+	return err;
+}
+
+int sr__procs_load(struct sr__procs *P, const struct sr__env_recs *in, uint64_t steps)
+{
+	uint64_t *cap = calloc(P->nworkers, sizeof(uint64_t));
+	uint32_t *before = calloc(P->nworkers, sizeof(uint32_t));
+	int err = 0, err2;
+
+	if (!cap || !before) {
+		err = sr__errorf(-ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t w = 0; w < P->nworkers; w++) {
+		struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+
+		cap[w] = (uint64_t)r->n_envs * (XREC + 8);
+		for (uint32_t i = 0; i < r->n_envs; i++)
+			cap[w] += pad8(in->len[r->first_env + i]);
+		before[w] = r->restarts;
+	}
+	err = xchg_layout(P, cap);
+	if (err)
+		goto out;
+	for (uint32_t w = 0; w < P->nworkers; w++) {
+		struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+		uint8_t *a = P->xmap + r->xchg_off;
+		uint64_t n = r->n_envs, off = n * (XREC + 8);
+
+		memcpy(a, in->env + r->first_env, n * XREC);
+		for (uint64_t i = 0; i < n; i++) {
+			uint64_t l = in->len[r->first_env + i];
+
+			memcpy(a + n * XREC + i * 8, &l, 8);
+			memcpy(a + off, in->rec[r->first_env + i], l);
+			memset(a + off + l, 0, pad8(l) - l);
+			off += pad8(l);
+		}
+	}
+	err = run_xchg(P, SR_PROC_CMD_LOAD, 0);
+	for (uint32_t w = 0; !err && w < P->nworkers; w++) {
+		err = xchg_fault(P, w, before[w], "restore");
+		if (!err)
+			err = xchg_refused(P, w, "restore");
+	}
+	/* Every worker staged its records: they become the envs; else they
+	 * are dropped, and the pool is as it was. */
+	err2 = run_xchg(P, SR_PROC_CMD_COMMIT, err ? 0 : 1);
+	if (err || err2)
+		goto out_err;
+	for (uint32_t w = 0; !err && w < P->nworkers; w++)
+		err = xchg_fault(P, w, before[w], "restore (while the workers took the states)");
+	/* The workers are idle: the step counters restart from the
+	 * checkpoint's total (worker 0's, as for threads). */
+	for (uint32_t w = 0; w < P->nworkers; w++)
+		atomic_store_explicit(&sr__proc_wrec(P->h, w)->steps, w ? 0 : steps,
+				      memory_order_relaxed);
+	goto out;
+out_err:
+	if (!err)
+		err = err2;
+out:
+	free(cap);
+	free(before);
 	return err;
 }

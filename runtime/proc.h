@@ -67,6 +67,7 @@
 #define SR__PROC_VERSION 3u
 #define SR__PROC_FD_RING 3
 #define SR__PROC_FD_BLOCK 4
+#define SR__PROC_FD_XCHG 5 /* the exchange segment of SAVE / LOAD (checkpoints) */
 #define SR__PROC_ENV "STEPRING_PROC" /* "<worker index>,<trainer pid>" */
 #define SR__PROC_ERR_MAX 4096
 
@@ -85,8 +86,13 @@ struct sr__proc_wrec {
 	uint64_t off_eps;     /* 2 doubles per entry: return, length */
 	int64_t pid;
 	uint32_t start_gen;   /* commands up to this one are settled at spawn */
-	uint32_t reserved1;
-	uint64_t reserved0[3];
+	/* SAVE / LOAD (checkpoints): the trainer sets the worker's area of the
+	 * exchange segment before the command (PC0); the worker sets the
+	 * result before done_gen (PC1): 0, -ENOBUFS (xchg_len bytes needed),
+	 * or -errno with err set. */
+	int32_t xchg_status;
+	uint64_t xchg_off, xchg_cap;
+	uint64_t xchg_len;    /* SAVE: bytes written, or needed */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t state;     /* enum sr__proc_wstate */
 	_Atomic uint32_t done_gen;  /* PC1: last command finished */
 	_Atomic uint32_t sleeping;  /* PC2: in futex_wait(go) */
@@ -115,7 +121,7 @@ struct sr__proc_part {
 /* A command record (PC0, PC4): cmd_size bytes, nworkers parts. */
 struct sr__proc_crec {
 	uint32_t gen;       /* the command's gen */
-	uint32_t kind;      /* SR_PROC_CMD_STEP or SR_PROC_CMD_RESET */
+	uint32_t kind;      /* SR_PROC_CMD_*: a step, a reset; SAVE, LOAD, COMMIT (no rows) */
 	uint64_t seq;       /* ring slot of row 0 */
 	uint32_t has_mask;  /* reset: the mask bytes are valid */
 	uint32_t rows;      /* rows of the command (the parts' n summed) */
@@ -317,6 +323,26 @@ bool sr__procs_inline(const struct sr__procs *P);
 /* Final observations (keep_final): num_envs * obs_dim floats, row = env. */
 float *sr__procs_final(struct sr__procs *P);
 
+/*
+ * Checkpoints of process workers (the end of proc.c). A SAVE command has
+ * each worker write its slice's env records into its area of the exchange
+ * segment (a memfd inherited as fd SR__PROC_FD_XCHG, grown by the trainer
+ * while the workers are idle), laid out as include/stepring/proc.h says;
+ * LOAD hands records back, which each worker checks and stages, and
+ * COMMIT (seq 1) puts the staged records in place or (seq 0) drops them.
+ */
+struct sr__env_recs;
+/* Every env's state record and bookkeeping, in env order, into @out (its
+ * arrays are allocated; the records point into the exchange segment and
+ * stay valid until the next command). 0, or -errno with the message: a
+ * worker that refused (an env that cannot be serialized), or one that died
+ * meanwhile (it is restarted: its envs start over; nothing is saved). */
+int sr__procs_save(struct sr__procs *P, struct sr__env_recs *out);
+/* Put @in in the workers: LOAD everywhere, then COMMIT if every worker
+ * staged its records, else drop them (the pool unchanged, except the envs
+ * of a worker that died: restarted). @steps: the step count to restore. */
+int sr__procs_load(struct sr__procs *P, const struct sr__env_recs *in, uint64_t steps);
+
 /* --- proc_worker.c: a worker handle in this process (the inline slice) --- */
 /* Command @gen as worker @idx sees it (after PC0's acquire). */
 void sr__proc_cmd_of(struct sr__proc_hdr *h, uint32_t idx, uint32_t gen, sr_proc_cmd *cmd);
@@ -324,6 +350,8 @@ void sr__proc_cmd_of(struct sr__proc_hdr *h, uint32_t idx, uint32_t gen, sr_proc
  * with @info filled; close it with sr_proc_worker_close (unmaps nothing). */
 int sr__proc_worker_local(struct sr__proc_hdr *h, sr_ring *ring, uint32_t idx,
 			  sr_proc_worker **out, sr_proc_info *info);
+/* The exchange segment of a local handle: the trainer's memfd (not owned). */
+void sr__proc_worker_local_xchg(sr_proc_worker *w, int fd);
 /* Run @fn on @cmd as the inline worker: its counters (all of the call is
  * ns_env), then done_gen = cmd->gen. Returns what @fn returned. */
 int sr__proc_worker_local_run(sr_proc_worker *w, sr_proc_inline_fn fn, void *arg,

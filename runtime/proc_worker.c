@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt_internal.h"
 #include "proc.h"
 #include "ring_internal.h"
 #include "stepring/pool.h"
@@ -53,6 +54,11 @@ struct sr_proc_worker {
 	uint64_t idle_t0; /* when it last started waiting */
 	uint64_t busy_t0; /* when the command in hand arrived */
 	bool local;       /* the inline slice: block and ring are the trainer's */
+	/* The exchange segment of SAVE / LOAD: its descriptor (the trainer's
+	 * for a local handle, not owned), mapped at the size it had then. */
+	int xfd;
+	uint8_t *xmap;
+	size_t xlen;
 };
 
 int sr__sfutex_wait(_Atomic uint32_t *addr, uint32_t val, uint32_t timeout_ms)
@@ -129,6 +135,7 @@ int sr__proc_worker_local(struct sr__proc_hdr *h, sr_ring *ring, uint32_t idx,
 	w->index = idx;
 	w->trainer = getpid();
 	w->local = true;
+	w->xfd = -1;
 	w->idle_t0 = now_ns();
 	if (info)
 		fill_info(w, info);
@@ -177,6 +184,8 @@ int sr_proc_worker_open(sr_proc_worker **out, sr_proc_info *info)
 		return sr__errorf(-ENOMEM, "out of memory");
 	w->trainer = (pid_t)tp;
 	w->index = idx;
+	/* The exchange segment (checkpoints): kept open, mapped when needed. */
+	w->xfd = fstat(SR__PROC_FD_XCHG, &st) ? -1 : SR__PROC_FD_XCHG;
 	if (fstat(SR__PROC_FD_BLOCK, &st) || (size_t)st.st_size < sizeof(struct sr__proc_hdr)) {
 		err = sr__errorf(-EBADMSG, "worker: no command block on fd %d", SR__PROC_FD_BLOCK);
 		goto err_free;
@@ -340,10 +349,72 @@ void sr_proc_worker_fail(sr_proc_worker *w, const char *msg)
 	atomic_store_explicit(&w->rec->state, SR__PW_FAILED, memory_order_release);
 }
 
+void sr__proc_worker_local_xchg(sr_proc_worker *w, int fd)
+{
+	w->xfd = fd;
+}
+
+int sr_proc_worker_xchg(sr_proc_worker *w, void **area, size_t *cap)
+{
+	const struct sr__proc_wrec *r = w->rec;
+	struct stat st;
+
+	*area = NULL;
+	*cap = 0;
+	if (w->xfd < 0)
+		return sr__errorf(-EBADF, "worker: no exchange segment (fd %d)", SR__PROC_FD_XCHG);
+	/* The trainer grew it (ftruncate) before the command, if needed:
+	 * map it again at its size now (PC0 ordered the size before go). */
+	if (fstat(w->xfd, &st))
+		return sr__errorf(-errno, "worker: exchange segment: %s", strerror(errno));
+	if ((size_t)st.st_size != w->xlen) {
+		void *m = MAP_FAILED;
+
+		if (st.st_size > 0)
+			m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, w->xfd,
+				 0);
+		if (w->xmap)
+			munmap(w->xmap, w->xlen);
+		w->xmap = NULL;
+		w->xlen = 0;
+		if (m == MAP_FAILED)
+			return sr__errorf(-EIO, "worker: mmap of the exchange segment failed");
+		w->xmap = m;
+		w->xlen = (size_t)st.st_size;
+	}
+	if (r->xchg_off > w->xlen || r->xchg_cap > w->xlen - r->xchg_off)
+		return sr__errorf(-EBADMSG, "worker: exchange area [%llu, +%llu) outside the "
+				  "segment (%zu bytes)", (unsigned long long)r->xchg_off,
+				  (unsigned long long)r->xchg_cap, w->xlen);
+	*area = w->xmap + r->xchg_off;
+	*cap = (size_t)r->xchg_cap;
+	return 0;
+}
+
+void sr_proc_worker_xchg_end(sr_proc_worker *w, int status, uint64_t len, const char *msg)
+{
+	struct sr__proc_wrec *r = w->rec;
+
+	if (msg && status) {
+		size_t n = strlen(msg);
+
+		if (n >= SR__PROC_ERR_MAX)
+			n = SR__PROC_ERR_MAX - 1;
+		memcpy(r->err, msg, n);
+		r->err[n] = 0;
+		atomic_store_explicit(&r->err_len, (uint32_t)n, memory_order_release);
+	}
+	r->xchg_len = len;
+	/* PC1: read by the trainer after done_gen (release, in _done). */
+	r->xchg_status = status;
+}
+
 void sr_proc_worker_close(sr_proc_worker *w)
 {
 	if (!w)
 		return;
+	if (w->xmap)
+		munmap(w->xmap, w->xlen);
 	if (!w->local) {
 		sr_ring_destroy(w->ring);
 		munmap(w->h, w->len);
@@ -376,6 +447,11 @@ struct sr__cworker {
 	uint32_t nd;     /* SAME_STEP: envs of the command that ended (done_loc, done_seq) */
 	uint32_t made;   /* opaque instances created */
 	bool check;      /* the finite check is on */
+	/* LOAD: the records kept aside until COMMIT (stage: n states, opaque
+	 * envs: instances made and loaded here). */
+	bool staged;
+	unsigned char *stage;
+	struct sr__ckpt_env_rec *stage_rec;
 };
 
 static unsigned char *state_of(struct sr__cworker *c, uint32_t i)
@@ -441,8 +517,11 @@ static int cw_alloc(struct sr__cworker *c)
 	return 0;
 }
 
+static void cw_drop_stage(struct sr__cworker *c);
+
 static void cw_free(struct sr__cworker *c)
 {
+	cw_drop_stage(c);
 	if (c->states && sr_env_is_opaque(&c->spec))
 		for (uint32_t i = 0; i < c->made; i++)
 			c->spec.destroy(&c->spec, c->states + (size_t)i * c->spec.state_size);
@@ -836,6 +915,185 @@ void sr__cworker_close(struct sr__cworker *c)
 	free(c);
 }
 
+/* ---- checkpoints: SAVE, LOAD, COMMIT (the exchange area: stepring/proc.h) ---- */
+
+#define XREC sizeof(struct sr__ckpt_env_rec)
+
+static size_t pad8(size_t x)
+{
+	return (x + 7) & ~(size_t)7;
+}
+
+/* Every env's record: its state bytes (an opaque env: what save() writes)
+ * and its bookkeeping, as the thread workers' checkpoint takes them. */
+static void cw_save(struct sr__cworker *c, sr_proc_worker *w)
+{
+	const sr_env_spec *sp = &c->spec;
+	const bool opq = sr_env_is_opaque(sp);
+	const size_t each = pad8(opq ? sp->save_max : sp->state_size);
+	size_t cap, off = (size_t)c->n * (XREC + 8);
+	uint8_t *a;
+	void *area;
+	int err = sr_proc_worker_xchg(w, &area, &cap);
+
+	if (err) {
+		sr_proc_worker_xchg_end(w, err, 0, sr_last_error());
+		return;
+	}
+	if ((uint64_t)c->n * (XREC + 8 + each) > cap) {
+		sr_proc_worker_xchg_end(w, -ENOBUFS, (uint64_t)c->n * (XREC + 8 + each), NULL);
+		return;
+	}
+	a = area;
+	for (uint32_t i = 0; i < c->n; i++) {
+		struct sr__ckpt_env_rec er;
+		uint64_t len = sp->state_size;
+
+		memset(&er, 0, sizeof(er));
+		er.prev_seq = c->prev_seq[i];
+		er.ep_len = c->ep_len[i];
+		er.ep_ret = c->ep_ret[i];
+		er.elapsed = c->elapsed[i];
+		er.done = c->done[i];
+		er.term = c->done_term[i];
+		er.trunc = c->done_trunc[i];
+		memcpy(a + (size_t)i * XREC, &er, XREC);
+		if (opq) {
+			size_t l = 0;
+
+			err = sp->save(sp, state_of(c, i), a + off, sp->save_max, &l);
+			if (err || l > sp->save_max) {
+				char msg[256];
+
+				snprintf(msg, sizeof(msg), "env %u ('%s') cannot be saved: %s",
+					 c->in.first_env + i, sp->id,
+					 err ? sr_strerror(err) : "save() wrote more than save_max");
+				sr_proc_worker_xchg_end(w, err ? err : -EOVERFLOW, 0, msg);
+				return;
+			}
+			len = l;
+		} else {
+			memcpy(a + off, state_of(c, i), sp->state_size);
+		}
+		memset(a + off + len, 0, pad8(len) - len);
+		memcpy(a + (size_t)c->n * XREC + (size_t)i * 8, &len, 8);
+		off += pad8(len);
+	}
+	sr_proc_worker_xchg_end(w, 0, off, NULL);
+}
+
+static void cw_drop_stage(struct sr__cworker *c)
+{
+	if (c->stage && sr_env_is_opaque(&c->spec))
+		sr_env_destroy_instances(&c->spec, c->stage, c->n);
+	free(c->stage);
+	free(c->stage_rec);
+	c->stage = NULL;
+	c->stage_rec = NULL;
+	c->staged = false;
+}
+
+/* The records of the exchange area, checked and kept aside (the live envs
+ * untouched): plain states copied, an opaque env's loaded into new
+ * instances; each accepted by the env's check_state. */
+static void cw_load(struct sr__cworker *c, sr_proc_worker *w)
+{
+	const sr_env_spec *sp = &c->spec;
+	const bool opq = sr_env_is_opaque(sp);
+	const size_t ssz = sp->state_size;
+	size_t cap, off = (size_t)c->n * (XREC + 8);
+	char msg[256] = "";
+	const uint8_t *a;
+	void *area;
+	int err;
+
+	cw_drop_stage(c);
+	err = sr_proc_worker_xchg(w, &area, &cap);
+	if (err) {
+		sr_proc_worker_xchg_end(w, err, 0, sr_last_error());
+		return;
+	}
+	a = area;
+	if (off > cap) {
+		sr_proc_worker_xchg_end(w, -EBADMSG, 0, "the exchange area is too small");
+		return;
+	}
+	c->stage = aligned_alloc(64, ((size_t)c->n * ssz + 127) & ~(size_t)63);
+	c->stage_rec = malloc((size_t)(c->n ? c->n : 1) * XREC);
+	if (!c->stage || !c->stage_rec) {
+		free(c->stage);
+		c->stage = NULL;
+		sr_proc_worker_xchg_end(w, -ENOMEM, 0, "out of memory");
+		return;
+	}
+	memcpy(c->stage_rec, a, (size_t)c->n * XREC);
+	if (opq && (err = sr_env_create_instances(sp, c->stage, c->n))) {
+		free(c->stage);
+		c->stage = NULL;
+		snprintf(msg, sizeof(msg), "cannot create %u instances of '%s': %s", c->n, sp->id,
+			 sr_strerror(err));
+		goto fail;
+	}
+	for (uint32_t i = 0; i < c->n; i++) {
+		uint64_t len;
+		unsigned char *st = c->stage + (size_t)i * ssz;
+
+		memcpy(&len, a + (size_t)c->n * XREC + (size_t)i * 8, 8);
+		if (len > cap - off || (opq ? len > sp->save_max : len != ssz)) {
+			err = -EBADMSG;
+			snprintf(msg, sizeof(msg), "env %u's record has %llu bytes", c->in.first_env + i,
+				 (unsigned long long)len);
+			goto fail;
+		}
+		err = opq ? sp->load(sp, st, a + off, (size_t)len) : (memcpy(st, a + off, ssz), 0);
+		if (!err && sp->check_state)
+			err = sp->check_state(sp, st);
+		if (err) {
+			snprintf(msg, sizeof(msg), "env %u's state is refused by '%s' (%s)",
+				 c->in.first_env + i, sp->id, sr_strerror(err < 0 ? err : -EINVAL));
+			err = -EBADMSG;
+			goto fail;
+		}
+		off += pad8((size_t)len);
+	}
+	c->staged = true;
+	sr_proc_worker_xchg_end(w, 0, 0, NULL);
+	return;
+fail:
+	cw_drop_stage(c);
+	sr_proc_worker_xchg_end(w, err ? err : -EBADMSG, 0, msg);
+}
+
+/* COMMIT: the staged records become the envs (@apply) or are dropped. */
+static void cw_commit(struct sr__cworker *c, bool apply)
+{
+	if (apply && c->staged) {
+		const size_t ssz = c->spec.state_size;
+
+		for (uint32_t i = 0; i < c->n; i++) {
+			const struct sr__ckpt_env_rec *er = &c->stage_rec[i];
+			unsigned char *a = state_of(c, i), *b = c->stage + (size_t)i * ssz;
+
+			/* Swap: an opaque env's old instance goes to the stage,
+			 * which destroys it below (the ABI lets the runtime move
+			 * an opaque state's bytes). */
+			for (size_t k = 0; k < ssz; k++) {
+				unsigned char t = a[k];
+				a[k] = b[k];
+				b[k] = t;
+			}
+			c->prev_seq[i] = er->prev_seq;
+			c->ep_len[i] = er->ep_len;
+			c->ep_ret[i] = er->ep_ret;
+			c->elapsed[i] = er->elapsed;
+			c->done[i] = er->done;
+			c->done_term[i] = er->term;
+			c->done_trunc[i] = er->trunc;
+		}
+	}
+	cw_drop_stage(c);
+}
+
 /* One command: this worker's rows of it (a range of its envs, or a list
  * of them as runs of consecutive envs), published. Also the inline
  * slice's sr_proc_inline_fn (@arg is the worker). */
@@ -847,10 +1105,22 @@ int sr__cworker_run(void *arg, sr_proc_worker *w, const sr_proc_info *info,
 	const unsigned char *acts = cmd->actions;
 	uint64_t ns_env = 0, t0 = now_ns();
 
-	(void)w;
 	(void)info;
 	c->ns_env = 0;
 	c->nd = 0;
+	switch (cmd->kind) { /* checkpoints: the whole slice, no rows */
+	case SR_PROC_CMD_SAVE:
+		cw_save(c, w);
+		return 0;
+	case SR_PROC_CMD_LOAD:
+		cw_load(c, w);
+		return 0;
+	case SR_PROC_CMD_COMMIT:
+		cw_commit(c, cmd->seq != 0);
+		return 0;
+	default:
+		break;
+	}
 	if (!cmd->n)
 		return 0;
 	/* R3: the trainer claimed the command's slots on the ring's head

@@ -510,7 +510,8 @@ static void test_validate(void **st)
 	BAD(s.spec_size = 16, -EPROTO, "size");
 	BAD(s.abi_version = 1, -EPROTO, "size"); /* v1 with the v2 size */
 	BAD(s.spec_size = SR_ENV_SPEC_SIZE_V1, -EPROTO, "size"); /* v2 with the v1 size */
-	BAD(s.flags = 2, -EINVAL, "unknown flags");
+	BAD(s.flags = 4, -EINVAL, "unknown flags");
+	BAD(s.flags = SR_ENV_F_OPAQUE | SR_ENV_F_FOREIGN, -EINVAL, "one or the other");
 	BAD(s.flags = SR_ENV_F_OPAQUE, -EINVAL, "create, destroy, save and load");
 	BAD((s.save_max = 64, s.flags = 0), -EINVAL, "SR_ENV_F_OPAQUE");
 	BAD(s.id = NULL, -EINVAL, "no id");

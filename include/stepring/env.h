@@ -142,7 +142,12 @@ struct sr_env_spec {
 
 /* flags */
 #define SR_ENV_F_OPAQUE 1u /* state holds pointers: create/destroy/save/load required */
-#define SR_ENV_F_KNOWN 1u
+/* The envs live in worker programs of another language (SR_POOL_F_PROCS with
+ * worker_argv or proc_inline, e.g. Python envs): the spec describes their
+ * spaces only, its functions are never called, and a checkpoint holds each
+ * env's state as its worker program serializes it (a length and bytes). */
+#define SR_ENV_F_FOREIGN 2u
+#define SR_ENV_F_KNOWN 3u
 
 /* The size of a version 1 spec: everything before the v2 tail. */
 #define SR_ENV_SPEC_SIZE_V1 ((uint32_t)offsetof(sr_env_spec, flags))

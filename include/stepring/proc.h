@@ -42,7 +42,38 @@ enum sr_proc_cmd_kind {
 	SR_PROC_CMD_RESET = 2, /* reset every env (mask NULL) or those with mask[env] != 0;
 				* the others are observed into a SR_SLOT_PAD row */
 	SR_PROC_CMD_STOP = 3,  /* exit */
+	/* Checkpoints (docs/checkpoint.md), with nothing in flight. They
+	 * concern the whole slice and have no rows (n is 0): a worker ends
+	 * SAVE and LOAD with sr_proc_worker_xchg_end, then, as for every
+	 * command, sr_proc_worker_done (0 steps). */
+	SR_PROC_CMD_SAVE = 4,  /* write the slice's env records into the exchange area */
+	SR_PROC_CMD_LOAD = 5,  /* read records from it, check them and keep them aside */
+	SR_PROC_CMD_COMMIT = 6, /* seq 1: the kept records become the envs; 0: drop them */
 };
+
+/*
+ * The exchange area of SAVE and LOAD (sr_proc_worker_xchg), for a slice
+ * of n envs, 8-byte aligned:
+ *
+ *   n records of 32 bytes, one per env (its bookkeeping):
+ *       u64 ring sequence of its last row (UINT64_MAX: none), u64 length
+ *       of the episode so far, f64 its return so far, u32 steps since its
+ *       reset (TimeLimit; 0 where the env keeps its own), u8 done (its last
+ *       step ended the episode: the next step resets it), u8 terminated,
+ *       u8 truncated (of that step), u8 0
+ *   n u64: the length of each env's state bytes
+ *   the state bytes, env after env, each padded with zeros to 8 bytes
+ *
+ * The state bytes are what the worker needs to rebuild the env exactly,
+ * RNG included: the C env worker writes an env's state (or its save()),
+ * the Python worker the pickled env. SAVE: the worker fills the area and
+ * calls sr_proc_worker_xchg_end(w, 0, bytes written, NULL); if the area
+ * is too small, sr_proc_worker_xchg_end(w, -ENOBUFS, bytes needed, NULL)
+ * (the pool grows it and asks again); an env that cannot be saved,
+ * -errno with the reason. LOAD: the pool wrote the area; the worker
+ * rebuilds every env aside, without touching the live ones, and ends
+ * with 0 or -errno and the reason (a record that does not load).
+ */
 
 typedef struct sr_proc_worker sr_proc_worker;
 
@@ -103,6 +134,14 @@ SR_EXPORT void sr_proc_worker_done(sr_proc_worker *w, uint64_t steps, uint64_t n
 SR_EXPORT void sr_proc_worker_episode(sr_proc_worker *w, double ret, uint64_t len);
 /** Record why this worker is about to exit (kept to 4 KiB, the end kept). */
 SR_EXPORT void sr_proc_worker_fail(sr_proc_worker *w, const char *msg);
+/** SAVE / LOAD: this worker's exchange area (*@area, *@cap bytes), mapped
+ * until the handle is closed. 0 or -errno. */
+SR_EXPORT int sr_proc_worker_xchg(sr_proc_worker *w, void **area, size_t *cap);
+/** The end of a SAVE or LOAD: @status 0 (@len: bytes written by a SAVE),
+ * -ENOBUFS (@len: bytes a SAVE needs), or -errno with @msg (why; NULL for
+ * none), which the pool's error message repeats. */
+SR_EXPORT void sr_proc_worker_xchg_end(sr_proc_worker *w, int status, uint64_t len,
+				       const char *msg);
 /** Unmap everything (the process may also just exit). NULL is a no-op. */
 SR_EXPORT void sr_proc_worker_close(sr_proc_worker *w);
 
@@ -118,7 +157,10 @@ SR_EXPORT void sr_proc_worker_close(sr_proc_worker *w);
  * (sr_proc_worker_episode); it must not call sr_proc_worker_wait or _done.
  * Returns 0, or nonzero after sr_proc_worker_fail(w, why): its rows not
  * published become fault rows and the restart counts against the budget,
- * as for a worker process that died.
+ * as for a worker process that died. Checkpoints send it SAVE, LOAD and
+ * COMMIT as well (no rows: see the exchange area above); a function that
+ * does not handle them returns 0 and writes nothing, and the checkpoint
+ * is then refused (-ENOTSUP).
  */
 typedef int (*sr_proc_inline_fn)(void *arg, sr_proc_worker *w, const sr_proc_info *info,
 				 const sr_proc_cmd *cmd);
