@@ -586,7 +586,12 @@ void sr_ring_publish(sr_ring *r, uint64_t seq, uint32_t n)
 		uint64_t s = seq & mask, k = r->cap - s < end - seq ? r->cap - s : end - seq;
 
 		/* R1: each release store makes the columns of its slot visible
-		 * to a reader that loads seq[slot] == s + 1 with acquire. */
+		 * to a reader that loads seq[slot] == s + 1 with acquire.
+		 * Unrolled: an atomic store is not vectorized, and the plain
+		 * loop spent five instructions and a taken branch a slot (2%
+		 * of a CartPole pool step's instructions); eight stores a round
+		 * run at the stores' own rate. */
+#pragma GCC unroll 8
 		for (uint64_t i = 0; i < k; i++)
 			atomic_store_explicit(&col[s + i], seq + i + 1, memory_order_release);
 		seq += k;
