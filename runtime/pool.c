@@ -364,6 +364,22 @@ static int create_arrays(sr_pool *p)
  * when the batches tile the envs: each worker has the same number of envs
  * in every group, so its slice is a multiple of the group count.
  */
+/*
+ * Zeroed memory on whole SR_CACHELINE blocks of its own: for what one
+ * thread writes and another reads, whose lines must not be shared with
+ * the allocator's neighbours (calloc aligns to 16 bytes only), nor the
+ * _Alignas of its members be void.
+ */
+static void *calloc_lines(size_t n, size_t size)
+{
+	size_t len = (n * size + SR_CACHELINE - 1) & ~(size_t)(SR_CACHELINE - 1);
+	void *m = len ? aligned_alloc(SR_CACHELINE, len) : NULL;
+
+	if (m)
+		memset(m, 0, len);
+	return m;
+}
+
 static int create_commands(sr_pool *p, const sr_pool_opts *o)
 {
 	const uint32_t T = p->cfg.num_threads;
@@ -372,14 +388,18 @@ static int create_commands(sr_pool *p, const sr_pool_opts *o)
 			 (p->cfg.knobs & SR__KNOB_NO_BATCH_GROUPS)))
 		return 0; /* per-env queues only */
 	p->cmds.ngroups = p->cfg.num_envs / p->cfg.batch_size;
-	p->cmds.rec = calloc(p->cmds.ngroups, sizeof(*p->cmds.rec));
+	/* The workers read a command's record and its shifts while the pool
+	 * thread writes the next ones: each on lines of its own (an 80-byte
+	 * record packed behind another shared its first line with the
+	 * other's last). */
+	p->cmds.rec = calloc_lines(p->cmds.ngroups, sizeof(*p->cmds.rec));
 	if (!p->cmds.rec)
 		return sr__errorf(-ENOMEM, "out of memory for %u batch groups", p->cmds.ngroups);
 	for (uint32_t g = 0; g < p->cmds.ngroups; g++) {
 		/* Sync steps use the caller's actions in place. */
 		if (p->cfg.async)
 			p->cmds.rec[g].acts_buf = malloc((size_t)p->cfg.batch_size * p->cfg.act_size);
-		p->cmds.rec[g].shift = calloc(T, sizeof(int32_t));
+		p->cmds.rec[g].shift = calloc_lines(T, sizeof(int32_t));
 		if ((p->cfg.async && !p->cmds.rec[g].acts_buf) || !p->cmds.rec[g].shift)
 			return sr__errorf(-ENOMEM, "out of memory for %u batch groups",
 					  p->cmds.ngroups);
@@ -502,7 +522,11 @@ int sr__pool_create_knobs(const sr_pool_opts *o, uint32_t knobs, sr_pool **out)
 	err = check_opts(o);
 	if (err)
 		return err;
-	p = calloc(1, sizeof(*p));
+	/* Aligned as its _Alignas members say: with calloc's 16 bytes the
+	 * lines the workers read (configuration, ring columns, commands'
+	 * count) were not the ones the layout puts them on, and the first one
+	 * held the end of whatever the allocator had put before it. */
+	p = calloc_lines(1, sizeof(*p));
 	if (!p)
 		return sr__errorf(-ENOMEM, "out of memory");
 	p->shm.start_ns = sr__now_ns();

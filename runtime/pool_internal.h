@@ -113,7 +113,10 @@ typedef void (*sr__reset_fn)(const sr_env_spec *spec, void *states, size_t n, co
  * command k (its batch was received).
  */
 struct sr__grp_cmd {
-	uint32_t g;          /* group: every worker's local envs [g * m, (g + 1) * m) */
+	/* Each record on lines of its own (pool.c create_commands): the
+	 * workers read one while the pool thread writes the next. */
+	_Alignas(SR_CACHELINE) uint32_t g; /* group: every worker's local envs
+					    * [g * m, (g + 1) * m) */
 	uint32_t reset;      /* 1: reset those envs, 0: step them */
 	uint64_t seq;        /* first slot of the group's batch_size contiguous slots */
 	const unsigned char *acts; /* step: batch_size * act_size, in batch row order:
