@@ -270,8 +270,15 @@ SR_POOL_F_PROCS = 1 << 10
 SR_POOL_F_PROC_INLINE = 1 << 11
 SR_POOL_F_CHECK_FINITE = 1 << 12
 SR_POOL_F_NO_CHECK_FINITE = 1 << 13
+SR_SLOT_FIRST = 1 << 0
+SR_SLOT_PAD = 1 << 1
+SR_SLOT_FINAL = 1 << 2
 SR_SLOT_FAULT = 1 << 3
 SR_SLOT_NONFINITE = 1 << 4
+SR_RING_NO_PREV = (1 << 64) - 1
+SR_PROC_CMD_STEP = 1
+SR_PROC_CMD_RESET = 2
+SR_PROC_CMD_STOP = 3
 
 
 class sr_pool_faults(ctypes.Structure):
@@ -373,8 +380,9 @@ _PBATCH = ctypes.POINTER(sr_batch)
 _PPBATCH = ctypes.POINTER(_PBATCH)
 
 # name: (restype, argtypes). Every one exists in every build of this
-# version (without MPI the sr_mpi_* functions answer -ENOSYS).
-_REQUIRED = {
+# version (without MPI the sr_mpi_* functions answer -ENOSYS): a missing
+# one is an ImportError at load, not a hedge at each call.
+_FUNCS = {
     "sr_version": (ctypes.c_uint, []),
     "sr_version_string": (c_cp, []),
     "sr_build_info": (c_cp, []),
@@ -383,8 +391,6 @@ _REQUIRED = {
     "sr_env_find": (ctypes.c_int, [c_cp, ctypes.POINTER(sr_env_spec)]),
     "sr_env_count": (ctypes.c_size_t, []),
     "sr_env_at": (ctypes.POINTER(sr_env_spec), [ctypes.c_size_t]),
-}
-_OPTIONAL = {
     "sr_env_load_plugin": (ctypes.c_int, [c_cp, ctypes.POINTER(sr_env_spec)]),
     "sr_pool_opts_init": (None, [ctypes.POINTER(sr_pool_opts)]),
     "sr_pool_create": (ctypes.c_int, [ctypes.POINTER(sr_pool_opts), ctypes.POINTER(c_vp)]),
@@ -435,10 +441,6 @@ _OPTIONAL = {
     "sr_mpi_pool_info_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_mpi_pool_info)]),
     "sr_mpi_pool_detach": (c_vp, [c_vp]),
 }
-for _name, (_res, _args) in _REQUIRED.items():
-    _f = getattr(lib, _name)
-    _f.restype = _res
-    _f.argtypes = _args
 
 
 def declare(name, restype, argtypes):
@@ -454,7 +456,7 @@ def declare(name, restype, argtypes):
     return f
 
 
-for _name, (_res, _args) in _OPTIONAL.items():
+for _name, (_res, _args) in _FUNCS.items():
     declare(_name, _res, _args)
 
 

@@ -151,7 +151,7 @@ class ProcVectorEnv(_Base):
         self._pbuf = ctypes.create_string_buffer(self._payload, len(self._payload))
         o = _lib.sr_pool_opts()
         lib.sr_pool_opts_init(ctypes.byref(o))
-        o.flags = 1 | _lib.SR_POOL_F_PROCS  # SR_POOL_F_SEED
+        o.flags = _lib.SR_POOL_F_SEED | _lib.SR_POOL_F_PROCS
         o.num_envs = self.num_envs
         o.spec = ctypes.pointer(sp)
         o.num_threads = self._num_workers

@@ -499,9 +499,7 @@ class VectorEnv(_Base):
                     ("sr_ring_truncated_col", self._c_trunc),
                     ("sr_ring_env_id_col", self._c_id))
             for fn, col in cols:
-                f = _lib.declare(fn, ctypes.c_void_p, [ctypes.c_void_p])
-                if f is not None:
-                    col.add_region(f(r), cap)
+                col.add_region(getattr(lib, fn)(r), cap)
         # Actions go through one buffer owned by the env: its address is
         # known once (asking numpy for an array's address costs more than
         # copying a few KiB), and it converts dtypes on the way in.

@@ -40,6 +40,7 @@ def probe_source():
     lines = ["#include <stdio.h>", "#include <stddef.h>", "#include \"stepring.h\"",
              "#include \"stepring/replay.h\"", "#include \"stepring/checkpoint.h\"",
              "#include \"stepring/device.h\"", "#include \"stepring/stats.h\"",
+             "#include \"stepring/proc.h\"",
              "int main(void) {"]
     for name, cls in STRUCTS.items():
         lines.append('printf("%s sizeof %%zu\\n", sizeof(%s));' % (name, name))
@@ -83,7 +84,21 @@ def test_constants_match_the_headers(c_layout):
     the headers do not define fails the probe's compilation)."""
     assert CONSTANTS
     wrong = {k: (getattr(_lib, k), c_layout[("const", k)]) for k in CONSTANTS
-             if getattr(_lib, k) != c_layout[("const", k)]}
+             if getattr(_lib, k) % 2**64 != c_layout[("const", k)] % 2**64}
+    assert not wrong
+
+
+def test_process_worker_constants_match_the_headers(c_layout):
+    """The Python process worker keeps its own copies of the ring's flags,
+    the command kinds and the autoreset modes (it writes rows in a loop):
+    they are the headers' values."""
+    from stepring import _procworker as pw
+    mirror = {"NO_PREV": "SR_RING_NO_PREV", "FIRST": "SR_SLOT_FIRST", "PAD": "SR_SLOT_PAD",
+              "FINAL": "SR_SLOT_FINAL", "CMD_STEP": "SR_PROC_CMD_STEP",
+              "NEXT_STEP": "SR_AUTORESET_NEXT_STEP", "SAME_STEP": "SR_AUTORESET_SAME_STEP",
+              "DISABLED": "SR_AUTORESET_DISABLED"}
+    wrong = {k: (getattr(pw, k), c_layout[("const", c)]) for k, c in mirror.items()
+             if getattr(pw, k) % 2**64 != c_layout[("const", c)] % 2**64}
     assert not wrong
 
 
