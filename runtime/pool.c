@@ -803,7 +803,8 @@ void sr_pool_reset_opts_init(sr_pool_reset_opts *o)
 	memset(o, 0, sizeof(*o));
 }
 
-#define SR_RESET_F_ALL (SR_RESET_F_MASK | SR_RESET_F_SEED | SR_RESET_F_SEEDS | SR_RESET_F_OPTIONS)
+#define SR_RESET_F_ALL (SR_RESET_F_MASK | SR_RESET_F_SEED | SR_RESET_F_SEEDS | SR_RESET_F_OPTIONS | \
+			SR_RESET_F_PAYLOAD)
 
 int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **out)
 {
@@ -828,11 +829,20 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 		return sr__errorf(-EINVAL, "SR_RESET_F_SEED and SR_RESET_F_SEEDS: one or the other");
 	if ((o->flags & SR_RESET_F_SEEDS) && !o->seeds)
 		return sr__errorf(-EINVAL, "SR_RESET_F_SEEDS set but seeds is NULL");
-	if ((o->flags & (SR_RESET_F_SEED | SR_RESET_F_SEEDS | SR_RESET_F_OPTIONS)) &&
-	    !p->workers.kind->local_state)
+	if ((o->flags & (SR_RESET_F_SEED | SR_RESET_F_SEEDS | SR_RESET_F_OPTIONS |
+			 SR_RESET_F_PAYLOAD)) &&
+	    !p->workers.kind->local_state && !p->workers.kind->reset_next)
 		return sr__errorf(-ENOTSUP, "reset seeds and options need the envs in this process; "
 				  "this pool has %s workers (a reset mask alone works)",
 				  p->workers.kind->name);
+	if ((o->flags & SR_RESET_F_PAYLOAD) && !p->workers.kind->reset_next)
+		return sr__errorf(-EINVAL, "a reset payload is for process workers (SR_POOL_F_PROCS); "
+				  "this pool has %s workers", p->workers.kind->name);
+	if ((o->flags & SR_RESET_F_PAYLOAD) && o->payload_len &&
+	    (!o->payload || o->payload_len > SR_PROC_RESET_PAYLOAD_MAX))
+		return sr__errorf(-EINVAL, "reset payload: %s (%zu bytes; at most %u)",
+				  o->payload ? "too long" : "NULL with a length", o->payload_len,
+				  SR_PROC_RESET_PAYLOAD_MAX);
 	if (o->flags & SR_RESET_F_OPTIONS) {
 		if (!o->options)
 			return sr__errorf(-EINVAL, "SR_RESET_F_OPTIONS set but options is NULL");
@@ -845,7 +855,12 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 			return err;
 	}
 	mask = (o->flags & SR_RESET_F_MASK) ? o->mask : NULL;
-	if (o->flags & (SR_RESET_F_SEED | SR_RESET_F_SEEDS)) {
+	if (!p->workers.kind->local_state) {
+		/* The envs are in the workers: the seeds, options and payload
+		 * go with the reset command (process workers: the command
+		 * block), and each worker reseeds its envs there as below. */
+		p->workers.kind->reset_next(p, o, ro ? b : NULL);
+	} else if (o->flags & (SR_RESET_F_SEED | SR_RESET_F_SEEDS)) {
 		/* On this thread: between commands the workers touch no env
 		 * state (the last command's completion was acquired; the next
 		 * kick releases these writes to them), as restore does. */
@@ -858,7 +873,10 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 				     (o->flags & SR_RESET_F_SEED) ? p->cfg.env_base + e : 0);
 		}
 	}
-	return sync_cmd(p, NULL, mask, ro, b, out);
+	err = sync_cmd(p, NULL, mask, ro, b, out);
+	if (err && !p->workers.kind->local_state)
+		p->workers.kind->reset_next(p, NULL, NULL); /* never onto a later reset */
+	return err;
 }
 
 int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint32_t n)

@@ -213,6 +213,12 @@ struct sr__worker_kind {
 	 * all or none, and @steps as the step count. Pool thread, quiescent. */
 	int (*ckpt_save)(sr_pool *p, struct sr__env_recs *out);
 	int (*ckpt_load)(sr_pool *p, const struct sr__env_recs *in, uint64_t steps);
+	/* Optional, kinds without local_state (NULL: sr_pool_reset_ex refuses
+	 * seeds and options): the next command, a reset, carries @o's seeds,
+	 * seed mask and payload, and with @b (the parsed SR_RESET_F_OPTIONS)
+	 * the reset options, to the workers; @o was checked (NULL: forget
+	 * them, the reset was not sent). Pool thread. */
+	void (*reset_next)(sr_pool *p, const sr_pool_reset_opts *o, const double *b);
 };
 extern const struct sr__worker_kind sr__kind_thread, sr__kind_proc;
 

@@ -197,6 +197,11 @@ static int procs_ckpt_load(sr_pool *p, const struct sr__env_recs *in, uint64_t s
 	return err;
 }
 
+static void procs_reset_next(sr_pool *p, const sr_pool_reset_opts *o, const double *b)
+{
+	sr__procs_reset_next(p->procs, o, b);
+}
+
 const struct sr__worker_kind sr__kind_proc = {
 	.name = "process",
 	.local_state = false,
@@ -209,4 +214,5 @@ const struct sr__worker_kind sr__kind_proc = {
 	.faults = procs_faults,
 	.ckpt_save = procs_ckpt_save,
 	.ckpt_load = procs_ckpt_load,
+	.reset_next = procs_reset_next,
 };

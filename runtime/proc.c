@@ -87,6 +87,10 @@ struct sr__procs {
 	uint64_t ids_w;       /* the next entry of the ids area (free-running) */
 	uint64_t pend_lo, pend_hi; /* the reservation of the command being written:
 				    * fill_gaps leaves it alone */
+	/* The next command's reset flags and values (sr__procs_reset_next). */
+	uint32_t reset_next, rn_smask;
+	uint64_t rn_seed, rn_pay;
+	double rn_b[2];
 	struct sr__spin spin; /* the trainer's waits for the workers */
 	uint32_t step_timeout_ms, max_restarts;
 	uint64_t restarts, faults, fault_rows, pad_rows;
@@ -167,6 +171,12 @@ size_t sr__proc_layout(struct sr__proc_hdr *h, uint32_t nworkers, uint32_t num_e
 	off = align_up(off + num_envs, 64);
 	h->off_final = off;
 	off = align_up(off + (size_t)num_envs * obs_dim * sizeof(float), 64);
+	h->off_seeds = off;
+	off = align_up(off + (size_t)num_envs * sizeof(uint64_t), 64);
+	h->off_smask = off;
+	off = align_up(off + num_envs, 64);
+	h->off_rpay = off;
+	off = align_up(off + SR_PROC_RESET_PAYLOAD_MAX, 64);
 	h->off_payload = off;
 	h->payload_len = payload_len;
 	off = align_up(off + payload_len, 4096);
@@ -757,6 +767,16 @@ struct sr__proc_crec *sr__procs_begin(struct sr__procs *P, uint32_t kind, uint64
 	c->seq = seq;
 	c->rows = rows;
 	c->has_mask = 0;
+	/* A reset's seeds and options go with this command only; their areas
+	 * were written by sr__procs_reset_next (a sync reset: no command in
+	 * flight reads them). PC0 orders them before the workers' reads. */
+	c->reset_flags = kind == SR_PROC_CMD_RESET ? P->reset_next : 0;
+	c->has_smask = P->rn_smask;
+	c->reset_seed = P->rn_seed;
+	c->reset_b[0] = P->rn_b[0];
+	c->reset_b[1] = P->rn_b[1];
+	c->rpay_len = P->rn_pay;
+	P->reset_next = 0;
 	return c;
 }
 
@@ -778,6 +798,38 @@ uint32_t sr__procs_post(struct sr__procs *P)
 	if (any_sleeping)
 		sr__sfutex_wake(&h->go, INT_MAX);
 	return P->gen;
+}
+
+void sr__procs_reset_next(struct sr__procs *P, const sr_pool_reset_opts *o, const double *b)
+{
+	struct sr__proc_hdr *h = P->h;
+	const uint32_t f = !o ? 0 : o->flags & (SR_RESET_F_SEED | SR_RESET_F_SEEDS |
+					       SR_RESET_F_OPTIONS | SR_RESET_F_PAYLOAD);
+
+	P->reset_next = f;
+	P->rn_seed = (f & SR_RESET_F_SEED) ? o->seed : 0;
+	P->rn_smask = 0;
+	P->rn_b[0] = P->rn_b[1] = 0.0;
+	P->rn_pay = 0;
+	if (!f)
+		return;
+	/* Between commands: no worker reads these areas (the last command's
+	 * completion was acquired); the next go releases the writes (PC0). */
+	if (f & SR_RESET_F_SEEDS) {
+		memcpy((char *)h + h->off_seeds, o->seeds, (size_t)P->num_envs * sizeof(uint64_t));
+		if (o->seed_mask) {
+			memcpy((char *)h + h->off_smask, o->seed_mask, P->num_envs);
+			P->rn_smask = 1;
+		}
+	}
+	if ((f & SR_RESET_F_OPTIONS) && b) {
+		P->rn_b[0] = b[0];
+		P->rn_b[1] = b[1];
+	}
+	if ((f & SR_RESET_F_PAYLOAD) && o->payload_len) {
+		memcpy((char *)h + h->off_rpay, o->payload, o->payload_len);
+		P->rn_pay = o->payload_len;
+	}
 }
 
 int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *actions,

@@ -6,7 +6,8 @@
  * SR__PROC_FD_BLOCK; the ring is SR__PROC_FD_RING): a header with the
  * pool's geometry, one record per worker, a ring of command records, the
  * action mailbox (one action per env), the reset mask, the env lists of
- * ragged commands, and an optional payload (bytes the trainer hands every
+ * ragged commands, a reset's seeds, seed mask and payload
+ * (sr_pool_reset_ex: a sync reset, so one area of each), and an optional payload (bytes the trainer hands every
  * worker at spawn, e.g. pickled env factories). Offsets, never pointers,
  * inside it. memfd: no name in /dev/shm, so nothing is left behind when
  * every process holding it is gone.
@@ -60,6 +61,7 @@
 
 #include "internal.h"
 #include "stepring/env.h"
+#include "stepring/pool.h"
 #include "stepring/proc.h"
 #include "stepring/ring.h"
 
@@ -127,6 +129,13 @@ struct sr__proc_crec {
 	uint32_t rows;      /* rows of the command (the parts' n summed) */
 	_Atomic uint32_t done_left; /* PC2: worker processes not done with it */
 	uint32_t reserved;
+	/* a reset of sr_pool_reset_ex (sr_proc_cmd's reset fields; the seeds,
+	 * seed mask and payload in their areas); 0 for every other command */
+	uint32_t reset_flags;
+	uint32_t has_smask;
+	uint64_t reset_seed;
+	double reset_b[2];
+	uint64_t rpay_len;
 	struct sr__proc_part part[]; /* nworkers */
 };
 
@@ -141,6 +150,9 @@ struct sr__proc_hdr {
 	uint64_t seed;
 	uint64_t off_workers, off_actions, off_mask, off_final, off_payload, payload_len;
 	uint64_t off_cmds, off_ids;
+	uint64_t off_seeds;  /* num_envs uint64: a reset's seeds (SR_RESET_F_SEEDS) */
+	uint64_t off_smask;  /* num_envs bytes: its seed mask */
+	uint64_t off_rpay;   /* SR_PROC_RESET_PAYLOAD_MAX bytes: its payload */
 	uint32_t ncmds, cmd_size; /* command records: a power of two, bytes each */
 	uint32_t ids_cap;         /* entries of the ids area */
 	uint32_t reserved2;
@@ -264,6 +276,12 @@ void sr__procs_destroy(struct sr__procs *P);
  */
 int sr__procs_run(struct sr__procs *P, uint32_t cmd, uint64_t seq, const void *actions,
 		  const uint8_t *mask);
+/* The next command (sr__procs_begin), if it is a reset, carries @o's
+ * seeds, seed mask, payload and (with @b, the parsed SR_RESET_F_OPTIONS)
+ * reset options to the workers; any other command drops them. @o was
+ * checked by the pool (a sync pool: nothing in flight); NULL forgets what
+ * an earlier call set. */
+void sr__procs_reset_next(struct sr__procs *P, const sr_pool_reset_opts *o, const double *b);
 /*
  * A command in parts (async): sr__procs_begin returns the record of the
  * next command (kind, seq and rows set; the caller fills part[w] for every

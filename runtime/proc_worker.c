@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "ckpt_internal.h"
+#include "envs.h"
 #include "proc.h"
 #include "ring_internal.h"
 #include "stepring/pool.h"
@@ -236,6 +237,7 @@ void sr__proc_cmd_of(struct sr__proc_hdr *h, uint32_t idx, uint32_t gen, sr_proc
 	const struct sr__proc_crec *r = sr__proc_crec(h, gen);
 	const struct sr__proc_part *pt = &r->part[idx];
 
+	memset(cmd, 0, sizeof(*cmd));
 	cmd->kind = r->kind;
 	cmd->gen = gen;
 	cmd->actions = (char *)h + h->off_actions;
@@ -251,6 +253,16 @@ void sr__proc_cmd_of(struct sr__proc_hdr *h, uint32_t idx, uint32_t gen, sr_proc
 		cmd->ids = NULL;
 		cmd->seq = cmd->row - pt->lo; /* env e at seq + e */
 	}
+	cmd->reset_flags = r->kind == SR_PROC_CMD_RESET ? r->reset_flags : 0;
+	if (!cmd->reset_flags)
+		return;
+	cmd->reset_seed = r->reset_seed;
+	cmd->seeds = (const uint64_t *)((char *)h + h->off_seeds);
+	cmd->seed_mask = r->has_smask ? (const uint8_t *)((char *)h + h->off_smask) : NULL;
+	cmd->reset_b[0] = r->reset_b[0];
+	cmd->reset_b[1] = r->reset_b[1];
+	cmd->payload = r->rpay_len ? (char *)h + h->off_rpay : NULL;
+	cmd->payload_len = (size_t)r->rpay_len;
 }
 
 int sr_proc_worker_wait(sr_proc_worker *w, sr_proc_cmd *cmd)
@@ -599,17 +611,28 @@ static void cw_flag(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t s, 
 /* Reset local envs [lo, lo + n) (all, or where mask[env]) into the slots
  * from @q0; the others are observed into pad rows. */
 static void cw_reset(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
-		     const uint8_t *mask)
+		     const sr_proc_cmd *cmd)
 {
 	const sr_env_spec *sp = &c->spec;
-	const uint32_t e0 = c->in.first_env;
+	const uint32_t e0 = c->in.first_env, rf = cmd->reset_flags;
+	const uint8_t *mask = cmd->mask;
+	/* A reset of sr_pool_reset_ex reseeds each env it resets, then resets
+	 * it within its options, as the thread pool does (sr_pool_reset_ex,
+	 * worker.c reset_range): the same rows. */
+	const struct sr__reset_opt *ro = (rf & SR_RESET_F_OPTIONS) ? sr__env_reset_opt(sp) : NULL;
 
 	for (uint32_t k = 0; k < n; k++) {
 		const uint32_t i = lo + k;
 		uint64_t q = q0 + k, s = q & c->mask;
 		bool on = !mask || mask[e0 + i];
 
-		if (on)
+		if (on && (rf & SR_RESET_F_SEED))
+			sp->seed(sp, state_of(c, i), 1, cmd->reset_seed, c->in.env_base + e0 + i);
+		else if (on && (rf & SR_RESET_F_SEEDS) && (!cmd->seed_mask || cmd->seed_mask[e0 + i]))
+			sp->seed(sp, state_of(c, i), 1, cmd->seeds[e0 + i], 0);
+		if (on && ro)
+			ro->reset(sp, state_of(c, i), 1, cmd->reset_b, c->c_obs + s * c->od);
+		else if (on)
 			sp->reset(sp, state_of(c, i), 1, c->c_obs + s * c->od);
 		else
 			sp->observe(sp, state_of(c, i), c->c_obs + s * c->od);
@@ -1141,7 +1164,7 @@ int sr__cworker_run(void *arg, sr_proc_worker *w, const sr_proc_info *info,
 		if (cmd->kind == SR_PROC_CMD_STEP)
 			cw_step(c, e - e0, k - j, cmd->row + j, acts + (size_t)e * c->asz, &ns_env);
 		else
-			cw_reset(c, e - e0, k - j, cmd->row + j, cmd->mask);
+			cw_reset(c, e - e0, k - j, cmd->row + j, cmd);
 	}
 	if (cmd->kind == SR_PROC_CMD_STEP)
 		cw_extras(c);

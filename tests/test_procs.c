@@ -167,6 +167,98 @@ static void test_same_as_threads(void **state)
 		}
 }
 
+/* sr_pool_reset_ex with seeds (one, a list with a mask), reset options and
+ * a reset mask on a process pool: carried to the workers in the command
+ * block, the same rows as a thread pool's, and no worker restarted. */
+static void run_reset_ex(const char *env, const char *options, int kind)
+{
+	const uint32_t N = 9;
+	sr_pool *a = mk(NULL, env, N, 2, K_THREADS, SR_AUTORESET_NEXT_STEP, 0, 0);
+	sr_pool *b = mk(NULL, env, N, 2, kind, SR_AUTORESET_NEXT_STEP, 0, 0);
+	const sr_batch *ba, *bb;
+	sr_pool_reset_opts ro;
+	sr_pool_worker_stats w0, w1;
+	sr_pool_faults fs;
+	uint64_t seeds[9], st = 3;
+	uint8_t mask[9], smask[9];
+	int32_t act[9];
+
+	assert_int_equal(sr_pool_worker_stats_get(b, 1, &w0), 0);
+	assert_int_equal(sr_pool_reset(a, &ba), 0);
+	assert_int_equal(sr_pool_reset(b, &bb), 0);
+	for (int round = 0; round < 5; round++) {
+		for (uint32_t k = 0; k < 25; k++) {
+			acts(&st, act, N);
+			assert_int_equal(sr_pool_step(a, act, &ba), 0);
+			assert_int_equal(sr_pool_step(b, act, &bb), 0);
+			cmp_batches(ba, bb, false);
+		}
+		sr_pool_reset_opts_init(&ro);
+		for (uint32_t i = 0; i < N; i++) {
+			mask[i] = (uint8_t)((i + (uint32_t)round) % 3 != 0);
+			smask[i] = (uint8_t)(i % 2);
+			seeds[i] = 1000u + i / 2; /* equal seeds: equal envs */
+		}
+		switch (round) {
+		case 0: /* one seed: env i from (seed, i), as a fresh pool */
+			ro.flags = SR_RESET_F_SEED;
+			ro.seed = 777;
+			break;
+		case 1: /* a seed per env, some left alone; a mask */
+			ro.flags = SR_RESET_F_SEEDS | SR_RESET_F_MASK;
+			ro.seeds = seeds;
+			ro.seed_mask = smask;
+			ro.mask = mask;
+			break;
+		case 2: /* reset options */
+			ro.flags = SR_RESET_F_OPTIONS;
+			ro.options = options;
+			break;
+		case 3: /* all of them */
+			ro.flags = SR_RESET_F_SEED | SR_RESET_F_OPTIONS | SR_RESET_F_MASK;
+			ro.seed = 5;
+			ro.options = options;
+			ro.mask = mask;
+			break;
+		default: /* a plain reset after them: nothing carried over */
+			break;
+		}
+		assert_int_equal(sr_pool_reset_ex(a, &ro, &ba), 0);
+		assert_int_equal(sr_pool_reset_ex(b, &ro, &bb), 0);
+		cmp_batches(ba, bb, false);
+	}
+	/* Not a restart: the same worker process, no fault. */
+	assert_int_equal(sr_pool_worker_stats_get(b, 1, &w1), 0);
+	assert_int_equal(w0.pid, w1.pid);
+	assert_int_equal(w1.restarts, 0);
+	assert_int_equal(sr_pool_faults_get(b, &fs), 0);
+	assert_int_equal(fs.faults, 0);
+	/* A payload: process pools only, at most SR_PROC_RESET_PAYLOAD_MAX. */
+	sr_pool_reset_opts_init(&ro);
+	ro.flags = SR_RESET_F_PAYLOAD;
+	ro.payload = "x";
+	ro.payload_len = 1;
+	assert_int_equal(sr_pool_reset_ex(a, &ro, &ba), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "process workers"));
+	ro.payload_len = SR_PROC_RESET_PAYLOAD_MAX + 1;
+	assert_int_equal(sr_pool_reset_ex(b, &ro, &bb), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "too long"));
+	ro.payload_len = 1;
+	assert_int_equal(sr_pool_reset_ex(b, &ro, &bb), 0); /* C workers ignore it */
+	sr_pool_destroy(a);
+	sr_pool_destroy(b);
+}
+
+static void test_reset_ex_same_as_threads(void **state)
+{
+	(void)state;
+	for (int k = K_PROCS; k <= K_INLINE; k++) {
+		run_reset_ex("CartPole-v1", "low=-0.2,high=0.1", k);
+		run_reset_ex("Acrobot-v1", "low=-0.3,high=0.3", k);
+		run_reset_ex("MountainCar-v0", "low=-0.9,high=-0.1", k);
+	}
+}
+
 /* Every transition in the ring's window links to the previous slot of the
  * same env, and Faulty's step counter (obs[1]) grew by one along it. */
 static uint64_t check_replay(sr_pool *p)
@@ -786,8 +878,9 @@ static void test_errors(void **state)
 	assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
 	assert_non_null(strstr(sr_last_error(), "sync pools only"));
 	{
-		/* Reset seeds and options need the envs' states in this process:
-		 * refused, nothing stepped; a reset mask works. */
+		/* Reset seeds and options go to the workers (run_reset_ex has
+		 * their rows); a bad option is refused before anything is sent;
+		 * a reset mask works. */
 		sr_pool_reset_opts ro;
 		const sr_batch *b;
 		uint8_t mask[8] = {1, 0, 0, 0, 0, 0, 0, 1};
@@ -800,11 +893,14 @@ static void test_errors(void **state)
 		sr_pool_reset_opts_init(&ro);
 		ro.flags = SR_RESET_F_SEED;
 		ro.seed = 7;
-		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -ENOTSUP);
-		assert_non_null(strstr(sr_last_error(), "process workers"));
+		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
 		ro.flags = SR_RESET_F_OPTIONS;
 		ro.options = "low=-0.01,high=0.01";
-		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -ENOTSUP);
+		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
+		ro.options = "low=0.1,high=-0.1";
+		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
+		ro.options = "width=3";
+		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), -EINVAL);
 		ro.flags = SR_RESET_F_MASK;
 		ro.mask = mask;
 		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
@@ -834,6 +930,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_same_as_threads),
+		cmocka_unit_test(test_reset_ex_same_as_threads),
 		cmocka_unit_test(test_faults),
 		cmocka_unit_test(test_budget),
 		cmocka_unit_test(test_inline_fn),

@@ -260,6 +260,7 @@ enum {
 	SR_RESET_F_SEED = 1u << 1,    /* reseed each reset env i from (seed, first_env + i) */
 	SR_RESET_F_SEEDS = 1u << 2,   /* reseed each reset env i from (seeds[i], 0) first */
 	SR_RESET_F_OPTIONS = 1u << 3, /* the env's reset options */
+	SR_RESET_F_PAYLOAD = 1u << 4, /* process pools: bytes for each worker's reset */
 };
 
 typedef struct sr_pool_reset_opts {
@@ -276,6 +277,13 @@ typedef struct sr_pool_reset_opts {
 				   * CartPole, Acrobot, MountainCar(Continuous);
 				   * "x_init", "y_init" for Pendulum. They apply to
 				   * this reset only (autoresets use the defaults) */
+	/* SR_RESET_F_PAYLOAD (process pools, SR_POOL_F_PROCS): payload_len bytes,
+	 * at most SR_PROC_RESET_PAYLOAD_MAX, copied into the command block and
+	 * handed to every worker with this reset (sr_proc_cmd.payload): the
+	 * Python worker reads a pickled options dict for its envs' reset. Read
+	 * only when the flag is set (callers built before it never set it). */
+	const void *payload;
+	size_t payload_len;
 } sr_pool_reset_opts;
 
 /** Zeroes: a plain reset of every env. */
@@ -286,7 +294,11 @@ SR_EXPORT void sr_pool_reset_opts_init(sr_pool_reset_opts *o);
  * one); the others keep their episode and show their current obs. Every
  * option is checked before anything changes: -EINVAL (unknown flag, NULL
  * member, SEED with SEEDS, an env without reset options, an unknown or
- * non-finite option, low > high), the reason in sr_last_error().
+ * non-finite option, low > high, a payload on a thread pool or beyond
+ * SR_PROC_RESET_PAYLOAD_MAX), the reason in sr_last_error(). Process pools
+ * carry the seeds, options and payload to their workers in the command
+ * block (no restart): a C worker reseeds and resets its envs exactly as a
+ * thread pool does, so the rows are the same.
  */
 SR_EXPORT int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **out);
 

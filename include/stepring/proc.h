@@ -109,7 +109,28 @@ typedef struct sr_proc_cmd {
 	uint32_t lo, n;
 	const uint32_t *ids;
 	uint64_t row;         /* slot of the first env's row; the n rows are consecutive */
+	/* A reset of sr_pool_reset_ex (0 / NULL otherwise): which of its
+	 * SR_RESET_F_SEED, _SEEDS, _OPTIONS, _PAYLOAD (stepring/pool.h) it
+	 * carries. Each env the reset resets (mask) is first reseeded:
+	 *  SEED:  from (reset_seed, env_base + env), as a fresh pool of that
+	 *         seed seeds it (Python envs: reset(seed=reset_seed + env_base
+	 *         + env), Gymnasium's rule);
+	 *  SEEDS: where seed_mask is NULL or seed_mask[env] != 0, from
+	 *         (seeds[env], 0) (Python: reset(seed=seeds[env])).
+	 * OPTIONS: a built-in env's reset options, parsed (reset_b, its two
+	 * bounds); PAYLOAD: the caller's bytes (a pickled options dict). */
+	uint32_t reset_flags;
+	uint32_t reserved0;
+	uint64_t reset_seed;
+	const uint64_t *seeds;     /* num_envs, row = env */
+	const uint8_t *seed_mask;  /* num_envs bytes, or NULL */
+	double reset_b[2];
+	const void *payload;
+	size_t payload_len;
 } sr_proc_cmd;
+
+/* The most bytes of a reset payload (sr_pool_reset_opts.payload). */
+#define SR_PROC_RESET_PAYLOAD_MAX 65536u
 
 /**
  * Attach to the pool that spawned this process (STEPRING_PROC and the

@@ -180,6 +180,8 @@ SR_RESET_F_MASK = 1 << 0
 SR_RESET_F_SEED = 1 << 1
 SR_RESET_F_SEEDS = 1 << 2
 SR_RESET_F_OPTIONS = 1 << 3
+SR_RESET_F_PAYLOAD = 1 << 4
+SR_PROC_RESET_PAYLOAD_MAX = 65536
 
 
 class sr_pool_reset_opts(ctypes.Structure):
@@ -191,6 +193,8 @@ class sr_pool_reset_opts(ctypes.Structure):
         ("seeds", c_vp),
         ("seed_mask", c_vp),
         ("options", c_cp),
+        ("payload", c_vp),
+        ("payload_len", ctypes.c_size_t),
     ]
 
 
@@ -303,6 +307,9 @@ class sr_proc_cmd(ctypes.Structure):
     _fields_ = [
         ("kind", c_u32), ("gen", c_u32), ("seq", c_u64), ("actions", c_vp), ("mask", c_vp),
         ("lo", c_u32), ("n", c_u32), ("ids", c_vp), ("row", c_u64),
+        ("reset_flags", c_u32), ("reserved0", c_u32), ("reset_seed", c_u64), ("seeds", c_vp),
+        ("seed_mask", c_vp), ("reset_b", ctypes.c_double * 2), ("payload", c_vp),
+        ("payload_len", ctypes.c_size_t),
     ]
 
 

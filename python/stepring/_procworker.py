@@ -31,6 +31,7 @@ _F32_MAX = 3.4028234663852886e38  # larger rewards are infinite in the ring's fl
 NO_PREV = (1 << 64) - 1
 FIRST, PAD, FINAL = 1, 2, 4
 CMD_STEP = 1
+F_SEED, F_SEEDS, F_PAYLOAD = 1 << 1, 1 << 2, 1 << 4  # SR_RESET_F_*
 NEXT_STEP, SAME_STEP, DISABLED = 0, 1, 2  # enum sr_autoreset
 
 
@@ -66,7 +67,7 @@ class Slice:
         self.ring = ring = info.ring
         self.cap = cap = lib.sr_ring_capacity(ring)
         self.mask = cap - 1
-        base = info.env_base + first
+        self.base = base = info.env_base + first
         self.envs = [env_fns[first + i]() for i in range(n)]
         self.step_fns = [e.step for e in self.envs]
 
@@ -114,10 +115,15 @@ class Slice:
         self._act_addr = None
         self._mask_addr = None
 
-    def _reset(self, i):
-        if self.pending[i]:
+    def _reset(self, i, seed=None, options=None):
+        if seed is not None:
             self.pending[i] = False
-            o, _ = self.envs[i].reset(seed=self.first_seed[i])
+            o, _ = self.envs[i].reset(seed=seed, options=options)
+        elif self.pending[i]:
+            self.pending[i] = False
+            o, _ = self.envs[i].reset(seed=self.first_seed[i], options=options)
+        elif options is not None:
+            o, _ = self.envs[i].reset(options=options)
         else:
             o, _ = self.envs[i].reset()
         self.done[i] = False
@@ -138,10 +144,31 @@ class Slice:
             self._act_addr = addr
         return self._act_u8, self._act_typed
 
-    def run(self, w, kind, cmd_seq, actions, mask_addr):
-        """One command (the rows of seq cmd_seq + env), published."""
+    def _reset_args(self, cmd):
+        """A reset of sr_pool_reset_ex: each env's seed (None: not
+        reseeded) and the options dict (unpickled once per command)."""
+        rf, n = cmd.reset_flags, self.n
+        seeds, opts = [None] * n, None
+        if rf & F_SEED:
+            # Gymnasium's rule: env i from seed + i (the pool's index).
+            seeds = [cmd.reset_seed + self.base + i for i in range(n)]
+        elif rf & F_SEEDS:
+            np, ct = self.np, self.ctypes
+            sv = np.ctypeslib.as_array((ct.c_uint64 * self.num_envs).from_address(cmd.seeds))
+            sm = (np.ctypeslib.as_array((ct.c_uint8 * self.num_envs).from_address(
+                cmd.seed_mask)) if cmd.seed_mask else None)
+            e0 = self.first
+            seeds = [int(sv[e0 + i]) if sm is None or sm[e0 + i] else None for i in range(n)]
+        if rf & F_PAYLOAD and cmd.payload_len:
+            import pickle
+            opts = pickle.loads(self.ctypes.string_at(cmd.payload, cmd.payload_len))
+        return seeds, opts
+
+    def run(self, w, cmd):
+        """One command (the rows of seq cmd.seq + env), published."""
         lib, n = self.lib, self.n
-        seq = cmd_seq + self.first
+        kind, actions, mask_addr = cmd.kind, cmd.actions, cmd.mask
+        seq = cmd.seq + self.first
         s = seq & self.mask
         rows = slice(s, s + n)
         done, prev, obs_l = self.done, self.prev, self.obs_l
@@ -203,12 +230,13 @@ class Slice:
                 np, ct = self.np, self.ctypes
                 m = np.ctypeslib.as_array((ct.c_uint8 * self.num_envs).from_address(
                     mask_addr))[self.first:self.first + n].tolist()
+            seeds, opts = self._reset_args(cmd) if cmd.reset_flags else ([None] * n, None)
             self.act_col[rows] = 0
             rews, terms, truncs = 0.0, 0, 0
             flags, prevs = [0] * n, [0] * n
             for i in range(n):
                 if m is None or m[i]:
-                    obs_l[i] = self._reset(i)
+                    obs_l[i] = self._reset(i, seeds[i], opts)
                     self.done_term[i] = self.done_trunc[i] = False
                     flags[i] = FIRST
                     prevs[i] = NO_PREV
@@ -295,7 +323,7 @@ def _run(lib, _lib, w, info, ctypes):
     lib.sr_proc_worker_ready(w)
     while wait(w, cmd_ref) == 0:
         t0 = perf()
-        run(w, cmd.kind, cmd.seq, cmd.actions, cmd.mask)
+        run(w, cmd)
         done_fn(w, n, perf() - t0)
 
 

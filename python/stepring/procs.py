@@ -15,7 +15,9 @@ hot path. A worker that crashes, raises, exits or hangs past step_timeout
 is replaced: the step returns normally, its envs' rows are truncated with
 info["fault"] set (do not bootstrap through them), and they start over
 with a reset at the next step, seeded from (seed, env index, restarts).
-See docs/procs.md.
+reset(seed=..., options=...) reseeds and resets the envs in place, as
+SyncVectorEnv does (the options dict is pickled once per reset into the
+command block). See docs/procs.md.
 """
 import ctypes
 import os
@@ -27,7 +29,7 @@ import numpy as np
 
 from . import _lib
 from ._procworker import Slice
-from .vector import _autoreset_name, _metadata_mode, _AUTORESET
+from .vector import _autoreset_name, _metadata_mode, _AUTORESET, _as_seed
 
 try:
     import gymnasium
@@ -224,8 +226,7 @@ class ProcVectorEnv(_Base):
                             pass
                 sl = self._slice = Slice(_lib.lib, info, self._env_fns, self._discrete,
                                          self._obs_shape)
-            c = cmd_p.contents
-            sl.run(w, c.kind, c.seq, c.actions, c.mask)
+            sl.run(w, cmd_p.contents)
             return 0
         except BaseException as e:
             self._slice = None
@@ -294,16 +295,37 @@ class ProcVectorEnv(_Base):
     def reset(self, *, seed=None, options=None):
         """Reset every env, or those of options["reset_mask"] (a bool array
         of num_envs; the others keep their episode and show their last obs).
-        A seed other than the pool's starts new workers seeded from it (env
-        i from seed + i, as Gymnasium's vector envs)."""
+
+        seed: None (each env goes on with its RNG), an int s (env i is
+        reset with seed s + i, Gymnasium's rule) or a list of num_envs ints
+        or None (env i with seed[i]; None: not reseeded). options: the rest
+        of the dict goes to every reset env's reset(options=...), pickled
+        once into the command block (at most 64 KiB pickled). Nothing is
+        restarted: the workers reseed and reset their envs in place."""
         opts = dict(options) if options else {}
         mask = opts.pop("reset_mask", None)
-        if opts:
-            raise NotImplementedError("process workers: reset options other than reset_mask")
-        if isinstance(seed, (list, tuple)):
-            raise ValueError("process workers take one seed for all envs (env i gets seed + i)")
-        if seed is not None and seed != self._seed:
-            self._make_pool(seed)
+        ro = _lib.sr_pool_reset_opts()
+        _lib.lib.sr_pool_reset_opts_init(ctypes.byref(ro))
+        keep = []
+        if seed is not None and not isinstance(seed, (int, np.integer)):
+            if not isinstance(seed, (list, tuple, np.ndarray)):
+                raise ValueError("seed must be None, an int or a list of num_envs ints, not %r"
+                                 % (seed,))
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError("a list of seeds needs one per env (%d), not %d"
+                                 % (self.num_envs, len(seeds)))
+            seeds = [None if x is None else _as_seed("seed[%d]" % i, x)
+                     for i, x in enumerate(seeds)]
+            sv = np.array([0 if x is None else x for x in seeds], dtype=np.uint64)
+            sm = np.array([x is not None for x in seeds], dtype=np.uint8)
+            keep += [sv, sm]
+            ro.flags |= _lib.SR_RESET_F_SEEDS
+            ro.seeds, ro.seed_mask = sv.ctypes.data, sm.ctypes.data
+        elif seed is not None:
+            ro.flags |= _lib.SR_RESET_F_SEED
+            ro.seed = _as_seed("seed", seed)
+        m = None
         if mask is not None:
             m = np.ascontiguousarray(mask)
             if m.shape != (self.num_envs,) or m.dtype.kind not in "bui":
@@ -311,10 +333,29 @@ class ProcVectorEnv(_Base):
                                  % (self.num_envs, m.dtype, m.shape))
             m = m.astype(bool)
             mu8 = m.astype(np.uint8)
-            self._call(_lib.lib.sr_pool_reset_mask, mu8.ctypes.data, ctypes.byref(self._pb))
-            self._ended[m] = False
+            keep.append(mu8)
+            ro.flags |= _lib.SR_RESET_F_MASK
+            ro.mask = mu8.ctypes.data
+        if opts:
+            pay = pickle.dumps(opts)
+            if len(pay) > _lib.SR_PROC_RESET_PAYLOAD_MAX:
+                raise ValueError("reset options of %d bytes pickled; process workers take at "
+                                 "most %d" % (len(pay), _lib.SR_PROC_RESET_PAYLOAD_MAX))
+            buf = ctypes.create_string_buffer(pay, len(pay))
+            keep.append(buf)
+            ro.flags |= _lib.SR_RESET_F_PAYLOAD
+            ro.payload, ro.payload_len = ctypes.cast(buf, ctypes.c_void_p), len(pay)
+        if ro.flags:
+            self._call(_lib.lib.sr_pool_reset_ex, ctypes.byref(ro), ctypes.byref(self._pb))
         else:
             self._call(_lib.lib.sr_pool_reset, ctypes.byref(self._pb))
+        del keep
+        if isinstance(seed, (int, np.integer)):
+            from gymnasium.utils import seeding
+            self._np_random, self._np_random_seed = seeding.np_random(int(seed))
+        if m is not None:
+            self._ended[m] = False
+        else:
             self._ended[:] = False
         obs, _, _, _, info = self._batch("reset")
         return obs, info

@@ -28,6 +28,8 @@ STRUCTS = {
     "sr_device_opts": _lib.sr_device_opts,
     "sr_device_batch": _lib.sr_device_batch,
     "sr_ring_info": _lib.sr_ring_info,
+    "sr_proc_info": _lib.sr_proc_info,
+    "sr_proc_cmd": _lib.sr_proc_cmd,
 }
 # Every SR_* integer constant the binding mirrors.
 # (stepring/mpi.h needs <mpi.h>: its SR_MPI_* constants are left out.)

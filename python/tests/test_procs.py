@@ -411,3 +411,48 @@ def test_fault_in_each_autoreset_mode(mode, inline):
         assert st["faults"] == 1 and st["restarts"] == 1 and st["fault_rows"] == 3
     finally:
         envs.close()
+
+
+# --- reset with seeds and options ----------------------------------------
+
+@pytest.mark.parametrize("inline", [True, False])
+@pytest.mark.parametrize("kind", ["cartpole", "pendulum"])
+def test_reset_seeds_and_options_match_sync_vector_env(kind, inline):
+    """reset(seed=s), reset(seed=[...]) with None entries, reset(options=...)
+    (the env's own: CartPole low/high, Pendulum x_init/y_init) and
+    combinations with reset_mask: the same rows as SyncVectorEnv, without
+    restarting a worker."""
+    n = 5
+    fns = _env_fns(kind, n)
+    ours = stepring.make_vec(env_fns=fns, num_workers=2, seed=2, inline=inline)
+    ref = gym.vector.SyncVectorEnv(fns)
+    opt = ({"low": -0.3, "high": 0.2} if kind == "cartpole" else {"x_init": 0.5, "y_init": 0.1})
+    calls = [dict(seed=21), dict(seed=[4, None, 4, 9, None]), dict(options=opt),
+             dict(seed=33, options=dict(opt)), dict(),
+             dict(seed=[1, 2, 3, 4, 5], options={"reset_mask": np.array([1, 0, 1, 0, 1], bool)}),
+             dict(seed=8, options=dict(opt, reset_mask=np.array([0, 1, 1, 0, 0], bool)))]
+    try:
+        pids = ours.worker_pids()
+        o1, _ = ours.reset(seed=2)
+        o2, _ = ref.reset(seed=2)
+        rng = np.random.default_rng(5)
+        for kw in calls:
+            for _ in range(15):
+                a = np.stack([_actions(ours.single_action_space, rng) for _ in range(n)])
+                _assert_same_step(ours.step(a), ref.step(a))
+            kw2 = dict(kw)
+            if "options" in kw:  # SyncVectorEnv pops reset_mask from the dict
+                kw2["options"] = dict(kw["options"])
+            o1, i1 = ours.reset(**kw)
+            o2, i2 = ref.reset(**kw2)
+            np.testing.assert_allclose(o1, o2, rtol=0, atol=1e-6)
+            assert i1 == i2 == {}
+        assert ours.worker_pids() == pids
+        assert ours.fault_stats()["restarts"] == 0
+        with pytest.raises(ValueError, match="one per env"):
+            ours.reset(seed=[1, 2])
+        with pytest.raises(ValueError, match="at most"):
+            ours.reset(options={"big": b"x" * 70000})
+    finally:
+        ours.close()
+        ref.close()
