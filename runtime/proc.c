@@ -598,9 +598,16 @@ static bool all_done(struct sr__procs *P, uint32_t gen)
 static bool wait_workers(struct sr__procs *P, uint32_t gen)
 {
 	struct sr__proc_hdr *h = P->h;
-	uint64_t t0 = now_ns(), until = t0 + sr__spin_budget(&P->spin);
-	bool spinning = until > t0, any = false;
+	uint64_t t0, until;
+	bool spinning, any = false;
 
+	/* Done already (a record's earlier command, sr__procs_begin): not a
+	 * wait, so not one for the spin's average either. */
+	if (all_done(P, gen))
+		return false;
+	t0 = now_ns();
+	until = t0 + sr__spin_budget(&P->spin);
+	spinning = until > t0;
 	for (uint32_t i = 0; !all_done(P, gen); i++) {
 		uint32_t ev;
 
