@@ -134,6 +134,9 @@ class sr_env_spec(ctypes.Structure):
 SR_AUTORESET_NEXT_STEP = 0
 SR_AUTORESET_SAME_STEP = 1
 SR_AUTORESET_DISABLED = 2
+
+SR_ENV_F_OPAQUE = 1
+SR_ENV_F_FOREIGN = 2  # the envs live in worker programs (stepring/env.h)
 SR_BIND_CORE = 0
 SR_BIND_NUMA = 1
 SR_BIND_NONE = 2
@@ -439,6 +442,9 @@ _FUNCS = {
     "sr_proc_worker_done": (None, [c_vp, c_u64, c_u64]),
     "sr_proc_worker_episode": (None, [c_vp, ctypes.c_double, c_u64]),
     "sr_proc_worker_fail": (None, [c_vp, c_cp]),
+    "sr_proc_worker_xchg": (ctypes.c_int, [c_vp, ctypes.POINTER(c_vp),
+                                           ctypes.POINTER(ctypes.c_size_t)]),
+    "sr_proc_worker_xchg_end": (None, [c_vp, ctypes.c_int, c_u64, c_cp]),
     "sr_proc_seed": (c_u64, [c_u64, c_u32, c_u32]),
     # stepring/mpi.h (a build without MPI answers -ENOSYS)
     "sr_mpi_env_range": (ctypes.c_int, [c_u64, c_u32, c_u32, ctypes.POINTER(c_u64),

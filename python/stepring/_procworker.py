@@ -32,6 +32,8 @@ NO_PREV = (1 << 64) - 1
 FIRST, PAD, FINAL = 1, 2, 4
 CMD_STEP = 1
 F_SEED, F_SEEDS, F_PAYLOAD = 1 << 1, 1 << 2, 1 << 4  # SR_RESET_F_*
+CMD_SAVE, CMD_LOAD, CMD_COMMIT = 4, 5, 6  # checkpoints (stepring/proc.h)
+_EINVAL, _EBADMSG, _ENOBUFS = 22, 74, 105
 NEXT_STEP, SAME_STEP, DISABLED = 0, 1, 2  # enum sr_autoreset
 
 
@@ -114,6 +116,7 @@ class Slice:
         self.obs_l = [zero] * n
         self._act_addr = None
         self._mask_addr = None
+        self._staged = None  # LOAD: (envs, records) until COMMIT
 
     def _reset(self, i, seed=None, options=None):
         if seed is not None:
@@ -257,6 +260,138 @@ class Slice:
         # R1: the rows are whole; publish (release).
         lib.sr_ring_publish(self.ring, seq, n)
 
+    # --- checkpoints: SAVE, LOAD, COMMIT ------------------------------------
+    # The exchange area (stepring/proc.h): n 32-byte records of the envs'
+    # bookkeeping, n u64 lengths, then each env's state: the pickled tuple
+    # (env, its first seed if its first reset is still to come, its last
+    # obs), padded to 8 bytes. The env object carries its np_random, so an
+    # env unpickled elsewhere continues exactly.
+
+    def xchg(self, w, kind, arg):
+        """A checkpoint command (kind CMD_SAVE, CMD_LOAD, CMD_COMMIT with
+        arg 1 to apply, 0 to drop). Never raises: a failure is the
+        command's result (sr_proc_worker_xchg_end), the pool's error."""
+        end = self.lib.sr_proc_worker_xchg_end
+        try:
+            if kind == CMD_SAVE:
+                self._save(w)
+            elif kind == CMD_LOAD:
+                self._load(w)
+            elif kind == CMD_COMMIT:
+                self._commit(bool(arg))
+        except Exception as e:  # noqa: BLE001 - reported, not raised
+            self._staged = None
+            if kind != CMD_COMMIT:
+                end(w, -_EBADMSG, 0, ("%s: %s" % (type(e).__name__, e)).encode(
+                    errors="replace"))
+
+    def _area(self, w):
+        ct = self.ctypes
+        a, cap = ct.c_void_p(), ct.c_size_t()
+        rc = self.lib.sr_proc_worker_xchg(w, ct.byref(a), ct.byref(cap))
+        if rc:
+            raise OSError(-rc, self.lib.sr_last_error().decode(errors="replace"))
+        return a.value or 0, cap.value
+
+    @staticmethod
+    def _rec_dtype(np):
+        return np.dtype([("prev", "<u8"), ("ep_len", "<u8"), ("ep_ret", "<f8"),
+                         ("elapsed", "<u4"), ("done", "u1"), ("term", "u1"),
+                         ("trunc", "u1"), ("pad", "u1")])
+
+    def _save(self, w):
+        import pickle
+
+        import cloudpickle
+
+        np, end, n = self.np, self.lib.sr_proc_worker_xchg_end, self.n
+        addr, cap = self._area(w)
+        blobs = []
+        for i, env in enumerate(self.envs):
+            try:
+                blobs.append(cloudpickle.dumps(
+                    (env, self.first_seed[i] if self.pending[i] else None, self.obs_l[i]),
+                    protocol=pickle.HIGHEST_PROTOCOL))
+            except Exception as e:  # noqa: BLE001 - the env's own reason
+                end(w, -_EINVAL, 0, ("env %d (%s) cannot be pickled: %s: %s" % (
+                    self.first + i, type(env).__name__, type(e).__name__, e)).encode(
+                        errors="replace"))
+                return
+        recs = np.zeros(n, self._rec_dtype(np))
+        recs["prev"] = self.prev
+        recs["ep_len"] = self.ep_len
+        recs["ep_ret"] = self.ep_ret
+        recs["done"] = self.done
+        recs["term"] = self.done_term
+        recs["trunc"] = self.done_trunc
+        lens = np.array([len(b) for b in blobs], "<u8")
+        data = b"".join([recs.tobytes(), lens.tobytes()] +
+                        [b + b"\0" * (-len(b) % 8) for b in blobs])
+        if len(data) > cap:
+            end(w, -_ENOBUFS, len(data), None)  # the pool grows the area, asks again
+            return
+        self.ctypes.memmove(addr, data, len(data))
+        end(w, 0, len(data), None)
+
+    def _load(self, w):
+        import pickle
+
+        np, ct, end, n = self.np, self.ctypes, self.lib.sr_proc_worker_xchg_end, self.n
+        self._staged = None
+        addr, cap = self._area(w)
+        if n * 40 > cap:
+            end(w, -_EBADMSG, 0, b"the exchange area is too small")
+            return
+        head = ct.string_at(addr, n * 40) if n else b""
+        recs = np.frombuffer(head[:n * 32], self._rec_dtype(np)).copy()
+        lens = np.frombuffer(head[n * 32:], "<u8").tolist()
+        off, staged = n * 40, []
+        for i in range(n):
+            if lens[i] > cap - off:
+                end(w, -_EBADMSG, 0, b"env %d's record is longer than the area" % (
+                    self.first + i))
+                return
+            try:
+                env, seed, last = pickle.loads(ct.string_at(addr + off, lens[i]))
+            except Exception as e:  # noqa: BLE001
+                end(w, -_EBADMSG, 0, ("env %d's saved state does not unpickle: %s: %s" % (
+                    self.first + i, type(e).__name__, e)).encode(errors="replace"))
+                return
+            want = type(self.envs[i]).__qualname__
+            if type(env).__qualname__ != want:
+                end(w, -_EINVAL, 0, ("env %d is a %s in the checkpoint, a %s in this "
+                                     "pool" % (self.first + i, type(env).__qualname__,
+                                               want)).encode(errors="replace"))
+                return
+            staged.append((env, seed, last))
+            off += lens[i] + (-lens[i] % 8)
+        self._staged = (staged, recs)
+        end(w, 0, 0, None)
+
+    def _commit(self, apply):
+        staged, self._staged = getattr(self, "_staged", None), None
+        if not apply or staged is None:
+            return
+        envs, recs = staged
+        old, self.envs = self.envs, [e for e, _, _ in envs]
+        self.step_fns = [e.step for e in self.envs]
+        for i, (_, seed, last) in enumerate(envs):
+            self.pending[i] = seed is not None
+            if seed is not None:
+                self.first_seed[i] = seed
+            self.obs_l[i] = last
+        self.prev = recs["prev"].tolist()
+        self.ep_len = recs["ep_len"].tolist()
+        self.ep_ret = recs["ep_ret"].tolist()
+        self.done = [bool(x) for x in recs["done"]]
+        self.done_term = [bool(x) for x in recs["term"]]
+        self.done_trunc = [bool(x) for x in recs["trunc"]]
+        for e in old:
+            try:
+                e.close()
+            except Exception:  # noqa: BLE001 - the old envs are gone either way
+                pass
+
     def _finals(self, s, fin, rews, terms, truncs):
         """SAME_STEP: the ended envs' step rows (final obs, the step's
         action, reward and flags, its prev link) in extra slots reserved
@@ -323,6 +458,10 @@ def _run(lib, _lib, w, info, ctypes):
     lib.sr_proc_worker_ready(w)
     while wait(w, cmd_ref) == 0:
         t0 = perf()
+        if cmd.kind >= CMD_SAVE:  # a checkpoint: no rows
+            sl.xchg(w, cmd.kind, cmd.seq)
+            done_fn(w, 0, perf() - t0)
+            continue
         run(w, cmd)
         done_fn(w, n, perf() - t0)
 

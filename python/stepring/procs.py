@@ -20,6 +20,7 @@ SyncVectorEnv does (the options dict is pickled once per reset into the
 command block). See docs/procs.md.
 """
 import ctypes
+import errno
 import os
 import pickle
 import sys
@@ -28,6 +29,7 @@ import traceback
 import numpy as np
 
 from . import _lib
+from ._procworker import CMD_SAVE as _CMD_SAVE
 from ._procworker import Slice
 from .vector import _autoreset_name, _metadata_mode, _AUTORESET, _as_seed
 
@@ -75,6 +77,11 @@ class ProcVectorEnv(_Base):
             self.single_action_space = dummy.action_space
             self.metadata = dict(getattr(dummy, "metadata", {}) or {})
             self.render_mode = None
+            # The pool's env id (checkpoints compare it): the Gymnasium id
+            # of a registered env, else its class.
+            name = getattr(getattr(dummy, "spec", None), "id", None) or \
+                type(getattr(dummy, "unwrapped", dummy)).__qualname__
+            self._env_id = ("py:" + str(name))[:63].encode(errors="replace")
         finally:
             dummy.close()
         spaces = gymnasium.spaces
@@ -127,8 +134,10 @@ class ProcVectorEnv(_Base):
         ref = lib.sr_env_at(0).contents  # this library's ABI version and spec size
         sp.abi_version = ref.abi_version
         sp.spec_size = ref.spec_size
-        sp.id = b"python"
+        sp.id = self._env_id
         sp.name = b"python"
+        # The envs live in the workers (pickled at a checkpoint).
+        sp.flags = _lib.SR_ENV_F_FOREIGN
         sp.state_size = 8
         sp.obs_ndim = 1
         sp.obs_shape[0] = self._obs_dim
@@ -226,7 +235,11 @@ class ProcVectorEnv(_Base):
                             pass
                 sl = self._slice = Slice(_lib.lib, info, self._env_fns, self._discrete,
                                          self._obs_shape)
-            sl.run(w, cmd_p.contents)
+            c = cmd_p.contents
+            if c.kind >= _CMD_SAVE:  # a checkpoint (no rows): never raises
+                sl.xchg(w, c.kind, c.seq)
+                return 0
+            sl.run(w, c)
             return 0
         except BaseException as e:
             self._slice = None
@@ -407,6 +420,68 @@ class ProcVectorEnv(_Base):
         _lib.check(_lib.lib.sr_pool_faults_get(self._pool, ctypes.byref(f)))
         return {"faults": f.faults, "restarts": f.restarts, "fault_rows": f.fault_rows,
                 "last": f.last.decode(errors="replace")}
+
+    # --- checkpoints (as stepring.VectorEnv's) ------------------------------
+    def checkpoint(self, path, *, replay=False, backend="auto", wait=True):
+        """Checkpoint the pool into @path (replaced atomically): each env
+        pickled in its worker (the env object, its np_random included),
+        its episode counters, the statistics and, with replay=True, the
+        replay window. Call between steps. An env that cannot be pickled
+        raises, naming it and why, and nothing is written. The snapshot is
+        taken now; the file is written in the background unless
+        backend='sync'. wait=True waits for the file and returns its status
+        (a dict); wait=False returns None at once (see checkpoint_poll /
+        checkpoint_wait)."""
+        if backend not in _lib.CKPT_BACKENDS:
+            raise ValueError("backend must be one of %s, not %r"
+                             % (", ".join(_lib.CKPT_BACKENDS), backend))
+        o = _lib.sr_ckpt_opts()
+        _lib.lib.sr_ckpt_opts_init(ctypes.byref(o))
+        o.flags |= _lib.SR_CKPT_F_BACKEND
+        o.backend = _lib.CKPT_BACKENDS[backend]
+        if replay:
+            o.flags |= _lib.SR_CKPT_F_REPLAY
+        self._call(_lib.lib.sr_pool_checkpoint, os.fsencode(path), ctypes.byref(o))
+        return self._checkpoint_wait() if wait else None
+
+    def _ckpt_status(self, fn):
+        st = _lib.sr_ckpt_status()
+        rc = fn(self._pool, ctypes.byref(st))
+        d = {k: getattr(st, k) for k, _ in st._fields_ if not k.startswith("reserved")}
+        d["state"] = _lib.CKPT_STATES.get(st.state, str(st.state))
+        d["backend"] = (_lib.lib.sr_ckpt_backend_name(st.backend) or b"?").decode()
+        return rc, d
+
+    def checkpoint_poll(self):
+        """(done, status): done is False while a checkpoint is being written.
+        A failed checkpoint raises (once), with the reason."""
+        rc, d = self._ckpt_status(_lib.lib.sr_pool_checkpoint_poll)
+        if rc == -errno.EINPROGRESS:
+            return False, d
+        _lib.check(rc)
+        return True, d
+
+    def checkpoint_wait(self):
+        """Wait for the checkpoint in flight; its status, or an exception
+        if it failed."""
+        return self._checkpoint_wait()
+
+    def _checkpoint_wait(self):
+        rc, d = self._ckpt_status(_lib.lib.sr_pool_checkpoint_wait)
+        _lib.check(rc)
+        return d
+
+    def restore(self, path):
+        """Restore the pool from a checkpoint of a pool of the same envs
+        (env, num_envs, autoreset ...; any num_workers, inline or not), in
+        this process or another: each worker unpickles its envs, and the
+        next step() continues the saved trajectories exactly. The obs the
+        policy acts on next is the last one returned before the checkpoint:
+        keep it with your trainer's state. Raises (and changes nothing) on a
+        missing, corrupt or mismatched file, or an env that does not
+        unpickle."""
+        self._call(_lib.lib.sr_pool_restore, os.fsencode(path))
+        self._ended[:] = False
 
     def worker_pids(self):
         out = []
