@@ -45,5 +45,7 @@ $sr bench loop --envs 64 --threads 1 --policy mlp:8x1 --device host --seconds 0.
 	check "bench loop" "env_only_steps_per_sec loop_steps_per_sec ratio us_policy"
 $sr bench checkpoint --envs 64 --threads 1 --replay-mib 8 --seconds 0.3 --json |
 	check "bench checkpoint" "phases throughput.ratio goals.p99_uring_over_none"
+$sr bench checkpoint --procs --envs 64 --threads 1 --rounds 3 --json |
+	check "bench checkpoint --procs" "threads.snapshot_us procs.snapshot_us procs.checkpoint_ms snapshot_ratio checkpoint_ratio"
 
 exit $fail

@@ -11,6 +11,13 @@
  * then, with the pool idle, the write throughput of one io_uring checkpoint
  * against a plain sequential write (write(2) of 4 MiB pieces + fsync) of the
  * same number of bytes to the same directory. Files are deleted at the end.
+ *
+ * With --procs it measures instead what a checkpoint of a process pool
+ * (SR_POOL_F_PROCS: the workers hand their env states over through shared
+ * memory) costs against a thread pool's of the same envs and workers: both
+ * pools side by side, checkpointed in turn (interleaved rounds, synchronous
+ * writes, no replay window: the window costs both the same), the step loop's
+ * stall (the snapshot) and the whole checkpoint; medians and ranges.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -113,7 +120,11 @@ static void usage(FILE *f)
 		"  --nice N           nice value of the writer thread while stepping (default: the\n"
 		"                     library's: 0 on CPUs no worker uses, else 10)\n"
 		"  --dir DIR          where to write (default $TMPDIR or /var/tmp); files are removed\n"
-		"  --json             one JSON line instead of the table\n");
+		"  --json             one JSON line instead of the table\n"
+		"  --procs            compare a process pool's checkpoint with a thread pool's\n"
+		"                     (the same envs, --threads workers, default 2; no replay window)\n"
+		"  --proc-inline      with --procs: worker 0 inline (SR_POOL_F_PROC_INLINE)\n"
+		"  --rounds N         with --procs: checkpoints of each pool (default 21)\n");
 }
 
 static double now_s(void)
@@ -174,6 +185,8 @@ struct ckbench {
 	uint64_t replay_mib, chunk_mib;
 	double seconds;
 	bool json, direct;
+	bool procs, proc_inline;
+	uint32_t rounds;
 	int nice; /* 99: the library's default */
 	/* resolved */
 	sr_env_spec spec;
@@ -224,6 +237,12 @@ static bool ckb_parse(struct ckbench *c, int argc, char **argv)
 			c->nice = (int)cli_int("--nice", v, -20, 19);
 		} else if (cli_opt(argc, argv, &i, "--json", NULL)) {
 			c->json = true;
+		} else if (cli_opt(argc, argv, &i, "--procs", NULL)) {
+			c->procs = true;
+		} else if (cli_opt(argc, argv, &i, "--proc-inline", NULL)) {
+			c->procs = c->proc_inline = true;
+		} else if (cli_opt(argc, argv, &i, "--rounds", &v)) {
+			c->rounds = (uint32_t)cli_int("--rounds", v, 1, 100000);
 		} else {
 			cli_unknown("bench checkpoint", argv[i]);
 		}
@@ -506,6 +525,128 @@ static void ckb_print_table(const struct ckbench *c, const struct ckb_goals *g)
 		       g->p99_ratio, g->p99_met ? "met" : "NOT met");
 }
 
+/* ---- --procs: a process pool's checkpoint against a thread pool's -------- */
+
+static sr_pool *ckp_pool(const struct ckbench *c, bool procs)
+{
+	sr_pool_opts o;
+	sr_pool *p;
+	const sr_batch *b;
+
+	sr_pool_opts_init(&o);
+	o.env = c->env;
+	o.num_envs = c->envs;
+	o.num_threads = c->threads;
+	o.bind = SR_BIND_NONE; /* the same for both kinds (process workers are not bound) */
+	o.flags = SR_POOL_F_SEED | (procs ? SR_POOL_F_PROCS : 0) |
+		  (procs && c->proc_inline ? SR_POOL_F_PROC_INLINE : 0);
+	o.seed = 1;
+	if (sr_pool_create(&o, &p))
+		cli_die("bench checkpoint --procs: %s", sr_last_error());
+	if (sr_pool_reset(p, &b))
+		cli_die("bench checkpoint --procs: reset: %s", sr_last_error());
+	return p;
+}
+
+static double median_of(double *v, uint32_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_d);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int ckb_procs(struct ckbench *c)
+{
+	const uint32_t R = c->rounds;
+	sr_pool *pool[2];
+	double *snap[2], *tot[2], med_s[2], med_t[2], lo_s[2], hi_s[2], lo_t[2], hi_t[2];
+	uint64_t bytes[2] = {0, 0};
+	sr_ckpt_opts co;
+	const char *kname[2] = {"threads", c->proc_inline ? "processes (inline 0)" : "processes"};
+
+	if (c->threads == UINT32_MAX)
+		c->threads = 2;
+	pool[0] = ckp_pool(c, false);
+	pool[1] = ckp_pool(c, true);
+	c->acts = malloc(c->envs * sizeof(int32_t));
+	for (int k = 0; k < 2; k++) {
+		snap[k] = calloc(R, sizeof(double));
+		tot[k] = calloc(R, sizeof(double));
+		if (!c->acts || !snap[k] || !tot[k])
+			cli_die("bench checkpoint: out of memory");
+	}
+	sr_ckpt_opts_init(&co);
+	co.flags = SR_CKPT_F_BACKEND;
+	co.backend = SR_CKPT_BACKEND_SYNC;
+	if (!c->json)
+		fprintf(stderr, "%u rounds: a synchronous checkpoint of %s x %u on %u threads, "
+				"then on %u %s...\n",
+			R, c->spec.id, c->envs, c->threads, c->threads, kname[1]);
+	for (uint32_t r = 0; r < R; r++) {
+		/* Some steps between checkpoints (the same actions for both). */
+		for (int s = 0; s < 20; s++) {
+			uint64_t keep = rng_state;
+
+			step(pool[0], c->acts, c->envs, c->spec.act_n);
+			rng_state = keep;
+			step(pool[1], c->acts, c->envs, c->spec.act_n);
+		}
+		for (int k = 0; k < 2; k++) {
+			int kk = (r & 1) ? 1 - k : k; /* alternate who goes first */
+			sr_ckpt_status st;
+			double t0 = now_s();
+
+			if (sr_pool_checkpoint(pool[kk], c->path, &co) ||
+			    sr_pool_checkpoint_wait(pool[kk], &st))
+				cli_die("bench checkpoint --procs: %s checkpoint: %s", kname[kk],
+					sr_last_error());
+			tot[kk][r] = (now_s() - t0) * 1e3;
+			snap[kk][r] = (double)st.ns_snapshot / 1e3;
+			bytes[kk] = st.bytes;
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		med_s[k] = median_of(snap[k], R);
+		lo_s[k] = snap[k][0];
+		hi_s[k] = snap[k][R - 1];
+		med_t[k] = median_of(tot[k], R);
+		lo_t[k] = tot[k][0];
+		hi_t[k] = tot[k][R - 1];
+	}
+	if (c->json) {
+		printf("{\"what\":\"bench checkpoint --procs\",\"env\":\"%s\",\"envs\":%u,"
+		       "\"workers\":%u,\"inline0\":%s,\"rounds\":%u",
+		       c->spec.id, c->envs, c->threads, c->proc_inline ? "true" : "false", R);
+		for (int k = 0; k < 2; k++)
+			printf(",\"%s\":{\"snapshot_us\":%.1f,\"snapshot_us_min\":%.1f,"
+			       "\"snapshot_us_max\":%.1f,\"checkpoint_ms\":%.3f,"
+			       "\"checkpoint_ms_min\":%.3f,\"checkpoint_ms_max\":%.3f,\"bytes\":%llu}",
+			       k ? "procs" : "threads", med_s[k], lo_s[k], hi_s[k], med_t[k], lo_t[k],
+			       hi_t[k], (unsigned long long)bytes[k]);
+		printf(",\"snapshot_ratio\":%.2f,\"checkpoint_ratio\":%.2f}\n",
+		       med_s[1] / med_s[0], med_t[1] / med_t[0]);
+	} else {
+		printf("%s x %u, %u workers, %u rounds (medians [min-max]), sync backend, no "
+		       "replay window:\n",
+		       c->spec.id, c->envs, c->threads, R);
+		printf("%-22s %28s %30s %10s\n", "pool", "snapshot (loop stall) us",
+		       "whole checkpoint ms", "bytes");
+		for (int k = 0; k < 2; k++)
+			printf("%-22s %10.1f [%7.1f-%7.1f] %10.3f [%7.3f-%7.3f] %10llu\n", kname[k],
+			       med_s[k], lo_s[k], hi_s[k], med_t[k], lo_t[k], hi_t[k],
+			       (unsigned long long)bytes[k]);
+		printf("processes / threads: snapshot %.2fx, whole checkpoint %.2fx\n",
+		       med_s[1] / med_s[0], med_t[1] / med_t[0]);
+	}
+	unlink(c->path);
+	for (int k = 0; k < 2; k++) {
+		sr_pool_destroy(pool[k]);
+		free(snap[k]);
+		free(tot[k]);
+	}
+	free(c->acts);
+	return 0;
+}
+
 int bench_checkpoint(int argc, char **argv)
 {
 	static struct ckbench c; /* 8 KiB of paths: off the stack */
@@ -520,8 +661,18 @@ int bench_checkpoint(int argc, char **argv)
 	c.chunk_mib = 4;
 	c.seconds = 3;
 	c.nice = 99;
+	c.rounds = 21;
 	if (!ckb_parse(&c, argc, argv))
 		return 0;
+	if (c.procs) {
+		bool threads_given = c.threads != UINT32_MAX;
+
+		c.replay_mib = 0;
+		ckb_resolve(&c);
+		if (!threads_given)
+			c.threads = 2;
+		return ckb_procs(&c);
+	}
 	ckb_resolve(&c);
 	ckb_open(&c);
 	ckb_idle_throughput(&c);
