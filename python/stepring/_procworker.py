@@ -308,10 +308,14 @@ class Slice:
         addr, cap = self._area(w)
         blobs = []
         for i, env in enumerate(self.envs):
+            rec = (env, self.first_seed[i] if self.pending[i] else None, self.obs_l[i])
             try:
-                blobs.append(cloudpickle.dumps(
-                    (env, self.first_seed[i] if self.pending[i] else None, self.obs_l[i]),
-                    protocol=pickle.HIGHEST_PROTOCOL))
+                try:
+                    # pickle's C pickler, several times faster; cloudpickle
+                    # for what it cannot take (a class defined in a function).
+                    blobs.append(pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL))
+                except Exception:  # noqa: BLE001
+                    blobs.append(cloudpickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL))
             except Exception as e:  # noqa: BLE001 - the env's own reason
                 end(w, -_EINVAL, 0, ("env %d (%s) cannot be pickled: %s: %s" % (
                     self.first + i, type(env).__name__, type(e).__name__, e)).encode(

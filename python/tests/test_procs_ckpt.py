@@ -187,3 +187,25 @@ def test_refused(tmp_path):
         c.restore(path)
     for e in (a, b, c):
         e.close()
+
+
+def test_local_class(tmp_path):
+    """An env class defined in a function (pickle cannot name it: cloudpickle
+    saves it by value) resumes exactly too."""
+
+    class Local(CartPoleEnv):
+        pass
+
+    path = str(tmp_path / "l.ckpt")
+    a = stepring.make_vec(env_fns=[Local] * 6, num_workers=2, seed=2, inline=False)
+    a.reset()
+    acts = _acts(a.single_action_space, 6, 0, 60)
+    _run(a, acts[:20])
+    a.checkpoint(path, backend="sync")
+    want = _run(a, acts[20:])
+    b = stepring.make_vec(env_fns=[Local] * 6, num_workers=1, seed=9)
+    b.reset()
+    b.restore(path)
+    _same(want, _run(b, acts[20:]))
+    a.close()
+    b.close()
