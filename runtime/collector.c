@@ -205,8 +205,9 @@ static int land_device(sr_pool *p, const struct batch_req *req, sr_batch *out)
 		err = sr_device_submit_ring(st->dev, p->ring.r, req->first_seq, req->n, 0, &b);
 	} else {
 		sr_batch g = {
-			.n = req->n, .obs_dim = p->cfg.obs_dim, .obs = st->obs, .reward = st->reward,
-			.terminated = st->term, .truncated = st->trunc, .env_id = st->env_id,
+			.n = req->n, .obs_dim = p->cfg.obs_dim, .obs = st->obs,
+			.reward = st->reward, .terminated = st->term, .truncated = st->trunc,
+			.env_id = st->env_id,
 			.first_seq = UINT64_MAX,
 		};
 
@@ -566,7 +567,8 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out)
 	const sr_ring *ring = p->ring.r;
 	/* A quarter of a worker's share: fine enough not to overshoot the
 	 * batch with an expensive env, coarse enough to amortise a drain. */
-	const uint32_t chunk = need / (4 * p->cfg.num_threads) ? need / (4 * p->cfg.num_threads) : 1;
+	const uint32_t chunk =
+		need / (4 * p->cfg.num_threads) ? need / (4 * p->cfg.num_threads) : 1;
 	/* Half of worker 0's share of a batch, every call. */
 	uint32_t min0 = (uint32_t)((uint64_t)need * p->workers.w[0].n_envs / p->cfg.num_envs / 2);
 	uint64_t t0, tw = 0, tin = 0, ti, tw0;
@@ -659,13 +661,15 @@ void sr__collect_drain(sr_pool *p)
 
 		if (!n) {
 			/* Worker 0's queue (inline), or a wait for the slot. */
-			if (p->workers.kind->advance(p, sr_ring_cursor(p->ring.r), UINT32_MAX, &tw) < 0)
+			if (p->workers.kind->advance(p, sr_ring_cursor(p->ring.r), UINT32_MAX,
+						     &tw) < 0)
 				break; /* the workers failed for good: nothing more comes */
 			continue;
 		}
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t s = (first + i) & mask;
-			if (!(p->ring.flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)) && p->flight.inflight[p->ring.env[s]]) {
+			if (!(p->ring.flags[s] & (SR_SLOT_PAD | SR_SLOT_FINAL)) &&
+			    p->flight.inflight[p->ring.env[s]]) {
 				p->flight.inflight[p->ring.env[s]] = 0;
 				p->flight.n_inflight--;
 			}

@@ -222,7 +222,8 @@ static int create_config(sr_pool *p, const sr_pool_opts *o)
 	p->cfg.batch_size = o->batch_size ? o->batch_size : o->num_envs;
 	p->cfg.async = p->cfg.batch_size < p->cfg.num_envs;
 	p->cfg.autoreset = o->autoreset;
-	p->cfg.keep_final = o->autoreset == SR_AUTORESET_SAME_STEP || (o->flags & SR_POOL_F_FINAL_OBS);
+	p->cfg.keep_final =
+		o->autoreset == SR_AUTORESET_SAME_STEP || (o->flags & SR_POOL_F_FINAL_OBS);
 	p->cfg.seed = (o->flags & SR_POOL_F_SEED) ? o->seed : 0;
 	p->cfg.env_base = (o->flags & SR_POOL_F_FIRST_ENV) ? o->first_env : 0;
 	p->cfg.act_size = sr_env_action_size(&p->cfg.spec);
@@ -299,7 +300,8 @@ static int create_placement(sr_pool *p, const sr_pool_opts *o)
 	 * reaches into a drain waits for the whole drain: a worker's share of
 	 * a batch keeps that short; 128 rows at least keep the per-drain
 	 * costs (reserve, publish, wake) small against the steps. */
-	p->side.drain_max = p->cfg.batch_size / T > SR__DRAIN_MIN ? p->cfg.batch_size / T : SR__DRAIN_MIN;
+	p->side.drain_max =
+		p->cfg.batch_size / T > SR__DRAIN_MIN ? p->cfg.batch_size / T : SR__DRAIN_MIN;
 	return 0;
 }
 
@@ -312,9 +314,10 @@ static int create_ring(sr_pool *p, const sr_pool_opts *o)
 	memset(&ro, 0, sizeof(ro));
 	ro.obs_dim = p->cfg.obs_dim;
 	ro.act_size = (uint32_t)p->cfg.act_size;
-	ro.capacity = o->ring_capacity ? o->ring_capacity
-				       : pow2_at_least(4ull * p->cfg.num_envs > 1024 ? 4ull * p->cfg.num_envs
-										  : 1024);
+	ro.capacity = o->ring_capacity
+			      ? o->ring_capacity
+			      : pow2_at_least(4ull * p->cfg.num_envs > 1024 ? 4ull * p->cfg.num_envs
+									    : 1024);
 	if (o->flags & SR_POOL_F_RING_NAME) {
 		ro.flags = SR_RING_SHM;
 		ro.name = o->ring_name;
@@ -398,7 +401,8 @@ static int create_commands(sr_pool *p, const sr_pool_opts *o)
 	for (uint32_t g = 0; g < p->cmds.ngroups; g++) {
 		/* Sync steps use the caller's actions in place. */
 		if (p->cfg.async)
-			p->cmds.rec[g].acts_buf = malloc((size_t)p->cfg.batch_size * p->cfg.act_size);
+			p->cmds.rec[g].acts_buf =
+				malloc((size_t)p->cfg.batch_size * p->cfg.act_size);
 		p->cmds.rec[g].shift = calloc_lines(T, sizeof(int32_t));
 		if ((p->cfg.async && !p->cmds.rec[g].acts_buf) || !p->cmds.rec[g].shift)
 			return sr__errorf(-ENOMEM, "out of memory for %u batch groups",
@@ -414,7 +418,8 @@ static int create_commands(sr_pool *p, const sr_pool_opts *o)
  */
 static void create_slices(sr_pool *p, const sr_pool_opts *o)
 {
-	const uint32_t T = p->cfg.num_threads, base = p->cfg.num_envs / T, extra = p->cfg.num_envs % T;
+	const uint32_t T = p->cfg.num_threads, base = p->cfg.num_envs / T,
+		       extra = p->cfg.num_envs % T;
 	uint32_t env = 0;
 
 	for (uint32_t i = 0; i < T; i++) {
@@ -426,7 +431,8 @@ static void create_slices(sr_pool *p, const sr_pool_opts *o)
 		if (p->cmds.ngroups) {
 			/* batch_size / T rows of each group, the first ones one more. */
 			w->grp_m = p->cfg.batch_size / T + (i < p->cfg.batch_size % T);
-			w->grp_off = i * (p->cfg.batch_size / T) + (i < p->cfg.batch_size % T ? i : p->cfg.batch_size % T);
+			w->grp_off = i * (p->cfg.batch_size / T) +
+				     (i < p->cfg.batch_size % T ? i : p->cfg.batch_size % T);
 			w->n_envs = w->grp_m * p->cmds.ngroups;
 		}
 		w->cpu = p->place.plan->w[i].cpu;
@@ -1029,7 +1035,8 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 	if (!p || !out)
 		return sr__errorf(-EINVAL, "sr_pool_worker_stats_get: NULL argument");
 	if (worker >= p->cfg.num_threads)
-		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker, p->cfg.num_threads);
+		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker,
+				  p->cfg.num_threads);
 	w = &p->workers.w[worker];
 	memset(out, 0, sizeof(*out));
 	/* Relaxed: counters written by the worker alone (see worker.c). */
@@ -1043,8 +1050,8 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 	if (p->workers.kind->worker_info)
 		p->workers.kind->worker_info(p, worker, out);
 	/* -ENOENT: not bound to one CPU (the calling thread unless bound). */
-	out->cpu = (worker == 0 && p->workers.first_thread && !p->place.caller_bound) || w->cpu < 0 ||
-				   !p->place.plan->w[worker].cpus[0]
+	out->cpu = (worker == 0 && p->workers.first_thread && !p->place.caller_bound) ||
+				   w->cpu < 0 || !p->place.plan->w[worker].cpus[0]
 			   ? -ENOENT
 			   : w->cpu;
 	return 0;

@@ -621,8 +621,9 @@ static int snapshot(struct sr__pool_ckpt *c, struct sr__ckpt_src *src, uint32_t 
 
 	src[(*n)++] = SRC(SR_CKPT_SECT_POOL, sizeof(struct sr__ckpt_pool_sect), snap);
 	src[(*n)++] = SRC(SR_CKPT_SECT_ENV_STATES, l.nst, snap + l.off_states);
-	src[(*n)++] = SRC(SR_CKPT_SECT_ENV_COUNTERS,
-			  (size_t)p->cfg.num_envs * sizeof(struct sr__ckpt_env_rec), snap + l.off_envs);
+	src[(*n)++] =
+		SRC(SR_CKPT_SECT_ENV_COUNTERS,
+		    (size_t)p->cfg.num_envs * sizeof(struct sr__ckpt_env_rec), snap + l.off_envs);
 	src[(*n)++] = SRC(SR_CKPT_SECT_STATS, sizeof(struct ckpt_stats_sect), snap + l.off_stats);
 	src[(*n)++] = SRC(SR_CKPT_SECT_RUNTIME, sizeof(struct ckpt_runtime_sect), snap + l.off_rt);
 	c->snap = snap;
@@ -1002,7 +1003,8 @@ static int check_loaded(const sr_pool *p, const struct ckpt_runtime_sect *rt,
 					  e, er->elapsed, max, (unsigned long long)er->ep_len);
 		/* (opaque envs: load_opaque checks the loaded instances) */
 		if (p->cfg.spec.check_state && !sr_env_is_opaque(&p->cfg.spec) && !foreign(p) &&
-		    p->cfg.spec.check_state(&p->cfg.spec, states + (size_t)e * p->cfg.spec.state_size))
+		    p->cfg.spec.check_state(&p->cfg.spec,
+					    states + (size_t)e * p->cfg.spec.state_size))
 			return sr__errorf(-EBADMSG,
 					  "restore: env %u's state is not one env '%s' can be in "
 					  "(its check_state hook refused it)",
@@ -1172,7 +1174,8 @@ static int restore_load(sr_pool *p, int fd, struct restore_in *in)
 		return err;
 	/* Bytes per env: the spec's, or a foreign env's record size as saved
 	 * (bounded by the verify pass). */
-	nst = (size_t)p->cfg.num_envs * (foreign(p) ? in->ps.state_size : env_rec_bytes(&p->cfg.spec));
+	nst = (size_t)p->cfg.num_envs *
+	      (foreign(p) ? in->ps.state_size : env_rec_bytes(&p->cfg.spec));
 	in->states = malloc(nst);
 	in->envs = malloc((size_t)p->cfg.num_envs * sizeof(*in->envs));
 	if (!in->states || !in->envs)
@@ -1279,7 +1282,8 @@ static int restore_open(sr_pool *p, const char *path, const char *fn)
 	if (!p || !path)
 		return sr__errorf(-EINVAL, "%s: NULL argument", fn);
 	if (!p->workers.kind->local_state && !p->workers.kind->ckpt_load)
-		return sr__errorf(-ENOTSUP, "%s: %s workers cannot load envs", fn, p->workers.kind->name);
+		return sr__errorf(-ENOTSUP, "%s: %s workers cannot load envs", fn,
+				  p->workers.kind->name);
 	c = ckpt_state(p, false);
 	if (c && c->job)
 		finish_job(c, true);
@@ -1388,8 +1392,9 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 		goto out;
 	}
 	lo = ps.first_env > p->cfg.env_base ? ps.first_env : p->cfg.env_base;
-	hi = ps.first_env + ps.num_envs < p->cfg.env_base + p->cfg.num_envs ? ps.first_env + ps.num_envs
-								     : p->cfg.env_base + p->cfg.num_envs;
+	hi = ps.first_env + ps.num_envs < p->cfg.env_base + p->cfg.num_envs
+		     ? ps.first_env + ps.num_envs
+		     : p->cfg.env_base + p->cfg.num_envs;
 	if (lo >= hi) {
 		err = 0; /* nothing in common */
 		goto out;
@@ -1453,7 +1458,8 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 		/* The env's own check of a state (v2 specs): nothing is applied
 		 * when any saved state is refused. */
 		for (uint64_t g = lo; g < hi; g++) {
-			err = p->cfg.spec.check_state(&p->cfg.spec, states + (g - ps.first_env) * ssz);
+			err = p->cfg.spec.check_state(&p->cfg.spec,
+						      states + (g - ps.first_env) * ssz);
 			if (err) {
 				err = sr__errorf(err < 0 ? err : -EBADMSG, "restore: env %llu: the "
 						 "saved state is refused by '%s'",

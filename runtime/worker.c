@@ -155,7 +155,8 @@ static int worker_alloc(struct sr__worker *w)
 		}
 	}
 	if (w->n_envs)
-		p->cfg.spec.seed(&p->cfg.spec, w->states, w->n_envs, p->cfg.seed, p->cfg.env_base + w->first_env);
+		p->cfg.spec.seed(&p->cfg.spec, w->states, w->n_envs, p->cfg.seed,
+				 p->cfg.env_base + w->first_env);
 	return 0;
 }
 
@@ -317,8 +318,9 @@ static uint32_t flag_nonfinite(struct sr__worker *w, struct sr__worker *x, uint3
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t what = (sr__nonfinite_any(p->ring.obs + (s + i) * od, od) ? SR__NF_OBS : 0) |
-				(rew_too && sr__nonfinite_f(p->ring.rew[s + i]) ? SR__NF_REW : 0);
+		uint64_t what =
+			(sr__nonfinite_any(p->ring.obs + (s + i) * od, od) ? SR__NF_OBS : 0) |
+			(rew_too && sr__nonfinite_f(p->ring.rew[s + i]) ? SR__NF_REW : 0);
 
 		if (!what)
 			continue;
@@ -494,8 +496,8 @@ static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo
 		done_term[i] = c_term[i];
 		done_trunc[i] = c_trunc[i];
 		if (p->cfg.keep_final)
-			memcpy(p->side.final_env + (size_t)(env0 + i) * od, p->ring.obs + (s + i) * od,
-			       od * sizeof(float));
+			memcpy(p->side.final_env + (size_t)(env0 + i) * od,
+			       p->ring.obs + (s + i) * od, od * sizeof(float));
 		if (p->cfg.autoreset == SR_AUTORESET_SAME_STEP) {
 			x->done_loc[nd] = lo + i;
 			x->done_seq[nd] = seq + i;
@@ -511,7 +513,8 @@ static void copy_slot(sr_pool *p, uint64_t from, uint64_t to)
 	uint32_t od = p->cfg.obs_dim;
 
 	memcpy(p->ring.obs + to * od, p->ring.obs + from * od, od * sizeof(float));
-	memcpy(p->ring.act + to * p->cfg.act_size, p->ring.act + from * p->cfg.act_size, p->cfg.act_size);
+	memcpy(p->ring.act + to * p->cfg.act_size, p->ring.act + from * p->cfg.act_size,
+	       p->cfg.act_size);
 	p->ring.rew[to] = p->ring.rew[from];
 	p->ring.term[to] = p->ring.term[from];
 	p->ring.trunc[to] = p->ring.trunc[from];
@@ -546,10 +549,12 @@ static void same_step_fixup(struct sr__worker *w, struct sr__worker *x, uint32_t
 		 * gets the reset obs: its flag is the reward's, or the reset
 		 * obs's (a new finding, counted). */
 		p->ring.flags[se] = SR_SLOT_FINAL | (p->ring.flags[sq] & SR_SLOT_NONFINITE);
-		p->cfg.spec.reset(&p->cfg.spec, state_of(w, i), 1, p->ring.obs + sq * p->cfg.obs_dim);
+		p->cfg.spec.reset(&p->cfg.spec, state_of(w, i), 1,
+				  p->ring.obs + sq * p->cfg.obs_dim);
 		p->ring.flags[sq] = SR_SLOT_FIRST;
 		if (p->fin.on) {
-			if (SR_UNLIKELY(sr__nonfinite_any(p->ring.obs + sq * p->cfg.obs_dim, p->cfg.obs_dim)))
+			if (SR_UNLIKELY(sr__nonfinite_any(p->ring.obs + sq * p->cfg.obs_dim,
+							  p->cfg.obs_dim)))
 				flag_nonfinite(w, x, i, 1, sq, false);
 			else if (SR_UNLIKELY(sr__nonfinite_f(p->ring.rew[sq])))
 				p->ring.flags[sq] |= SR_SLOT_NONFINITE; /* counted by bookkeep */
@@ -882,7 +887,8 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 		uint64_t qq = seq0 + w->run_env[3 * r + 2];
 		if (!(len & SR__Q_RESET))
 			nf |= env_calls(w, lo, len, qq & mask,
-					p->side.async_act + (size_t)(w->first_env + lo) * p->cfg.act_size);
+					p->side.async_act +
+						(size_t)(w->first_env + lo) * p->cfg.act_size);
 	}
 	ns_env = sr__now_ns() - t1;
 	/* Pass 2: bookkeeping (and resets, rare: async reset only). */
@@ -893,7 +899,9 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 			reset_range(w, lo, len & ~SR__Q_RESET, qq, NULL, &ns_env);
 		else
 			nd = bookkeep(w, w, lo, len, qq,
-				      p->side.async_act + (size_t)(w->first_env + lo) * p->cfg.act_size, nd, nf);
+				      p->side.async_act +
+					      (size_t)(w->first_env + lo) * p->cfg.act_size,
+				      nd, nf);
 	}
 	same_step_fixup(w, w, nd);
 	/* R1: publish (release) pairs with the collector's acquire. */
