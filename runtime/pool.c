@@ -175,9 +175,12 @@ static int check_opts(const sr_pool_opts *o)
 	if ((o->flags & SR_POOL_F_FIRST_ENV) && o->first_env > UINT64_MAX - o->num_envs)
 		return sr__errorf(-EINVAL, "first_env %llu + num_envs %u overflows",
 				  (unsigned long long)o->first_env, o->num_envs);
-	if ((o->flags & SR_POOL_F_PROCS) && o->batch_size && o->batch_size < o->num_envs)
-		return sr__errorf(-EINVAL, "process workers (SR_POOL_F_PROCS) step sync pools only "
-				  "(batch_size = num_envs or 0), not batch_size %u < num_envs %u",
+	if ((o->flags & SR_POOL_F_PROCS) && o->batch_size && o->batch_size < o->num_envs &&
+	    ((o->worker_argv && o->worker_argv[0]) || o->proc_inline))
+		return sr__errorf(-EINVAL, "an async process pool (batch_size %u < num_envs %u) "
+					   "needs the C env worker: a worker program of its own "
+					   "(worker_argv) or an inline function (proc_inline) steps "
+					   "whole slices, sync commands only",
 				  o->batch_size, o->num_envs);
 	if ((o->flags & SR_POOL_F_PROC_INLINE) && !(o->flags & SR_POOL_F_PROCS))
 		return sr__errorf(-EINVAL, "SR_POOL_F_PROC_INLINE is for process workers: set "

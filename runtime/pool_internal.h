@@ -547,6 +547,7 @@ struct sr_pool {
 
 	/* --- process workers (SR_POOL_F_PROCS, pool_procs.c), or NULL --- */
 	struct sr__procs *procs;
+	uint8_t *procs_mark;      /* async: num_envs, a ragged send's envs (scratch) */
 
 	struct sr__stats_block shm; /* the stats block in shared memory */
 };

@@ -5,8 +5,16 @@
  * command block, spawning, faults and restarts).
  *
  * The pool keeps its worker records (slices, counters) but starts no
- * threads: a sync command goes to the worker processes, and their
- * counters are copied into the records after each command, so that
+ * threads. Every command of the pool (a sync step, reset or reset mask,
+ * an async batch group's step or reset) is a record of the command block,
+ * posted at send and waited for at wait: each worker's part is its envs
+ * of the command's group (sync: its slice), as for thread workers, so the
+ * rows and the batches are the same. A ragged async send is a record too,
+ * with each worker's envs as a list, rows worker by worker, in env order;
+ * recv takes the oldest published rows in ring order as for threads, and
+ * its advance waits for the oldest command in flight (an inline worker 0
+ * runs its parts of the commands on the pool thread then). The workers'
+ * counters are copied into the records after each wait, so that
  * sr_pool_stats_get, sr_pool_worker_stats_get and the stats block read
  * them as for threads. Episodes come from the workers' queues in the
  * command block.
@@ -16,6 +24,7 @@
 
 #include "pool_internal.h"
 #include "proc.h"
+#include "ring_internal.h"
 
 static int procs_start(sr_pool *p, const sr_pool_opts *o)
 {
@@ -75,6 +84,11 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 		free(p->side.final_env);
 		p->side.final_env = sr__procs_final(p->procs);
 	}
+	if (p->cfg.async) {
+		p->procs_mark = calloc(p->cfg.num_envs, 1);
+		if (!p->procs_mark)
+			return sr__errorf(-ENOMEM, "out of memory");
+	}
 	return 0;
 }
 
@@ -107,26 +121,19 @@ static void mirror(sr_pool *p, uint64_t seq, bool scan)
 	}
 }
 
-/* The command block is written and published by sr__procs_run, which
- * sends a command and waits for it in one call: send leaves the command
- * where the pool wrote it, and wait runs it (a process pool has one
- * command at a time: sync only). */
-static int procs_send(sr_pool *p)
+/*
+ * After a wait for a command whose rows start at @seq: the workers'
+ * counters into the pool's records (and, @scan, the finite check of the
+ * rows of a worker that does not check its own: a sync command's, see
+ * mirror), the first non-finite row a worker found, and a fault into the
+ * stats block at once (`stepring top`). Async pools have C env workers
+ * only, which check their own rows before they publish them.
+ */
+static void after_wait(sr_pool *p, uint64_t seq, bool scan, uint64_t faults_before)
 {
-	p->cmds.issued++;
-	return 0;
-}
+	struct sr__procs_stats after;
 
-static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)
-{
-	const struct sr__grp_cmd *c = sr__cmd_rec(p, k);
-	struct sr__procs_stats before, after;
-	int err;
-
-	sr__procs_info(p->procs, &before);
-	err = sr__procs_run(p->procs, c->reset ? SR_PROC_CMD_RESET : SR_PROC_CMD_STEP, c->seq,
-			    c->reset ? NULL : c->acts, c->reset ? c->mask : NULL);
-	mirror(p, c->seq, !err && p->fin.on);
+	mirror(p, seq, scan);
 	if (!atomic_load_explicit(&p->fin.first, memory_order_relaxed)) {
 		uint64_t f = sr__procs_nonfinite_first(p->procs);
 
@@ -135,9 +142,169 @@ static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)
 					    f & ~SR__NF_ENV_MASK);
 	}
 	sr__procs_info(p->procs, &after);
-	if (after.faults != before.faults)
-		sr__stats_shm_update_now(p); /* `stepring top` shows a fault at once */
+	if (after.faults != faults_before)
+		sr__stats_shm_update_now(p);
+}
+
+static uint64_t faults_now(const sr_pool *p)
+{
+	struct sr__procs_stats st;
+
+	sr__procs_info(p->procs, &st);
+	return st.faults;
+}
+
+/* Slots [seq, seq + n) the pool reserved for a command that could not be
+ * posted (the workers failed for good): pads, so the ring stays usable. */
+static void pad_slots(sr_pool *p, uint64_t seq, uint32_t n)
+{
+	const struct sr__ring_cols *rc = &p->ring;
+	const uint64_t mask = rc->cap - 1;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t s = (seq + i) & mask;
+
+		rc->flags[s] = SR_SLOT_PAD;
+		rc->term[s] = rc->trunc[s] = 0;
+		rc->rew[s] = 0.0f;
+		rc->env[s] = UINT32_MAX;
+		rc->prev[s] = SR_RING_NO_PREV;
+	}
+	sr_ring_publish(rc->r, seq, n); /* R1 */
+}
+
+/*
+ * Command p->cmds.issued (a sync step, reset or reset mask; an async batch
+ * group's step or reset): worker w's part is its envs of the group, local
+ * [g * grp_m, (g + 1) * grp_m) (sync: one group, the slice), rows from
+ * grp_off, as a thread worker's (without rebalancing); their actions go
+ * to the mailbox, by env.
+ */
+static int procs_send(sr_pool *p)
+{
+	const struct sr__grp_cmd *c = sr__cmd_rec(p, p->cmds.issued);
+	const size_t asz = p->cfg.act_size;
+	unsigned char *mb = sr__procs_actions(p->procs);
+	struct sr__proc_crec *r;
+	int err;
+
+	r = sr__procs_begin(p->procs, c->reset ? SR_PROC_CMD_RESET : SR_PROC_CMD_STEP, c->seq,
+			    p->cfg.batch_size, &err);
+	if (!r) {
+		pad_slots(p, c->seq, p->cfg.batch_size);
+		return err;
+	}
+	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
+		const struct sr__worker *x = &p->workers.w[w];
+		const uint32_t lo = x->first_env + c->g * x->grp_m;
+
+		r->part[w] = (struct sr__proc_part){lo, x->grp_m, x->grp_off, 0};
+		if (!c->reset)
+			memcpy(mb + (size_t)lo * asz, c->acts + (size_t)x->grp_off * asz,
+			       (size_t)x->grp_m * asz);
+	}
+	if (c->reset && c->mask) {
+		memcpy(sr__procs_mask(p->procs), c->mask, p->cfg.num_envs);
+		r->has_mask = 1;
+	}
+	sr__cmd_rec(p, p->cmds.issued)->kgen = sr__procs_post(p->procs);
+	p->cmds.issued++;
+	return 0;
+}
+
+static int procs_wait(sr_pool *p, uint64_t k, uint64_t *t)
+{
+	const struct sr__grp_cmd *c = sr__cmd_rec(p, k);
+	uint64_t f = faults_now(p);
+	int err = sr__procs_wait(p->procs, c->kgen);
+
+	after_wait(p, c->seq, !err && p->fin.on && !p->cfg.async, f);
 	*t = sr__now_ns();
+	return err;
+}
+
+/*
+ * A ragged send: one command whose parts are lists, each worker's envs
+ * in env order (a byte map of the sent envs, walked over each worker's
+ * span of them), its rows consecutive, worker after worker, in n slots
+ * the pool thread reserves here (contiguous). @ids NULL: envs 0 .. n-1,
+ * as ranges.
+ */
+static int procs_send_envs(sr_pool *p, const void *actions, const uint32_t *ids, uint32_t n)
+{
+	const uint32_t T = p->cfg.num_threads;
+	const size_t asz = p->cfg.act_size;
+	unsigned char *mb = sr__procs_actions(p->procs);
+	uint8_t *mark = p->procs_mark;
+	struct sr__proc_crec *r;
+	uint32_t *list = NULL, off = 0, row = 0;
+	uint64_t seq;
+	int err;
+
+	/* Room: as for the thread kind's drains, at most one result and one
+	 * extra per env between the cursor and the head (collector.c): this
+	 * reservation, the only consumer's, does not wait. */
+	err = sr_ring_reserve(p->ring.r, n, SR_RESERVE_CONTIG, &seq);
+	if (err)
+		return err;
+	r = sr__procs_begin(p->procs, actions ? SR_PROC_CMD_STEP : SR_PROC_CMD_RESET, seq, n, &err);
+	if (!r) {
+		pad_slots(p, seq, n);
+		return err;
+	}
+	if (ids) {
+		list = sr__procs_ids(p->procs, n, &off);
+		for (uint32_t i = 0; i < n; i++) {
+			mark[ids[i]] = 1;
+			if (actions)
+				memcpy(mb + (size_t)ids[i] * asz, (const char *)actions + (size_t)i * asz,
+				       asz);
+		}
+	} else if (actions) {
+		memcpy(mb, actions, (size_t)n * asz);
+	}
+	for (uint32_t w = 0; w < T; w++) {
+		const struct sr__worker *x = &p->workers.w[w];
+		uint32_t k = 0;
+
+		if (!ids) {
+			uint32_t lo = x->first_env < n ? x->first_env : n;
+			uint32_t hi = x->first_env + x->n_envs < n ? x->first_env + x->n_envs : n;
+
+			r->part[w] = (struct sr__proc_part){lo, hi - lo, lo, 0};
+			continue;
+		}
+		for (uint32_t e = x->first_env; e < x->first_env + x->n_envs && row + k < n; e++)
+			if (mark[e]) {
+				mark[e] = 0;
+				list[row + k++] = e;
+			}
+		r->part[w] = (struct sr__proc_part){SR__PROC_LIST, k, row, off + row};
+		row += k;
+	}
+	sr__procs_post(p->procs);
+	return 0;
+}
+
+/* Ragged recv: the oldest command in flight, waited for (an inline
+ * worker 0 runs its parts of the commands up to it first). */
+static int procs_advance(sr_pool *p, uint64_t pos, uint32_t max, uint64_t *tw)
+{
+	uint64_t f, t1;
+	uint32_t g;
+	int err;
+
+	(void)max;
+	if (sr__slot_begin(p->ring.r, pos))
+		return 0;
+	g = sr__procs_oldest(p->procs);
+	if (!g)
+		return 0; /* nothing in flight: the slot is being published */
+	f = faults_now(p);
+	t1 = sr__now_ns();
+	err = sr__procs_wait(p->procs, g);
+	*tw += sr__now_ns() - t1;
+	after_wait(p, 0, false, f);
 	return err;
 }
 
@@ -159,6 +326,8 @@ static void procs_stop(sr_pool *p)
 	if (p->procs)
 		p->side.final_env = NULL; /* it was the command block's */
 	p->procs = NULL;
+	free(p->procs_mark);
+	p->procs_mark = NULL;
 }
 
 static void procs_worker_info(const sr_pool *p, uint32_t w, sr_pool_worker_stats *out)
@@ -208,6 +377,8 @@ const struct sr__worker_kind sr__kind_proc = {
 	.start = procs_start,
 	.send = procs_send,
 	.wait = procs_wait,
+	.send_envs = procs_send_envs,
+	.advance = procs_advance,
 	.episodes = procs_episodes,
 	.stop = procs_stop,
 	.worker_info = procs_worker_info,

@@ -727,6 +727,16 @@ void *sr__procs_actions(struct sr__procs *P)
 	return (char *)P->h + P->h->off_actions;
 }
 
+uint8_t *sr__procs_mask(struct sr__procs *P)
+{
+	return (uint8_t *)P->h + P->h->off_mask;
+}
+
+uint32_t sr__procs_gen(const struct sr__procs *P)
+{
+	return P->gen;
+}
+
 /*
  * Env lists: the ids area holds 2 * num_envs entries, written in order
  * (free-running index ids_w), a list never wrapping (it starts over at 0

@@ -302,8 +302,12 @@ void sr__procs_reset_next(struct sr__procs *P, const sr_pool_reset_opts *o, cons
 struct sr__proc_crec *sr__procs_begin(struct sr__procs *P, uint32_t kind, uint64_t seq,
 				      uint32_t rows, int *err);
 uint32_t sr__procs_post(struct sr__procs *P);
-/* The action mailbox: num_envs actions, row = env. */
+/* The action mailbox: num_envs actions, row = env; the reset mask
+ * (num_envs bytes, for a record with has_mask). */
 void *sr__procs_actions(struct sr__procs *P);
+uint8_t *sr__procs_mask(struct sr__procs *P);
+/* The last command posted. */
+uint32_t sr__procs_gen(const struct sr__procs *P);
 /* @n contiguous entries of the ids area for the command being written;
  * *@off: the first one's index (for sr__proc_part.ids). */
 uint32_t *sr__procs_ids(struct sr__procs *P, uint32_t n, uint32_t *off);
