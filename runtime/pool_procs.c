@@ -286,23 +286,19 @@ static int procs_send_envs(sr_pool *p, const void *actions, const uint32_t *ids,
 	return 0;
 }
 
-/* Ragged recv: the oldest command in flight, waited for (an inline
- * worker 0 runs its parts of the commands up to it first). */
+/* Ragged recv: wait for the worker that writes slot @pos (an inline
+ * worker 0 runs its parts of the commands up to that one). */
 static int procs_advance(sr_pool *p, uint64_t pos, uint32_t max, uint64_t *tw)
 {
 	uint64_t f, t1;
-	uint32_t g;
 	int err;
 
 	(void)max;
 	if (sr__slot_begin(p->ring.r, pos))
 		return 0;
-	g = sr__procs_oldest(p->procs);
-	if (!g)
-		return 0; /* nothing in flight: the slot is being published */
 	f = faults_now(p);
 	t1 = sr__now_ns();
-	err = sr__procs_wait(p->procs, g);
+	err = sr__procs_wait_slot(p->procs, pos);
 	*tw += sr__now_ns() - t1;
 	after_wait(p, 0, false, f);
 	return err;

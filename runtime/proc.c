@@ -581,21 +581,22 @@ static bool worker_done(struct sr__procs *P, uint32_t w, uint32_t gen)
 			  gen);
 }
 
-static bool all_done(struct sr__procs *P, uint32_t gen)
+/* Every worker process (or only worker @only, unless UINT32_MAX). */
+static bool all_done(struct sr__procs *P, uint32_t gen, uint32_t only)
 {
 	for (uint32_t w = P->first; w < P->nworkers; w++)
-		if (!worker_done(P, w, gen))
+		if ((only == UINT32_MAX || w == only) && !worker_done(P, w, gen))
 			return false;
 	return true;
 }
 
 /*
- * Wait until every worker process has done command @gen or is dead
- * (P->dead, reaped: ended, or killed after the step timeout, counted from
- * this call or from the worker's readiness after a restart). Returns
- * whether one was found dead.
+ * Wait until every worker process (or only worker @only, unless
+ * UINT32_MAX) has done command @gen or is dead (P->dead, reaped: ended,
+ * or killed after the step timeout, counted from this call or from the
+ * worker's readiness after a restart). Returns whether one was found dead.
  */
-static bool wait_workers(struct sr__procs *P, uint32_t gen)
+static bool wait_workers(struct sr__procs *P, uint32_t gen, uint32_t only)
 {
 	struct sr__proc_hdr *h = P->h;
 	uint64_t t0, until;
@@ -603,12 +604,12 @@ static bool wait_workers(struct sr__procs *P, uint32_t gen)
 
 	/* Done already (a record's earlier command, sr__procs_begin): not a
 	 * wait, so not one for the spin's average either. */
-	if (all_done(P, gen))
+	if (all_done(P, gen, only))
 		return false;
 	t0 = now_ns();
 	until = t0 + sr__spin_budget(&P->spin);
 	spinning = until > t0;
-	for (uint32_t i = 0; !all_done(P, gen); i++) {
+	for (uint32_t i = 0; !all_done(P, gen, only); i++) {
 		uint32_t ev;
 
 		if (spinning) {
@@ -620,7 +621,7 @@ static bool wait_workers(struct sr__procs *P, uint32_t gen)
 		/* PC2: announce, re-check, sleep one tick at most. */
 		atomic_store_explicit(&h->trainer_sleeping, 1, memory_order_seq_cst);
 		ev = atomic_load_explicit(&h->done_evt, memory_order_seq_cst);
-		if (!all_done(P, gen))
+		if (!all_done(P, gen, only))
 			sr__sfutex_wait(&h->done_evt, ev, TICK_MS);
 		atomic_store_explicit(&h->trainer_sleeping, 0, memory_order_relaxed);
 		for (uint32_t w = P->first; w < P->nworkers; w++) {
@@ -629,7 +630,7 @@ static bool wait_workers(struct sr__procs *P, uint32_t gen)
 			bool booting, hung = false;
 			int st = 0;
 
-			if (worker_done(P, w, gen))
+			if ((only != UINT32_MAX && w != only) || worker_done(P, w, gen))
 				continue;
 			booting = atomic_load_explicit(&r->state, memory_order_acquire) ==
 				  SR__PW_BOOT;
@@ -669,7 +670,7 @@ static int settle(struct sr__procs *P)
 {
 	int err = inline_upto(P, P->gen), e2;
 
-	while (wait_workers(P, P->gen))
+	while (wait_workers(P, P->gen, UINT32_MAX))
 		;
 	for (uint32_t w = P->first; w < P->nworkers; w++) {
 		if (!P->dead[w])
@@ -684,7 +685,9 @@ static int settle(struct sr__procs *P)
 	return err;
 }
 
-int sr__procs_wait(struct sr__procs *P, uint32_t gen)
+/* Wait until command @gen is done by every worker, or only by worker
+ * @only (unless UINT32_MAX); a fault settles everything posted. */
+static int wait_gen(struct sr__procs *P, uint32_t gen, uint32_t only)
 {
 	int err;
 
@@ -692,8 +695,8 @@ int sr__procs_wait(struct sr__procs *P, uint32_t gen)
 		return sr__errorf(P->broken, "process workers: restart budget of %u spent; "
 					     "last fault: %s",
 				  P->max_restarts, P->last_fault);
-	err = inline_upto(P, gen);
-	if (!err && !wait_workers(P, gen) && !P->gaps)
+	err = only == UINT32_MAX || only < P->first ? inline_upto(P, gen) : 0;
+	if (!err && (only < P->first || !wait_workers(P, gen, only)) && !P->gaps)
 		return 0;
 	/* A fault (or the budget spent inline): settle everything posted. */
 	{
@@ -701,6 +704,43 @@ int sr__procs_wait(struct sr__procs *P, uint32_t gen)
 
 		return err ? err : e2;
 	}
+}
+
+int sr__procs_wait(struct sr__procs *P, uint32_t gen)
+{
+	return wait_gen(P, gen, UINT32_MAX);
+}
+
+/*
+ * Wait for what writes ring slot @pos: the worker whose part of a command
+ * in flight holds it, for that command (an inline worker 0 runs its parts
+ * up to it). Only that worker: a worker found dead is found when its own
+ * rows are needed, in ring order, so the commands posted before the fault
+ * is handled (whose parts of it become fault rows) do not depend on how
+ * fast the other workers were. A slot outside every command (an extra a
+ * worker reserved for same-step autoreset): the oldest command in flight.
+ */
+int sr__procs_wait_slot(struct sr__procs *P, uint64_t pos)
+{
+	uint32_t g = sr__procs_oldest(P);
+
+	if (!g)
+		return 0;
+	for (uint32_t k = g;; k++) {
+		const struct sr__proc_crec *c = sr__proc_crec(P->h, k);
+
+		if (pos >= c->seq && pos < c->seq + c->rows) {
+			const uint32_t off = (uint32_t)(pos - c->seq);
+
+			for (uint32_t w = 0; w < P->nworkers; w++)
+				if (off >= c->part[w].row && off < c->part[w].row + c->part[w].n)
+					return wait_gen(P, k, w);
+			break;
+		}
+		if (k == P->gen)
+			break;
+	}
+	return wait_gen(P, g, UINT32_MAX);
 }
 
 uint32_t sr__procs_oldest(const struct sr__procs *P)

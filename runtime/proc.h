@@ -323,6 +323,10 @@ uint32_t *sr__procs_ids(struct sr__procs *P, uint32_t n, uint32_t *off);
  * or -errno of a failed spawn.
  */
 int sr__procs_wait(struct sr__procs *P, uint32_t gen);
+/* Wait for what writes ring slot @pos (async recv): its worker, for the
+ * command in flight whose rows hold it (an extra slot: the oldest
+ * command). Faults as sr__procs_wait. */
+int sr__procs_wait_slot(struct sr__procs *P, uint64_t pos);
 /* The oldest command some worker has not done, or 0 with none in flight. */
 uint32_t sr__procs_oldest(const struct sr__procs *P);
 /* The record of command @gen (in flight or the last ncmds ones). */

@@ -36,8 +36,9 @@ enum { M_SEGV = 1, M_EXIT = 2, M_HANG = 3, M_ABORT = 4 };
  * 0 inline (SR_POOL_F_PROC_INLINE). */
 enum { K_THREADS = 0, K_PROCS = 1, K_INLINE = 2 };
 
-static sr_pool *mk(const sr_env_spec *spec, const char *env, uint32_t n, uint32_t t, int kind,
-		   uint32_t autoreset, uint32_t timeout_ms, uint32_t budget)
+/* @batch < @n: an async pool. */
+static sr_pool *mka(const sr_env_spec *spec, const char *env, uint32_t n, uint32_t t, int kind,
+		    uint32_t autoreset, uint32_t timeout_ms, uint32_t budget, uint32_t batch)
 {
 	sr_pool_opts o;
 	sr_pool *p = NULL;
@@ -55,11 +56,18 @@ static sr_pool *mk(const sr_env_spec *spec, const char *env, uint32_t n, uint32_
 	o.autoreset = autoreset;
 	o.step_timeout_ms = timeout_ms;
 	o.max_restarts = budget;
+	o.batch_size = batch;
 	err = sr_pool_create(&o, &p);
 	if (err)
 		fprintf(stderr, "pool: %s\n", sr_last_error());
 	assert_int_equal(err, 0);
 	return p;
+}
+
+static sr_pool *mk(const sr_env_spec *spec, const char *env, uint32_t n, uint32_t t, int kind,
+		   uint32_t autoreset, uint32_t timeout_ms, uint32_t budget)
+{
+	return mka(spec, env, n, t, kind, autoreset, timeout_ms, budget, 0);
 }
 
 static sr_env_spec faulty(uint64_t mode)
@@ -273,7 +281,9 @@ static uint64_t check_replay(sr_pool *p)
 	uint64_t n = 0;
 
 	assert_int_equal(sr_ring_info_get(r, &ri), 0);
-	head = ri.head;
+	/* Up to the consumer's cursor: an async pool has slots in flight
+	 * after it (a sync pool consumed everything). */
+	head = ri.cursor;
 	lo = ri.oldest;
 	mask = ri.capacity - 1;
 
@@ -728,6 +738,335 @@ static void test_trainer_killed_named(void **state)
 }
 
 /* Closing the pool stops and reaps every worker. */
+static uint32_t p_batch(sr_pool *p)
+{
+	return t_pool_info(p).batch_size;
+}
+
+/* Async: the rows each env gets back (per-env streams: obs, reward,
+ * flags), hashed per env in env order, and every batch hashed in order. */
+struct astream {
+	uint64_t h[64], all;
+	uint32_t got[64];
+};
+
+/*
+ * @rounds recvs of a pool of @n envs, each batch sent back with actions
+ * from a per-env generator (as `stepring rollout` does); with @ragged the
+ * envs go back in two sends of the batch's halves in reverse order (never
+ * a whole group). The per-env streams do not depend on the worker kind;
+ * the batch order does only for ragged thread pools.
+ */
+static void arun(sr_pool *p, uint32_t n, uint32_t rounds, bool ragged, bool final,
+		 struct astream *out)
+{
+	const sr_batch *b;
+	int32_t act[64];
+	uint32_t ids[64];
+	uint64_t rng[64];
+
+	memset(out, 0, sizeof(*out));
+	for (uint32_t e = 0; e < n; e++)
+		rng[e] = 1000 + e;
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	assert_null(b);
+	for (uint32_t k = 0; k < rounds; k++) {
+		int err = sr_pool_recv(p, &b);
+
+		if (err)
+			fprintf(stderr, "recv: %s\n", sr_last_error());
+		assert_int_equal(err, 0);
+		out->all = batch_hash(out->all, b);
+		for (uint32_t i = 0; i < b->n; i++) {
+			uint32_t e = b->env_id[i];
+
+			assert_true(e < n);
+			out->got[e]++;
+			out->h[e] = t_fnv(out->h[e], b->obs + (size_t)i * b->obs_dim,
+					  b->obs_dim * sizeof(float));
+			out->h[e] = t_fnv(out->h[e], &b->reward[i], sizeof(float));
+			out->h[e] = t_fnv(out->h[e], &b->terminated[i], 1);
+			out->h[e] = t_fnv(out->h[e], &b->truncated[i], 1);
+			if (final && (b->terminated[i] || b->truncated[i]))
+				out->h[e] = t_fnv(out->h[e], b->final_obs + (size_t)i * b->obs_dim,
+						  b->obs_dim * sizeof(float));
+			ids[i] = e;
+			act[i] = (int32_t)(sr_splitmix64(&rng[e]) & 1);
+		}
+		if (!ragged) {
+			assert_int_equal(sr_pool_send(p, act, NULL, b->n), 0);
+		} else {
+			uint32_t h = b->n / 2;
+
+			assert_int_equal(sr_pool_send(p, act + h, ids + h, b->n - h), 0);
+			assert_int_equal(sr_pool_send(p, act, ids, h), 0);
+		}
+	}
+	/* Batch groups: the groups in flight back too (not hashed), so that
+	 * nothing is in flight and the statistics are complete. */
+	if (!ragged && n % p_batch(p) == 0)
+		for (uint32_t g = 0; g < n / p_batch(p); g++)
+			assert_int_equal(sr_pool_recv(p, &b), 0);
+}
+
+/* Async: thread workers and process workers (every worker a process, and
+ * worker 0 inline) give every env the same rows; with batch groups (the
+ * batches tile the envs, sent back whole) the same batches. */
+static void test_async_same_as_threads(void **state)
+{
+	const uint32_t modes[] = {SR_AUTORESET_NEXT_STEP, SR_AUTORESET_SAME_STEP};
+	/* envs, batch, ragged: groups; groups left for ragged sends; per-env
+	 * queues only (13 envs, batch 5). */
+	const struct {
+		uint32_t n, batch;
+		bool ragged;
+	} cfg[] = {{16, 8, false}, {16, 8, true}, {13, 5, false}};
+	static struct astream a, b;
+
+	for (size_t m = 0; m < 2; m++)
+		for (size_t c = 0; c < 3; c++) {
+			const bool fin = modes[m] == SR_AUTORESET_SAME_STEP;
+			sr_pool *pa = mka(NULL, "CartPole-v1", cfg[c].n, 2, K_THREADS, modes[m], 0, 0,
+					  cfg[c].batch);
+			sr_pool_stats sa, sb;
+			uint64_t procs_all = 0;
+
+			arun(pa, cfg[c].n, 400, cfg[c].ragged, fin, &a);
+			assert_int_equal(sr_pool_stats_get(pa, &sa), 0);
+			sr_pool_destroy(pa);
+			for (int k = K_PROCS; k <= K_INLINE; k++) {
+				sr_pool *pb = mka(NULL, "CartPole-v1", cfg[c].n, 2, k, modes[m], 0, 0,
+						  cfg[c].batch);
+
+				arun(pb, cfg[c].n, 400, cfg[c].ragged, fin, &b);
+				/* Every env keeps coming back: the process pool
+				 * returns rows in send order (a thread pool's
+				 * inline worker 0 may fill the batches with its own
+				 * envs for a while). */
+				for (uint32_t e = 0; e < cfg[c].n; e++)
+					assert_true(b.got[e] > 100);
+				if (!cfg[c].ragged && cfg[c].n % cfg[c].batch == 0) {
+					/* Batch groups: the same batches, in order. */
+					assert_true(a.all == b.all);
+					assert_memory_equal(a.h, b.h, sizeof(a.h));
+				}
+				/* Ragged process pools are deterministic: the rows
+				 * go to the ring in send order, worker after worker,
+				 * inline or not. */
+				if (k == K_PROCS)
+					procs_all = b.all;
+				else
+					assert_true(b.all == procs_all);
+				assert_int_equal(sr_pool_stats_get(pb, &sb), 0);
+				if (!cfg[c].ragged && cfg[c].n % cfg[c].batch == 0) {
+					assert_int_equal(sa.steps, sb.steps);
+					assert_int_equal(sa.episodes, sb.episodes);
+					assert_true(sa.mean_return == sb.mean_return);
+				}
+				sr_pool_destroy(pb);
+			}
+		}
+}
+
+/* Per-env streams: every env's rows, whatever the batches were, equal a
+ * thread pool's for the same per-env actions: run each env @steps steps. */
+static void per_env_streams(sr_pool *p, uint32_t n, uint32_t steps, uint64_t *h)
+{
+	const sr_batch *b;
+	int32_t act[64];
+	uint32_t ids[64], cnt[64] = {0}, left = n;
+	uint64_t rng[64];
+
+	for (uint32_t e = 0; e < n; e++) {
+		rng[e] = 77 + e;
+		h[e] = 0;
+	}
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	while (left) {
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		for (uint32_t i = 0; i < b->n; i++) {
+			uint32_t e = b->env_id[i];
+
+			if (cnt[e] <= steps) {
+				h[e] = t_fnv(h[e], b->obs + (size_t)i * b->obs_dim,
+					     b->obs_dim * sizeof(float));
+				h[e] = t_fnv(h[e], &b->reward[i], sizeof(float));
+				h[e] = t_fnv(h[e], &b->terminated[i], 1);
+				h[e] = t_fnv(h[e], &b->truncated[i], 1);
+				if (++cnt[e] == steps + 1)
+					left--;
+			}
+			ids[i] = e;
+			act[i] = (int32_t)(sr_splitmix64(&rng[e]) & 1);
+		}
+		/* Back in reverse order: a ragged send. */
+		for (uint32_t i = 0; i < b->n / 2; i++) {
+			uint32_t t = ids[i];
+			int32_t u = act[i];
+
+			ids[i] = ids[b->n - 1 - i];
+			ids[b->n - 1 - i] = t;
+			act[i] = act[b->n - 1 - i];
+			act[b->n - 1 - i] = u;
+		}
+		assert_int_equal(sr_pool_send(p, act, ids, b->n), 0);
+	}
+}
+
+static void test_async_streams(void **state)
+{
+	uint64_t ha[64], hb[64];
+
+	for (uint32_t ar = 0; ar < 2; ar++) {
+		sr_pool *a = mka(NULL, "Acrobot-v1", 24, 2, K_THREADS, ar, 0, 0, 7);
+
+		per_env_streams(a, 24, 300, ha);
+		sr_pool_destroy(a);
+		for (int k = K_PROCS; k <= K_INLINE; k++) {
+			sr_pool *b = mka(NULL, "Acrobot-v1", 24, 2, k, ar, 0, 0, 7);
+
+			per_env_streams(b, 24, 300, hb);
+			assert_memory_equal(ha, hb, 24 * sizeof(ha[0]));
+			sr_pool_destroy(b);
+		}
+	}
+}
+
+/*
+ * Async faults: 8 envs, worker 1 holds 4..7; env 6 faults at its 20th
+ * step while other commands of worker 1 are in flight (batch groups: two
+ * groups of 4 in flight; ragged: sends of 3). Every fault row is returned
+ * by a recv (none lost, each of an env of worker 1, truncated), the ring
+ * keeps every published transition with valid links, the restarted envs
+ * begin new episodes, and the run is the same again and with worker 0
+ * inline. Returns the hash of the batches.
+ */
+static uint64_t async_fault_run(uint64_t mode, uint32_t timeout_ms, int kind, uint32_t batch)
+{
+	sr_env_spec f = faulty(mode);
+	sr_pool *p = mka(&f, NULL, 8, 2, kind, SR_AUTORESET_NEXT_STEP, timeout_ms, 10, batch);
+	sr_ring *r = t_pool_info(p).ring;
+	const uint64_t m = sr_ring_capacity(r) - 1;
+	const sr_batch *b;
+	sr_pool_faults fs;
+	sr_pool_worker_stats ws;
+	int32_t act[8];
+	uint32_t ids[8], sent[8] = {0}, got[8] = {0}, after[8] = {0};
+	uint64_t st = 99, h = 0, frows = 0;
+	int32_t pid0;
+
+	assert_int_equal(sr_pool_worker_stats_get(p, 1, &ws), 0);
+	pid0 = ws.pid;
+	assert_int_equal(sr_pool_reset(p, &b), 0);
+	for (uint32_t e = 0; e < 8; e++)
+		sent[e] = 1;
+	for (uint32_t k = 0; k < 150; k++) {
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		h = batch_hash(h, b);
+		for (uint32_t i = 0; i < b->n; i++) {
+			uint32_t e = b->env_id[i];
+			uint8_t fl = sr_ring_flags_col(r)[(b->first_seq != UINT64_MAX
+								   ? b->first_seq + i
+								   : 0) &
+							  m];
+
+			got[e]++;
+			if (b->first_seq != UINT64_MAX && (fl & SR_SLOT_FAULT)) {
+				assert_true(e >= 4);
+				assert_int_equal(b->truncated[i], 1);
+				after[e] = 1;
+				frows++;
+			} else if (after[e] == 1) {
+				/* The first row after the fault: a new episode. */
+				assert_int_equal(b->truncated[i], 0);
+				assert_true(b->obs[(size_t)i * 3 + 1] == 0.0f);
+				after[e] = 2;
+			}
+			ids[i] = e;
+			act[i] = (int32_t)(sr_splitmix64(&st) & 1);
+			if (e == 6 && sent[e] == 20)
+				act[i] = 2;
+			sent[e]++;
+		}
+		assert_int_equal(sr_pool_send(p, act, batch == 4 ? NULL : ids, b->n), 0);
+	}
+	/* Nothing lost: each env got back every send but those in flight. */
+	for (uint32_t e = 0; e < 8; e++)
+		assert_true(sent[e] - got[e] <= 1);
+	assert_true(check_replay(p) > 300);
+	assert_int_equal(sr_pool_faults_get(p, &fs), 0);
+	assert_int_equal(fs.faults, 1);
+	assert_int_equal(fs.restarts, 1);
+	/* Env 6 faults in a command that holds 6 and 7 (groups: 6, 7; ragged:
+	 * the last batch's envs), and the command sent next holds 4 and 5,
+	 * posted before the fault is found (when recv needs worker 1's rows):
+	 * the worker's 4 envs in flight. */
+	assert_int_equal(fs.fault_rows, 4);
+	if (batch == 4)
+		assert_int_equal(frows, fs.fault_rows); /* views: flags read in place */
+	assert_non_null(strstr(fs.last, "envs 4-7, worker 1"));
+	assert_int_equal(sr_pool_worker_stats_get(p, 1, &ws), 0);
+	assert_int_equal(ws.restarts, 1);
+	assert_true(ws.pid > 0 && ws.pid != pid0);
+	sr_pool_destroy(p);
+	assert_int_equal(kill(pid0, 0), -1);
+	if (getenv("T_VERBOSE"))
+		fprintf(stderr, "async fault: mode %llu kind %d batch %u: %llu fault rows, %llu "
+			"returned, hash %016llx\n", (unsigned long long)mode, kind, batch,
+			(unsigned long long)fs.fault_rows, (unsigned long long)frows,
+			(unsigned long long)h);
+	return h ^ fs.fault_rows;
+}
+
+static void test_async_faults(void **state)
+{
+	const uint64_t modes[] = {M_SEGV, M_EXIT, M_HANG, M_ABORT};
+	const uint32_t batches[] = {4, 3};
+
+	for (size_t m = 0; m < 4; m++)
+		for (size_t bi = 0; bi < 2; bi++) {
+			uint32_t to = modes[m] == M_HANG ? 300 : 0;
+			uint64_t h1 = async_fault_run(modes[m], to, K_PROCS, batches[bi]);
+
+			assert_true(async_fault_run(modes[m], to, K_PROCS, batches[bi]) == h1);
+			assert_true(async_fault_run(modes[m], to, K_INLINE, batches[bi]) == h1);
+		}
+}
+
+/* Closing an async pool with commands in flight (a worker hung in one of
+ * them, the other with a group queued) leaves no worker behind. */
+static void test_async_close(void **state)
+{
+	for (uint32_t batch = 3; batch <= 4; batch++) {
+		sr_env_spec f = faulty(M_HANG);
+		sr_pool *p = mka(&f, NULL, 8, 2, K_PROCS, 0, 0, 0, batch);
+		sr_pool_worker_stats ws[2];
+		const sr_batch *b;
+		int32_t act[8] = {0};
+		uint32_t ids[8];
+
+		assert_int_equal(sr_pool_reset(p, &b), 0);
+		assert_int_equal(sr_pool_recv(p, &b), 0);
+		for (uint32_t i = 0; i < b->n; i++) {
+			ids[i] = b->env_id[i];
+			act[i] = ids[i] >= 4 ? 2 : 0; /* worker 1's envs hang */
+		}
+		assert_int_equal(sr_pool_send(p, act, ids, b->n), 0);
+		assert_int_equal(sr_pool_recv(p, &b), 0); /* the other group or rows */
+		for (uint32_t i = 0; i < b->n; i++)
+			ids[i] = b->env_id[i];
+		memset(act, 0, sizeof(act));
+		assert_int_equal(sr_pool_send(p, act, ids, b->n), 0);
+		for (uint32_t w = 0; w < 2; w++)
+			assert_int_equal(sr_pool_worker_stats_get(p, w, &ws[w]), 0);
+		sr_pool_destroy(p);
+		for (uint32_t w = 0; w < 2; w++) {
+			assert_int_equal(kill(ws[w].pid, 0), -1);
+			assert_int_equal(errno, ESRCH);
+		}
+	}
+}
+
 static void test_close(void **state)
 {
 	sr_env_spec f = faulty(M_HANG);
@@ -875,8 +1214,16 @@ static void test_errors(void **state)
 	o.env = "CartPole-v1";
 	o.num_envs = 8;
 	o.batch_size = 4;
-	assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
-	assert_non_null(strstr(sr_last_error(), "sync pools only"));
+	{
+		/* Async needs the C env worker: a program of the caller's
+		 * steps whole slices. */
+		const char *argv[] = {"/bin/true", NULL};
+
+		o.worker_argv = argv;
+		assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
+		assert_non_null(strstr(sr_last_error(), "C env worker"));
+		o.worker_argv = NULL;
+	}
 	{
 		/* Reset seeds and options go to the workers (run_reset_ex has
 		 * their rows); a bad option is refused before anything is sent;
@@ -936,6 +1283,10 @@ int main(void)
 		cmocka_unit_test(test_inline_fn),
 		cmocka_unit_test(test_long_run),
 		cmocka_unit_test(test_close),
+		cmocka_unit_test(test_async_same_as_threads),
+		cmocka_unit_test(test_async_streams),
+		cmocka_unit_test(test_async_faults),
+		cmocka_unit_test(test_async_close),
 		cmocka_unit_test(test_trainer_killed),
 		cmocka_unit_test(test_stats_block),
 		cmocka_unit_test(test_trainer_killed_named),

@@ -55,7 +55,7 @@ static void rollout_usage(FILE *f)
 		"  --threads T     workers (default: one per core)\n"
 		"  --seed S        pool seed (default 0); actions use (S, env)\n"
 		"  --steps K       steps per env (default 100)\n"
-		"  --procs         worker processes instead of threads (sync; docs/procs.md)\n"
+		"  --procs         worker processes instead of threads (docs/procs.md)\n"
 		"  --proc-inline   with --procs: worker 0's envs on this thread, in this\n"
 		"                  process (T - 1 processes; no crash isolation for them)\n"
 		"  --synthetic D   plan on an hwloc synthetic topology (no binding; tests)\n");
