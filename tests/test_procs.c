@@ -859,9 +859,11 @@ static void test_async_same_as_threads(void **state)
 					assert_true(b.all == procs_all);
 				assert_int_equal(sr_pool_stats_get(pb, &sb), 0);
 				if (!cfg[c].ragged && cfg[c].n % cfg[c].batch == 0) {
+					/* (The last-100 window's mean depends on the
+					 * order in which the workers' episodes were
+					 * merged, which follows the timing.) */
 					assert_int_equal(sa.steps, sb.steps);
 					assert_int_equal(sa.episodes, sb.episodes);
-					assert_true(sa.mean_return == sb.mean_return);
 				}
 				sr_pool_destroy(pb);
 			}
