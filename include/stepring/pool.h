@@ -175,7 +175,19 @@ SR_EXPORT void sr_pool_destroy(sr_pool *p);
  *   returns and not kept.
  * - On a failed call the reason is in sr_last_error(). -EINVAL is always a
  *   refused call: nothing was stepped, the pool is unchanged. Any other
- *   error came from stepping: see each call.
+ *   error came from stepping: see each call, and these, common to the calls
+ *   that return a batch (reset, step, reset_mask, recv):
+ *   - a pool whose batches land on a device (sr_pool_opts.device CUDA):
+ *     the device's errors, -EIO (a copy failed) or -ENOMEM; the envs
+ *     were stepped, their batch is not returned;
+ *   - process workers: a worker that crashes or hangs is not an error
+ *     while the restart budget lasts (its rows come back flagged
+ *     SR_SLOT_FAULT, the call returns 0), unless starting it again fails
+ *     (the spawn's -errno, such as -EAGAIN or -ENOMEM, with the reason);
+ *     past the budget -EOWNERDEAD, from this and every later call.
+ *   A non-finite observation or reward is not an error either: the row is
+ *   flagged SR_SLOT_NONFINITE (sr_batch.nonfinite counts them) and the
+ *   first one is reported once on stderr and in sr_last_error().
  * - Blocking: a call that waits for workers spins briefly, then sleeps
  *   (futex); the calling thread steps worker 0's envs itself meanwhile
  *   unless the pool was planned without it (see docs/pool.md). Nothing
