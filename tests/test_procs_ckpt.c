@@ -5,7 +5,8 @@
  * threads or of processes (every worker a process, or worker 0 inline),
  * with another worker count, returns the same batches as the pool that
  * went on without interruption, in every autoreset mode and for plain
- * (CartPole, the faulty plugin) and opaque (Box2D) envs. A worker that
+ * (CartPole, the faulty plugin) and opaque (Box2D) envs; async pools with
+ * nothing in flight. A worker that
  * dies during a save or a restore: a clear error, no file, the pool
  * usable.
  */
@@ -246,6 +247,87 @@ static void test_opaque(void **state)
 	cross(NULL, "BipedalWalker-v3", SR_AUTORESET_NEXT_STEP, K_THREADS, 1, K_INLINE, 2, false);
 }
 
+static sr_pool *mk_async(int kind, uint32_t t)
+{
+	sr_pool_opts o;
+	sr_pool *p = NULL;
+
+	sr_pool_opts_init(&o);
+	o.flags = SR_POOL_F_SEED | (kind ? SR_POOL_F_PROCS : 0) |
+		  (kind == K_INLINE ? SR_POOL_F_PROC_INLINE : 0);
+	o.seed = 31;
+	o.env = "CartPole-v1";
+	o.num_envs = 8;
+	o.batch_size = 4;
+	o.num_threads = t;
+	o.bind = SR_BIND_NONE;
+	o.ring_capacity = 1u << 10;
+	if (sr_pool_create(&o, &p))
+		fail_msg("pool: %s", sr_last_error());
+	return p;
+}
+
+/* Rounds of an async pool: every env sent, both batches received; each
+ * env's obs, reward and flags into @out[round][env]. */
+static void async_rounds(sr_pool *p, uint64_t k, uint32_t m, float (*out)[8][6])
+{
+	const uint32_t ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+	const sr_env_spec *sp = t_pool_info(p).spec;
+	const sr_batch *b;
+	int32_t act[8];
+
+	for (uint32_t r = 0; r < m; r++) {
+		acts(sp, k + r, act, 8);
+		assert_int_equal(sr_pool_send(p, act, ids, 8), 0);
+		for (int h = 0; h < 2; h++) {
+			assert_int_equal(sr_pool_recv(p, &b), 0);
+			for (uint32_t i = 0; out && i < b->n; i++) {
+				float *o = out[r][b->env_id[i]];
+
+				memcpy(o, b->obs + (size_t)i * 4, 4 * sizeof(float));
+				o[4] = b->reward[i];
+				o[5] = (float)(b->terminated[i] + 2 * b->truncated[i]);
+			}
+		}
+	}
+}
+
+/* Async process pools: checkpointed with nothing in flight (-EBUSY with
+ * sends out), restored into async pools of processes and of threads. */
+static void test_async(void **state)
+{
+	static float want[60][8][6], got[60][8][6];
+	char path[300];
+	const uint32_t ids[4] = {0, 1, 2, 3};
+	const sr_batch *b;
+	int32_t act[8] = {0};
+	sr_pool *a = mk_async(K_PROCS, 2), *q;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/async.ckpt", dir);
+	assert_int_equal(sr_pool_reset(a, NULL), 0);
+	assert_int_equal(sr_pool_recv(a, &b), 0);
+	assert_int_equal(sr_pool_recv(a, &b), 0);
+	async_rounds(a, 0, 40, NULL);
+	assert_int_equal(sr_pool_send(a, act, ids, 4), 0);
+	assert_int_equal(sr_pool_checkpoint(a, path, NULL), -EBUSY);
+	assert_int_equal(sr_pool_recv(a, &b), 0);
+	ckpt_sync(a, path);
+	async_rounds(a, 40, 60, want);
+	for (int k = 0; k < 2; k++) {
+		q = k ? mk_async(K_THREADS, 2) : mk_async(K_PROCS, 1);
+		assert_int_equal(sr_pool_reset(q, NULL), 0);
+		assert_int_equal(sr_pool_recv(q, &b), 0);
+		assert_int_equal(sr_pool_recv(q, &b), 0);
+		if (sr_pool_restore(q, path))
+			fail_msg("restore: %s", sr_last_error());
+		async_rounds(q, 40, 60, got);
+		assert_memory_equal(want, got, sizeof(want));
+		sr_pool_destroy(q);
+	}
+	sr_pool_destroy(a);
+}
+
 static pid_t worker_pid(sr_pool *p, uint32_t w)
 {
 	sr_pool_worker_stats ws;
@@ -459,6 +541,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cross),
 		cmocka_unit_test(test_opaque),
+		cmocka_unit_test(test_async),
 		cmocka_unit_test(test_worker_dies),
 		cmocka_unit_test(test_refusals),
 	};
