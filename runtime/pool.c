@@ -185,6 +185,11 @@ static int check_opts(const sr_pool_opts *o)
 	if ((o->flags & SR_POOL_F_PROC_INLINE) && !(o->flags & SR_POOL_F_PROCS))
 		return sr__errorf(-EINVAL, "SR_POOL_F_PROC_INLINE is for process workers: set "
 					   "SR_POOL_F_PROCS too");
+	if (o->worker_out_size && !(o->flags & SR_POOL_F_PROCS))
+		return sr__errorf(-EINVAL, "worker_out_size is for process workers: set "
+					   "SR_POOL_F_PROCS too");
+	if (o->worker_out_size > ((size_t)256 << 20))
+		return sr__errorf(-EINVAL, "worker_out_size %zu: at most 256 MiB", o->worker_out_size);
 	if (o->proc_inline && !(o->flags & SR_POOL_F_PROC_INLINE))
 		return sr__errorf(-EINVAL, "proc_inline is set but SR_POOL_F_PROC_INLINE is not");
 	if ((o->flags & SR_POOL_F_PROC_INLINE) && o->worker_argv && o->worker_argv[0] &&

@@ -76,6 +76,7 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	po.argv = o->worker_argv;
 	po.payload = o->worker_payload;
 	po.payload_len = o->worker_payload ? o->worker_payload_len : 0;
+	po.out_size = o->worker_out_size;
 	err = sr__procs_create(&po, &p->procs);
 	free(slice);
 	if (err)
@@ -360,6 +361,19 @@ static int procs_ckpt_load(sr_pool *p, const struct sr__env_recs *in, uint64_t s
 
 	mirror(p, 0, false);
 	return err;
+}
+
+int sr_pool_worker_out(const sr_pool *p, uint32_t worker, void **out, size_t *size)
+{
+	if (!p || !out || !size)
+		return sr__errorf(-EINVAL, "sr_pool_worker_out: NULL argument");
+	if (p->workers.kind != &sr__kind_proc || !p->procs)
+		return sr__errorf(-EINVAL, "sr_pool_worker_out: not a process pool (SR_POOL_F_PROCS)");
+	if (worker >= p->cfg.num_threads)
+		return sr__errorf(-EINVAL, "sr_pool_worker_out: worker %u of %u", worker,
+				  p->cfg.num_threads);
+	*out = sr__procs_out(p->procs, worker, size);
+	return 0;
 }
 
 static void procs_reset_next(sr_pool *p, const sr_pool_reset_opts *o, const double *b)

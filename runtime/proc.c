@@ -142,7 +142,7 @@ static size_t align_up(size_t x, size_t a)
 
 size_t sr__proc_layout(struct sr__proc_hdr *h, uint32_t nworkers, uint32_t num_envs,
 		       uint32_t obs_dim, uint32_t act_size, size_t payload_len,
-		       const uint32_t *slice_n)
+		       const uint32_t *slice_n, size_t out_size)
 {
 	size_t off = align_up(sizeof(*h), 4096);
 
@@ -153,8 +153,10 @@ size_t sr__proc_layout(struct sr__proc_hdr *h, uint32_t nworkers, uint32_t num_e
 
 		while (cap < slice_n[w] + 1u)
 			cap <<= 1;
-		/* recorded by the caller into the worker records */
+		/* recorded by the caller into the worker records: its
+		 * episode queue, then its out area */
 		off = align_up(off + (size_t)cap * 2 * sizeof(double), 64);
+		off = align_up(off + out_size, 64);
 	}
 	h->ncmds = 256;
 	h->cmd_size = (uint32_t)align_up(sizeof(struct sr__proc_crec) +
@@ -945,6 +947,14 @@ float *sr__procs_final(struct sr__procs *P)
 	return P->h->keep_final ? (float *)((char *)P->h + P->h->off_final) : NULL;
 }
 
+void *sr__procs_out(struct sr__procs *P, uint32_t w, size_t *size)
+{
+	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
+
+	*size = (size_t)r->out_size;
+	return r->out_size ? (char *)P->h + r->off_out : NULL;
+}
+
 void sr__procs_info(const struct sr__procs *P, struct sr__procs_stats *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -1108,7 +1118,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 
 	memset(&geo, 0, sizeof(geo));
 	len = sr__proc_layout(&geo, o->nworkers, o->num_envs, P->obs_dim, P->act_size,
-			      o->payload_len, o->slice_n);
+			      o->payload_len, o->slice_n, o->out_size);
 	P->fd = memfd_create("stepring-procs", MFD_CLOEXEC);
 	/* Empty until a checkpoint needs it (sr__procs_save). */
 	P->xfd = memfd_create("stepring-procs-xchg", MFD_CLOEXEC);
@@ -1172,6 +1182,9 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 		r->eps_cap = cap;
 		r->off_eps = off;
 		off = align_up(off + (size_t)cap * 2 * sizeof(double), 64);
+		r->off_out = o->out_size ? off : 0;
+		r->out_size = o->out_size;
+		off = align_up(off + o->out_size, 64);
 		e += o->slice_n[w];
 	}
 	if (o->payload_len)

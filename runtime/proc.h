@@ -95,6 +95,7 @@ struct sr__proc_wrec {
 	int32_t xchg_status;
 	uint64_t xchg_off, xchg_cap;
 	uint64_t xchg_len;    /* SAVE: bytes written, or needed */
+	uint64_t off_out, out_size; /* its out area (sr_pool_worker_out) */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t state;     /* enum sr__proc_wstate */
 	_Atomic uint32_t done_gen;  /* PC1: last command finished */
 	_Atomic uint32_t sleeping;  /* PC2: in futex_wait(go) */
@@ -181,7 +182,7 @@ struct sr__proc_hdr {
 /* Bytes and offsets of a block. Returns the total size, 0 on overflow. */
 size_t sr__proc_layout(struct sr__proc_hdr *h, uint32_t nworkers, uint32_t num_envs,
 		       uint32_t obs_dim, uint32_t act_size, size_t payload_len,
-		       const uint32_t *slice_n);
+		       const uint32_t *slice_n, size_t out_size);
 
 static inline struct sr__proc_wrec *sr__proc_wrec(struct sr__proc_hdr *h, uint32_t w)
 {
@@ -262,6 +263,7 @@ struct sr__procs_opts {
 	const char *const *argv;     /* NULL: the stepring-worker program */
 	const void *payload;
 	size_t payload_len;
+	size_t out_size;             /* each worker's out area (sr_pool_worker_out) */
 	/* Worker 0 inline: its envs are stepped on the calling thread, in this
 	 * process, between posting a command and waiting for the processes.
 	 * inline_fn NULL: the C env of spec (the same code as stepring-worker). */
@@ -355,6 +357,8 @@ uint64_t sr__procs_nonfinite_first(const struct sr__procs *P);
 bool sr__procs_inline(const struct sr__procs *P);
 /* Final observations (keep_final): num_envs * obs_dim floats, row = env. */
 float *sr__procs_final(struct sr__procs *P);
+/* Worker @w's out area and its size (NULL, 0: none). */
+void *sr__procs_out(struct sr__procs *P, uint32_t w, size_t *size);
 
 /*
  * Checkpoints of process workers (the end of proc.c). A SAVE command has

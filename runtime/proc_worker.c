@@ -120,6 +120,8 @@ static void fill_info(const struct sr_proc_worker *w, sr_proc_info *info)
 	info->payload_len = (size_t)w->h->payload_len;
 	info->ring = w->ring;
 	info->final_obs = w->h->keep_final ? (float *)((char *)w->h + w->h->off_final) : NULL;
+	info->out = w->rec->out_size ? (char *)w->h + w->rec->off_out : NULL;
+	info->out_size = (size_t)w->rec->out_size;
 }
 
 int sr__proc_worker_local(struct sr__proc_hdr *h, sr_ring *ring, uint32_t idx,

@@ -13,6 +13,12 @@ AsyncVectorEnv.
 
   STEPRING_LIB=build/libstepring.so PYTHONPATH=python:<gymnasium> \\
       /usr/bin/python3 tools/bench_procs.py [--envs 64] [--steps 300] [--rounds 5]
+
+--infos adds two contenders: stepring and SyncVectorEnv on a CartPoleEnv
+whose step returns a non-empty info dict ({"k": step count}) every step,
+which the process workers pickle into their info areas once per command
+(the plain CartPoleEnv returns {}: nothing is pickled), and reports what
+that costs.
 """
 import argparse
 import json
@@ -24,6 +30,19 @@ import gymnasium as gym
 from gymnasium.envs.classic_control import CartPoleEnv
 
 import stepring
+
+
+class InfoCartPole(CartPoleEnv):
+    """CartPoleEnv with a non-empty info dict at every step."""
+
+    def reset(self, *, seed=None, options=None):
+        self.k = 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, a):
+        obs, r, te, tr, _ = super().step(a)
+        self.k += 1
+        return obs, r, te, tr, {"k": self.k}
 
 
 def rate(envs, acts, steps):
@@ -43,6 +62,8 @@ def main():
     ap.add_argument("--async-steps", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--infos", action="store_true",
+                    help="also time envs that return an info dict at every step")
     a = ap.parse_args()
     n = a.envs
     acts = np.random.default_rng(0).integers(0, 2, (64, n))
@@ -54,6 +75,10 @@ def main():
         "sync": lambda: gym.vector.SyncVectorEnv([CartPoleEnv] * n),
         "async": lambda: gym.vector.AsyncVectorEnv([CartPoleEnv] * n, shared_memory=True),
     }
+    if a.infos:
+        makers["infos"] = lambda: stepring.make_vec(env_fns=[InfoCartPole] * n,
+                                                    num_workers=a.workers, seed=0)
+        makers["sync_infos"] = lambda: gym.vector.SyncVectorEnv([InfoCartPole] * n)
     res = {k: [] for k in makers}
     for r in range(a.rounds):
         keys = list(makers)
@@ -69,11 +94,39 @@ def main():
                  res["stepring"][-1] / res["async"][-1],
                  res["isolated"][-1] / res["sync"][-1],
                  res["isolated"][-1] / res["async"][-1]), flush=True)
+        if a.infos:
+            print("round %d: with infos: stepring %.0f  sync %.0f env steps/s  x stepring "
+                  "without %.2f  x sync %.2f" % (r, res["infos"][-1], res["sync_infos"][-1],
+                                                 res["infos"][-1] / res["stepring"][-1],
+                                                 res["infos"][-1] / res["sync_infos"][-1]),
+                  flush=True)
     vs_sync = [s / y for s, y in zip(res["stepring"], res["sync"])]
     vs_async = [s / y for s, y in zip(res["stepring"], res["async"])]
     iso_sync = [s / y for s, y in zip(res["isolated"], res["sync"])]
     iso_async = [s / y for s, y in zip(res["isolated"], res["async"])]
-    print(json.dumps({
+    extra = {}
+    if a.infos:
+        # What a worker adds per command when its envs return infos: one
+        # pickle of its slice's entries, and one unpickle by the trainer
+        # (timed directly: the end-to-end difference drowns in the noise).
+        import pickle
+        per = n // a.workers
+        ents = [(i, 0, {"k": 100 + i}) for i in range(per)]
+        reps = 2000
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            pickle.loads(pickle.dumps(ents, protocol=pickle.HIGHEST_PROTOCOL))
+        us = (time.perf_counter() - t0) / reps * 1e6
+        print("pickle + unpickle of one worker's infos (%d envs, {'k': int} each): %.2f us a "
+              "step (%.0f bytes)" % (per, us, len(pickle.dumps(ents, protocol=5))), flush=True)
+        extra = {"infos_pickle_us_per_step": round(us, 2),
+            "infos_steps_per_s": round(statistics.median(res["infos"])),
+            "sync_infos_steps_per_s": round(statistics.median(res["sync_infos"])),
+            "infos_x_without_median": round(statistics.median(
+                [x / y for x, y in zip(res["infos"], res["stepring"])]), 3),
+            "infos_x_sync_infos_median": round(statistics.median(
+                [x / y for x, y in zip(res["infos"], res["sync_infos"])]), 3)}
+    print(json.dumps(dict({
         "bench": "procs_python", "env": "gymnasium CartPoleEnv", "envs": n,
         "workers": a.workers, "rounds": a.rounds,
         "stepring_steps_per_s": round(statistics.median(res["stepring"])),
@@ -85,7 +138,7 @@ def main():
         "isolated_steps_per_s": round(statistics.median(res["isolated"])),
         "isolated_x_sync_median": round(statistics.median(iso_sync), 3),
         "isolated_x_async_median": round(statistics.median(iso_async), 3),
-        "goal_x_sync": 1.6, "goal_x_async": 5.0}))
+        "goal_x_sync": 1.6, "goal_x_async": 5.0}, **extra)))
 
 
 if __name__ == "__main__":

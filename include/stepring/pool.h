@@ -124,6 +124,8 @@ typedef struct sr_pool_opts {
 	sr_proc_inline_fn proc_inline; /* with SR_POOL_F_PROC_INLINE: steps worker 0's
 					* envs (a Python slice); NULL: the C env */
 	void *proc_inline_arg;
+	size_t worker_out_size;       /* bytes of each worker's out area (sr_proc_info.out,
+				       * sr_pool_worker_out), at most 256 MiB; 0: none */
 } sr_pool_opts;
 
 /** Defaults: sync, NEXT_STEP, bind core, host device, seed 0. */
@@ -380,6 +382,19 @@ typedef struct sr_pool_faults {
 
 /** Fault counters of a pool; 0 or -EINVAL. */
 SR_EXPORT int sr_pool_faults_get(const sr_pool *p, sr_pool_faults *out);
+
+/**
+ * Process pools: worker @worker's out area in the command block
+ * (sr_pool_opts.worker_out_size bytes; the worker's sr_proc_info.out),
+ * where a worker leaves what the trainer reads after a command (the Python
+ * worker: its envs' non-empty info dicts, pickled). *@out is NULL and
+ * *@size 0 without one. Read it between commands: a worker writes it while
+ * it runs one, and its completion (acquired before step / reset return)
+ * orders the writes before. The area of a worker that faulted holds
+ * whatever it wrote before it died. 0, or -EINVAL (NULL argument, not a
+ * process pool, worker out of range).
+ */
+SR_EXPORT int sr_pool_worker_out(const sr_pool *p, uint32_t worker, void **out, size_t *size);
 
 /* One worker's share of the statistics: in sync mode every batch waits for
  * the slowest worker, so a worker whose steps cost more per env (another

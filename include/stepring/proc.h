@@ -93,6 +93,9 @@ typedef struct sr_proc_info {
 	size_t payload_len;
 	sr_ring *ring;       /* the pool's ring, attached read-write */
 	float *final_obs;    /* keep_final: num_envs * obs_dim floats (row = env), or NULL */
+	void *out;           /* this worker's out area (sr_pool_opts.worker_out_size bytes,
+			      * read by the trainer with sr_pool_worker_out), or NULL */
+	size_t out_size;
 } sr_proc_info;
 
 typedef struct sr_proc_cmd {

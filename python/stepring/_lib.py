@@ -176,6 +176,7 @@ class sr_pool_opts(ctypes.Structure):
         ("max_restarts", c_u32),
         ("proc_inline", c_vp),
         ("proc_inline_arg", c_vp),
+        ("worker_out_size", ctypes.c_size_t),
     ]
 
 
@@ -303,6 +304,7 @@ class sr_proc_info(ctypes.Structure):
         ("restarts", c_u32), ("autoreset", c_u32), ("obs_dim", c_u32), ("act_size", c_u32),
         ("seed", c_u64), ("env_base", c_u64), ("payload", c_vp),
         ("payload_len", ctypes.c_size_t), ("ring", c_vp), ("final_obs", c_vp),
+        ("out", c_vp), ("out_size", ctypes.c_size_t),
     ]
 
 
@@ -436,6 +438,8 @@ _FUNCS = {
     "sr_ring_reserve": (ctypes.c_int, [c_vp, c_u32, c_u32, ctypes.POINTER(c_u64)]),
     # stepring/proc.h and process pools (SR_POOL_F_PROCS)
     "sr_pool_faults_get": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_pool_faults)]),
+    "sr_pool_worker_out": (ctypes.c_int, [c_vp, c_u32, ctypes.POINTER(c_vp),
+                                          ctypes.POINTER(ctypes.c_size_t)]),
     "sr_proc_worker_open": (ctypes.c_int, [ctypes.POINTER(c_vp), ctypes.POINTER(sr_proc_info)]),
     "sr_proc_worker_ready": (None, [c_vp]),
     "sr_proc_worker_wait": (ctypes.c_int, [c_vp, ctypes.POINTER(sr_proc_cmd)]),

@@ -52,7 +52,7 @@ class Slice:
     until a reset command resets it: the row repeats its last obs and flags
     as a PAD row."""
 
-    def __init__(self, lib, info, env_fns, discrete, obs_shape):
+    def __init__(self, lib, info, env_fns, discrete, obs_shape, out=False):
         import ctypes
 
         import numpy as np
@@ -117,22 +117,34 @@ class Slice:
         self._act_addr = None
         self._mask_addr = None
         self._staged = None  # LOAD: (envs, records) until COMMIT
+        # Env infos: the non-empty dicts of the last command, as (env,
+        # kind, dict), kind 0 the row's info, 1 a same_step final info. A
+        # worker process pickles them into its out area of the command
+        # block (u32 length, then the bytes; length 0: none), only when
+        # there are some; the inline slice keeps them in self.infos.
+        self.infos = None
+        self.out_len = None
+        if out and info.out and info.out_size > 8:
+            self.out_addr = info.out + 8
+            self.out_cap = info.out_size - 8
+            self.out_len = np.ctypeslib.as_array((ctypes.c_uint32 * 2).from_address(info.out))
+            self.out_len[0] = 0
 
     def _reset(self, i, seed=None, options=None):
         if seed is not None:
             self.pending[i] = False
-            o, _ = self.envs[i].reset(seed=seed, options=options)
+            o, inf = self.envs[i].reset(seed=seed, options=options)
         elif self.pending[i]:
             self.pending[i] = False
-            o, _ = self.envs[i].reset(seed=self.first_seed[i], options=options)
+            o, inf = self.envs[i].reset(seed=self.first_seed[i], options=options)
         elif options is not None:
-            o, _ = self.envs[i].reset(options=options)
+            o, inf = self.envs[i].reset(options=options)
         else:
-            o, _ = self.envs[i].reset()
+            o, inf = self.envs[i].reset()
         self.done[i] = False
         self.ep_ret[i] = 0.0
         self.ep_len[i] = 0
-        return o
+        return o, inf
 
     def _actions(self, addr):
         """This slice's actions of the command block (a view, made once)."""
@@ -176,6 +188,7 @@ class Slice:
         rows = slice(s, s + n)
         done, prev, obs_l = self.done, self.prev, self.obs_l
         fin = None
+        ents = []  # (env, kind, info) of the non-empty infos
         if kind == CMD_STEP:
             u8, typed = self._actions(actions)
             self.act_col[rows] = u8
@@ -197,11 +210,11 @@ class Slice:
                         flags[i] = PAD
                         prevs[i] = prev[i]
                         continue
-                    obs_l[i] = self._reset(i)
+                    obs_l[i], inf = self._reset(i)
                     flags[i] = FIRST
                     prevs[i] = NO_PREV
                 else:
-                    o, r, te, tr, _ = step_fns[i](acts[i])
+                    o, r, te, tr, inf = step_fns[i](acts[i])
                     obs_l[i] = o
                     rews[i] = r
                     terms[i] = te
@@ -223,9 +236,13 @@ class Slice:
                             if fin is None:
                                 fin = []
                             fin.append((i, o, prevs[i]))
-                            obs_l[i] = self._reset(i)
+                            if inf:
+                                ents.append((self.first + i, 1, inf))
+                            obs_l[i], inf = self._reset(i)
                             flags[i] = FIRST
                             prevs[i] = NO_PREV
+                if inf:
+                    ents.append((self.first + i, 0, inf))
                 prev[i] = seq + i
         else:  # reset: every env, or where the mask byte is set
             m = None
@@ -239,7 +256,9 @@ class Slice:
             flags, prevs = [0] * n, [0] * n
             for i in range(n):
                 if m is None or m[i]:
-                    obs_l[i] = self._reset(i, seeds[i], opts)
+                    obs_l[i], inf = self._reset(i, seeds[i], opts)
+                    if inf:
+                        ents.append((self.first + i, 0, inf))
                     self.done_term[i] = self.done_trunc[i] = False
                     flags[i] = FIRST
                     prevs[i] = NO_PREV
@@ -257,7 +276,13 @@ class Slice:
         self.prev_col[rows] = prevs
         if fin is not None:
             self._finals(s, fin, rews, terms, truncs)
-        # R1: the rows are whole; publish (release).
+        if self.out_len is not None:
+            if ents or self.out_len[0]:
+                self._put_infos(ents)
+        else:
+            self.infos = ents or None
+        # R1: the rows are whole (and the infos written: a row published
+        # means its infos are whole too); publish (release).
         lib.sr_ring_publish(self.ring, seq, n)
 
     # --- checkpoints: SAVE, LOAD, COMMIT ------------------------------------
@@ -395,6 +420,21 @@ class Slice:
                 e.close()
             except Exception:  # noqa: BLE001 - the old envs are gone either way
                 pass
+    def _put_infos(self, ents):
+        """The infos into the out area (pickled once per command, only when
+        an env returned a non-empty info); too large: length 0xffffffff and
+        the size needed, and the trainer warns."""
+        if not ents:
+            self.out_len[0] = 0
+            return
+        import pickle
+        blob = pickle.dumps(ents, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(blob) > self.out_cap:
+            self.out_len[1] = min(len(blob), 0xfffffffe)
+            self.out_len[0] = 0xffffffff
+            return
+        self.ctypes.memmove(self.out_addr, blob, len(blob))
+        self.out_len[0] = len(blob)
 
     def _finals(self, s, fin, rews, terms, truncs):
         """SAME_STEP: the ended envs' step rows (final obs, the step's
@@ -453,7 +493,7 @@ def _run(lib, _lib, w, info, ctypes):
     import cloudpickle  # noqa: F401  (the factories were pickled with it)
 
     env_fns = pickle.loads(cfg["env_fns"])
-    sl = Slice(lib, info, env_fns, cfg["discrete"], cfg["obs_shape"])
+    sl = Slice(lib, info, env_fns, cfg["discrete"], cfg["obs_shape"], out=True)
     cmd = _lib.sr_proc_cmd()
     cmd_ref = ctypes.byref(cmd)
     wait, done_fn, run = lib.sr_proc_worker_wait, lib.sr_proc_worker_done, sl.run

@@ -61,7 +61,7 @@ class ProcVectorEnv(_Base):
 
     def __init__(self, env_fns, *, num_workers=2, seed=None, step_timeout=None,
                  max_restarts=100, copy=True, inline=True, check_finite=None,
-                 autoreset_mode="next_step"):
+                 autoreset_mode="next_step", info_bytes=None):
         if gymnasium is None:
             raise _lib.UnsupportedError(-38, "make_vec(env_fns=...) needs gymnasium")
         import cloudpickle
@@ -114,6 +114,11 @@ class ProcVectorEnv(_Base):
         self._copy = copy
         self._inline = bool(inline)
         self._check_finite = None if check_finite is None else bool(check_finite)
+        # Each worker process's area for its envs' infos (pickled, only
+        # when an env returns a non-empty info dict).
+        per = -(-self.num_envs // self._num_workers)
+        self._info_bytes = int(info_bytes) if info_bytes is not None else 65536 + 512 * per
+        self._info_warned = False
         self._env_fns = env_fns
         self._payload = pickle.dumps({
             "sys_path": list(sys.path),
@@ -174,6 +179,7 @@ class ProcVectorEnv(_Base):
         o.worker_payload_len = len(self._payload)
         o.step_timeout_ms = int(self._step_timeout * 1000) if self._step_timeout else 0
         o.max_restarts = self._max_restarts
+        o.worker_out_size = self._info_bytes
         self._slice = None
         self._inline_exc = None
         if self._check_finite is not None:
@@ -204,6 +210,15 @@ class ProcVectorEnv(_Base):
         self._r_rew = col(lib.sr_ring_reward_col, ctypes.c_float)
         self._r_term = col(lib.sr_ring_terminated_col, ctypes.c_uint8)
         self._r_trunc = col(lib.sr_ring_truncated_col, ctypes.c_uint8)
+        # The worker processes' info areas: (worker, length words, address
+        # of the bytes, capacity), read after each command.
+        self._outs = []
+        for w in range(1 if self._inline else 0, self._num_workers):
+            addr, size = ctypes.c_void_p(), ctypes.c_size_t()
+            _lib.check(lib.sr_pool_worker_out(ptr, w, ctypes.byref(addr), ctypes.byref(size)))
+            if addr.value and size.value > 8:
+                lw = np.ctypeslib.as_array((ctypes.c_uint32 * 2).from_address(addr.value))
+                self._outs.append((w, lw, addr.value + 8, size.value - 8))
         self._pb = _lib._PBATCH()
         self._pb_ref = ctypes.byref(self._pb)
         self._act_dtype = np.int32 if self._discrete else np.float32
@@ -281,13 +296,50 @@ class ProcVectorEnv(_Base):
         dt = self.single_observation_space.dtype
         obs = obs.astype(dt) if dt != np.float32 else (obs.copy() if self._copy else obs)
         term, trunc = term.astype(bool), trunc.astype(bool)
+        finals = None
+        ents = self._env_infos(fault)
+        if ents:
+            # As SyncVectorEnv merges them (its _add_info), in env order.
+            for e, kind, d in ents:
+                if kind == 0:
+                    info = self._add_info(info, d, e)
+                else:
+                    finals = (finals or []) + [(e, d)]
         if self._same_step and what == "step":
             done = term | trunc
             if done.any():
-                self._final_infos(b, n, done, fault, info)
+                self._final_infos(b, n, done, fault, info, finals)
         return obs, rew.astype(np.float64), term, trunc, info
 
-    def _final_infos(self, b, n, done, fault, info):
+    def _env_infos(self, fault):
+        """The envs' non-empty info dicts of the last command, (env, kind,
+        dict) in env order: the inline slice's, then each worker process's
+        (unpickled from its area when its length word is not 0). Those of
+        fault rows are dropped (a dead worker's area is stale)."""
+        ents = None
+        sl = self._slice
+        if sl is not None and sl.infos:
+            ents = sl.infos
+            sl.infos = None
+        for w, lw, addr, cap in self._outs:
+            k = int(lw[0])
+            if not k:
+                continue
+            if k == 0xffffffff:
+                if not self._info_warned:
+                    import warnings
+                    warnings.warn("stepring: the env infos of worker %d took %d bytes pickled, "
+                                  "more than its info area of %d (make_vec(info_bytes=...)): "
+                                  "they were dropped" % (w, int(lw[1]), cap), RuntimeWarning)
+                    self._info_warned = True
+                continue
+            got = pickle.loads(ctypes.string_at(addr, k))
+            ents = got if ents is None else ents + got
+        if ents and fault.any():
+            ents = [x for x in ents if not fault[x[0]]]
+        return ents
+
+    def _final_infos(self, b, n, done, fault, info, finals=None):
         """same_step: as SyncVectorEnv, info["final_obs"] (an object array:
         the last obs of each env whose episode ended in this step, None
         elsewhere), info["final_info"] (their step infos) and the masks
@@ -301,7 +353,10 @@ class ProcVectorEnv(_Base):
             arr[i] = (np.zeros(self._obs_shape, dt) if fault[i] else fo[i].astype(dt))
         info["final_obs"] = arr
         info["_final_obs"] = done
-        info["final_info"] = {}
+        fi = {}
+        for e, d in finals or ():
+            fi = self._add_info(fi, d, e)
+        info["final_info"] = fi
         info["_final_info"] = done.copy()
 
     # --- gymnasium.vector.VectorEnv -------------------------------------
@@ -499,7 +554,8 @@ class ProcVectorEnv(_Base):
 
 
 def make_vec(env_fns, *, num_workers=2, seed=None, step_timeout=None, max_restarts=100,
-             copy=True, inline=True, check_finite=None, autoreset_mode="next_step"):
+             copy=True, inline=True, check_finite=None, autoreset_mode="next_step",
+             info_bytes=None):
     """A ProcVectorEnv of the envs env_fns[i]() (callables, as
     gymnasium.vector.AsyncVectorEnv takes) in num_workers workers: with
     inline (the default) worker 0's envs are stepped in this process, by
@@ -510,7 +566,11 @@ def make_vec(env_fns, *, num_workers=2, seed=None, step_timeout=None, max_restar
     as stepring.make_vec's (info["nonfinite"] marks rows with a NaN or an
     infinity in the obs or reward). autoreset_mode: 'next_step' (the
     default), 'same_step' or 'disabled' (or a gymnasium.vector.AutoresetMode),
-    with SyncVectorEnv's semantics."""
+    with SyncVectorEnv's semantics. The envs' info dicts are merged into
+    the vector info as SyncVectorEnv does; info_bytes: each worker
+    process's area for them (pickled once per step, only when an env
+    returned a non-empty dict; default 64 KiB + 512 bytes per env)."""
     return ProcVectorEnv(env_fns, num_workers=num_workers, seed=seed, step_timeout=step_timeout,
                          max_restarts=max_restarts, copy=copy, inline=inline,
-                         check_finite=check_finite, autoreset_mode=autoreset_mode)
+                         check_finite=check_finite, autoreset_mode=autoreset_mode,
+                         info_bytes=info_bytes)

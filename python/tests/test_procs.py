@@ -304,7 +304,7 @@ def _assert_same_step(r1, r2):
     if "final_obs" in i2:
         np.testing.assert_array_equal(i1["_final_obs"], i2["_final_obs"])
         np.testing.assert_array_equal(i1["_final_info"], i2["_final_info"])
-        assert i1["final_info"] == i2["final_info"]
+        _assert_infos_equal(i1["final_info"], i2["final_info"])
         for i in range(len(i2["final_obs"])):
             if i2["_final_obs"][i]:
                 np.testing.assert_allclose(i1["final_obs"][i], i2["final_obs"][i],
@@ -456,3 +456,92 @@ def test_reset_seeds_and_options_match_sync_vector_env(kind, inline):
     finally:
         ours.close()
         ref.close()
+
+
+# --- env infos -----------------------------------------------------------
+
+class InfoCartPole(CartPoleEnv):
+    """CartPole whose step returns an info dict every third step (an int, a
+    float, a nested dict) and at each episode end (a numpy array); its
+    reset returns one too."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, _ = super().reset(seed=seed, options=options)
+        self.k = 0
+        return obs, {"start": float(obs[0])}
+
+    def step(self, a):
+        obs, r, te, tr, _ = super().step(a)
+        self.k += 1
+        info = {}
+        if self.k % 3 == 0:
+            info = {"k": self.k, "x": float(obs[0]), "sub": {"a": self.k * 2}}
+        if te or tr:
+            info["end"] = np.arange(3) + self.k
+        return obs, r, te, tr, info
+
+
+def _assert_infos_equal(a, b):
+    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+    for k in b:
+        if k == "final_obs":
+            continue
+        if isinstance(b[k], dict):
+            _assert_infos_equal(a[k], b[k])
+        else:
+            np.testing.assert_array_equal(a[k], b[k])
+            assert a[k].dtype == b[k].dtype, k
+
+
+@pytest.mark.parametrize("inline", [True, False])
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_env_infos_match_sync_vector_env(mode, inline):
+    """The info dicts envs return from step and reset reach the vector info
+    as SyncVectorEnv merges them (the values, their "_key" masks, nested
+    dicts, dtypes), and in same_step the ended envs' step infos are
+    info["final_info"]; envs whose info is empty cost no pickling."""
+    n, k = 5, 150
+    fns = [InfoCartPole] * n
+    ours = stepring.make_vec(env_fns=fns, num_workers=2, seed=4, inline=inline,
+                             autoreset_mode=mode)
+    ref = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode[mode.upper()])
+    try:
+        o1, i1 = ours.reset(seed=4)
+        o2, i2 = ref.reset(seed=4)
+        _assert_infos_equal(i1, i2)
+        rng = np.random.default_rng(9)
+        finals = 0
+        for _ in range(k):
+            a = rng.integers(0, 2, n)
+            r1, r2 = ours.step(a), ref.step(a)
+            _assert_same_step(r1, r2)
+            _assert_infos_equal(r1[4], r2[4])
+            finals += bool(r2[4].get("final_info"))
+            done = r2[2] | r2[3]
+            if mode == "disabled" and done.any():
+                p1 = ours.reset(options={"reset_mask": done.copy()})
+                p2 = ref.reset(options={"reset_mask": done.copy()})
+                _assert_infos_equal(p1[1], p2[1])
+        assert (finals > 0) == (mode == "same_step")
+    finally:
+        ours.close()
+        ref.close()
+
+
+def test_env_infos_too_large_warn():
+    class Big(CartPoleEnv):
+        def step(self, a):
+            out = super().step(a)
+            return out[:4] + ({"blob": np.zeros(5000)},)
+
+    envs = stepring.make_vec(env_fns=[Big] * 4, num_workers=2, seed=0, inline=False,
+                             info_bytes=4096)
+    try:
+        envs.reset()
+        with pytest.warns(RuntimeWarning, match="info area"):
+            _, _, _, _, info = envs.step(np.zeros(4, np.int64))
+        assert "blob" not in info
+        # the pool keeps stepping
+        envs.step(np.zeros(4, np.int64))
+    finally:
+        envs.close()
