@@ -410,5 +410,8 @@ void sr__cworker_close(struct sr__cworker *c);
  * so that a trainer killed outright leaves no named shared memory behind.
  * argv: --guard NAME DEV INO [NAME DEV INO]. */
 int sr__proc_guard_main(int argc, char **argv);
+/* The C env worker's main (proc_worker.c): the stepring-worker program
+ * without --guard. */
+int sr__proc_c_main(void);
 
 #endif

@@ -8,8 +8,7 @@
  */
 #include <string.h>
 
-int sr__proc_c_main(void);
-int sr__proc_guard_main(int argc, char **argv);
+#include "proc.h"
 
 int main(int argc, char **argv)
 {
