@@ -1263,6 +1263,50 @@ static void test_errors(void **state)
 		p = NULL;
 	}
 	{
+		/* Out areas (sr_pool_worker_out): one per worker, in the command
+		 * block, shared with the worker processes; process pools only. */
+		void *a0, *a1, *a;
+		size_t s0, s1, s;
+
+		o.batch_size = 0;
+		o.num_threads = 2;
+		o.worker_out_size = 4096;
+		o.flags = 0;
+		assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
+		assert_non_null(strstr(sr_last_error(), "worker_out_size"));
+		o.flags = SR_POOL_F_PROCS;
+		o.worker_out_size = ((size_t)256 << 20) + 1;
+		assert_int_equal(sr_pool_create(&o, &p), -EINVAL);
+		o.worker_out_size = 4096;
+		assert_int_equal(sr_pool_create(&o, &p), 0);
+		assert_int_equal(sr_pool_worker_out(p, 0, &a0, &s0), 0);
+		assert_int_equal(sr_pool_worker_out(p, 1, &a1, &s1), 0);
+		assert_non_null(a0);
+		assert_non_null(a1);
+		assert_int_equal(s0, 4096);
+		assert_int_equal(s1, 4096);
+		assert_true((char *)a1 >= (char *)a0 + 4096 || (char *)a0 >= (char *)a1 + 4096);
+		memset(a0, 1, s0); /* writable, the whole of it */
+		memset(a1, 2, s1);
+		assert_int_equal(sr_pool_worker_out(p, 2, &a, &s), -EINVAL);
+		sr_pool_destroy(p);
+		p = NULL;
+		o.worker_out_size = 0;
+		assert_int_equal(sr_pool_create(&o, &p), 0);
+		assert_int_equal(sr_pool_worker_out(p, 1, &a, &s), 0);
+		assert_null(a);
+		assert_int_equal(s, 0);
+		sr_pool_destroy(p);
+		p = NULL;
+		o.flags = 0;
+		assert_int_equal(sr_pool_create(&o, &p), 0);
+		assert_int_equal(sr_pool_worker_out(p, 0, &a, &s), -EINVAL);
+		assert_non_null(strstr(sr_last_error(), "not a process pool"));
+		sr_pool_destroy(p);
+		p = NULL;
+		o.flags = SR_POOL_F_PROCS;
+	}
+	{
 		/* A worker program that fails: create says why. */
 		const char *argv[] = {"/bin/false", NULL};
 
