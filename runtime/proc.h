@@ -34,9 +34,11 @@
  *  PC2 sleep: waker stores the word (go or done_evt) seq_cst, then loads
  *      the sleeper's flag seq_cst; sleeper stores its flag seq_cst, then
  *      reloads the word seq_cst before futex_wait (Dekker, as the threads
- *      do); futex_wait rechecks the word in the kernel. The worker that
- *      takes a record's done_left to 0 (acq_rel) bumps done_evt: one
- *      wake-up of the trainer per command.
+ *      do); futex_wait rechecks the word in the kernel. One wake-up of
+ *      the trainer per command: each worker process counts the record's
+ *      done_left down before its done_gen store and reads it after (all
+ *      seq_cst); the one whose store comes last sees 0 and bumps done_evt
+ *      (sr_proc_worker_done).
  *  PC3 episodes: a worker writes an entry, then stores eps_head (release);
  *      the trainer loads eps_head (acquire), reads the entries, stores
  *      eps_tail (release); the worker loads eps_tail (acquire) before it
