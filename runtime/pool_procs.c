@@ -352,7 +352,15 @@ static void procs_faults(const sr_pool *p, sr_pool_faults *out)
  * memory (SAVE), or take them back (LOAD, COMMIT); proc.c. */
 static int procs_ckpt_save(sr_pool *p, struct sr__env_recs *out)
 {
-	return sr__procs_save(p->procs, out);
+	int err = sr__procs_save(p->procs, out);
+
+	/* Every worker has done every command (the SAVE came after them, PC1):
+	 * its step counter and episode queue are final, so the statistics the
+	 * snapshot takes next agree with the env records (an async pool
+	 * mirrors and merges them lazily otherwise). */
+	mirror(p, 0, false);
+	procs_episodes(p);
+	return err;
 }
 
 static int procs_ckpt_load(sr_pool *p, const struct sr__env_recs *in, uint64_t steps)
