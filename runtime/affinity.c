@@ -452,6 +452,30 @@ static void machine_load(void)
 		machine_topo = NULL;
 }
 
+int sr__plan_cpuset(const struct sr__plan_worker *w, cpu_set_t *out)
+{
+	hwloc_bitmap_t set;
+	int i, err = 0;
+
+	CPU_ZERO(out);
+	if (!w->cpus[0])
+		return 0;
+	set = hwloc_bitmap_alloc();
+	if (!set)
+		return -ENOMEM;
+	if (hwloc_bitmap_list_sscanf(set, w->cpus) < 0)
+		err = -EINVAL;
+	else
+		hwloc_bitmap_foreach_begin(i, set)
+		{
+			if (i < CPU_SETSIZE)
+				CPU_SET(i, out);
+		}
+		hwloc_bitmap_foreach_end();
+	hwloc_bitmap_free(set);
+	return err;
+}
+
 int sr__bind_self(const struct sr__plan_worker *w)
 {
 	hwloc_bitmap_t set;

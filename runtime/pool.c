@@ -1055,13 +1055,13 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 	out->first_env = w->first_env;
 	out->num_envs = w->n_envs;
 	out->rows = sr__worker_rows(p, worker);
-	if (p->workers.kind->worker_info)
-		p->workers.kind->worker_info(p, worker, out);
 	/* -ENOENT: not bound to one CPU (the calling thread unless bound). */
 	out->cpu = (worker == 0 && p->workers.first_thread && !p->place.caller_bound) ||
 				   w->cpu < 0 || !p->place.plan->w[worker].cpus[0]
 			   ? -ENOENT
 			   : w->cpu;
+	if (p->workers.kind->worker_info)
+		p->workers.kind->worker_info(p, worker, out);
 	return 0;
 }
 

@@ -93,6 +93,9 @@ void sr__plan_print(const struct sr__plan *plan, FILE *f);
 /* Bind the calling thread as worker @w of @plan says (no-op for bind none
  * or empty cpus). 0 or -errno (the pool treats failure as a warning). */
 int sr__bind_self(const struct sr__plan_worker *w);
+/* The CPUs worker @w of a plan is bound to, as a cpu_set_t (empty: not
+ * bound). 0, -EINVAL, -ENOMEM. */
+int sr__plan_cpuset(const struct sr__plan_worker *w, cpu_set_t *out);
 
 #define SR__EPWIN 100 /* episode statistics window */
 #define SR__DRAIN_MIN 128 /* async: a worker thread's drains are not capped below this */

@@ -30,17 +30,36 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 {
 	struct sr__procs_opts po;
 	uint32_t *slice;
-	int err;
+	cpu_set_t *cpus;
+	int err = 0;
 
 	slice = calloc(p->cfg.num_threads, sizeof(*slice));
-	if (!slice)
+	cpus = calloc(p->cfg.num_threads, sizeof(*cpus));
+	if (!slice || !cpus) {
+		free(slice);
+		free(cpus);
 		return sr__errorf(-ENOMEM, "out of memory");
-	for (uint32_t w = 0; w < p->cfg.num_threads; w++)
+	}
+	/* Each worker process is bound where the placement plan puts its
+	 * worker (bind core: one CPU; numa: its node's; none: not bound), as
+	 * a thread pool binds its threads; worker 0 inline is the calling
+	 * thread, bound only with SR_POOL_F_BIND_CALLER (create_placement). */
+	for (uint32_t w = 0; w < p->cfg.num_threads; w++) {
 		slice[w] = p->workers.w[w].n_envs;
+		if (!err && !(w == 0 && (o->flags & SR_POOL_F_PROC_INLINE)))
+			err = sr__plan_cpuset(&p->place.plan->w[w], &cpus[w]);
+	}
+	if (err) {
+		free(slice);
+		free(cpus);
+		return sr__errorf(err, "process workers: cpus of the placement plan: %s",
+				  sr_strerror(err));
+	}
 	memset(&po, 0, sizeof(po));
 	po.num_envs = p->cfg.num_envs;
 	po.nworkers = p->cfg.num_threads;
 	po.slice_n = slice;
+	po.cpus = cpus;
 	po.spec = &p->cfg.spec;
 	po.ring = p->ring.r;
 	po.seed = p->cfg.seed;
@@ -79,6 +98,7 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	po.out_size = o->worker_out_size;
 	err = sr__procs_create(&po, &p->procs);
 	free(slice);
+	free(cpus);
 	if (err)
 		return err;
 	if (p->cfg.keep_final) {
@@ -335,6 +355,11 @@ static void procs_worker_info(const sr_pool *p, uint32_t w, sr_pool_worker_stats
 		out->pid = (int32_t)ws.pid;
 		out->restarts = ws.restarts;
 	}
+	/* Worker 0 is a process unless inline: bound as its plan says. */
+	if (w == 0 && !sr__procs_inline(p->procs))
+		out->cpu = p->workers.w[0].cpu >= 0 && p->place.plan->w[0].cpus[0]
+				   ? p->workers.w[0].cpu
+				   : -ENOENT;
 }
 
 static void procs_faults(const sr_pool *p, sr_pool_faults *out)

@@ -95,6 +95,7 @@ struct sr__procs {
 	uint32_t step_timeout_ms, max_restarts;
 	uint64_t restarts, faults, fault_rows, pad_rows;
 	pid_t *pid;
+	cpu_set_t *cpus;   /* NULL, or each worker process's CPUs (empty: not bound) */
 	uint64_t *ready_at; /* when a restarted worker was first seen ready (its
 			     * step timeout counts from then, not from its boot) */
 	char **argv;       /* owned copy */
@@ -228,6 +229,8 @@ static int spawn_worker(struct sr__procs *P, uint32_t w)
 	char var[64], **envp;
 	int rfd, bfd, xfd, err;
 	pid_t pid;
+	cpu_set_t self;
+	bool bound = false;
 
 	while (environ && environ[nenv])
 		nenv++;
@@ -271,8 +274,16 @@ static int spawn_worker(struct sr__procs *P, uint32_t w)
 	/* The worker treats every command up to the current go as settled. */
 	atomic_store_explicit(&r->done_gen, P->gen, memory_order_relaxed);
 	r->start_gen = P->gen;
+	/* The worker's CPUs: the child inherits the affinity of the thread
+	 * that spawns it, so this thread takes them for the spawn and gets
+	 * its own back after. The worker and every thread it ever starts (a
+	 * Python worker's BLAS threads) run there, restarts included. */
+	if (P->cpus && CPU_COUNT(&P->cpus[w]) && !sched_getaffinity(0, sizeof(self), &self))
+		bound = !sched_setaffinity(0, sizeof(P->cpus[w]), &P->cpus[w]);
 	/* Ordered before the child reads them by the spawn itself. */
 	err = posix_spawn(&pid, P->exe, &fa, &at, P->argv, envp);
+	if (bound)
+		sched_setaffinity(0, sizeof(self), &self);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	if (err) {
@@ -1051,6 +1062,7 @@ void sr__procs_destroy(struct sr__procs *P)
 	free(P->argv);
 	free(P->exe);
 	free(P->pid);
+	free(P->cpus);
 	free(P->ready_at);
 	free(P->dead);
 	free(P->dead_st);
@@ -1082,6 +1094,14 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	P->max_restarts = o->max_restarts;
 	P->spin.max_ns = o->spin_ns;
 	P->pid = calloc(o->nworkers, sizeof(pid_t));
+	if (o->cpus && P->pid) {
+		P->cpus = calloc(o->nworkers, sizeof(cpu_set_t));
+		if (!P->cpus) {
+			err = sr__errorf(-ENOMEM, "out of memory");
+			goto fail;
+		}
+		memcpy(P->cpus, o->cpus, o->nworkers * sizeof(cpu_set_t));
+	}
 	P->ready_at = calloc(o->nworkers, sizeof(uint64_t));
 	P->dead = calloc(o->nworkers, sizeof(bool));
 	P->dead_st = calloc(o->nworkers, sizeof(int));

@@ -59,6 +59,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sched.h>
 #include <sys/types.h>
 
 #include "internal.h"
@@ -254,6 +255,8 @@ struct sr__procs;
 struct sr__procs_opts {
 	uint32_t num_envs, nworkers;
 	const uint32_t *slice_n;     /* envs per worker (contiguous slices) */
+	const cpu_set_t *cpus;       /* NULL, or the CPUs of each worker process
+				      * (nworkers sets; an empty one: not bound) */
 	const sr_env_spec *spec;     /* the trainer's spec (C workers: what to load) */
 	sr_ring *ring;
 	uint64_t seed, env_base;

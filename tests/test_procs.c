@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1086,6 +1087,84 @@ static void test_close(void **state)
 	}
 }
 
+/* Process workers are bound where the placement plan puts them (bind
+ * core: one CPU each), and so are their restarts; the calling thread keeps
+ * its affinity unless SR_POOL_F_BIND_CALLER binds it to worker 0's CPU
+ * (worker 0 inline). Needs two allowed CPUs. */
+static void test_bind(void **state)
+{
+	cpu_set_t all, now, one;
+	(void)state;
+
+	assert_int_equal(sched_getaffinity(0, sizeof(all), &all), 0);
+	if (CPU_COUNT(&all) < 2) {
+		skip();
+		return;
+	}
+	for (int kind = K_PROCS; kind <= K_INLINE; kind++)
+		for (int caller = 0; caller < 2; caller++) {
+			sr_pool_opts o;
+			sr_pool *p = NULL;
+			sr_pool_worker_stats ws;
+			const sr_batch *b;
+			int32_t a[8] = {0};
+			pid_t old;
+
+			sr_pool_opts_init(&o);
+			o.flags = SR_POOL_F_SEED | SR_POOL_F_PROCS |
+				  (kind == K_INLINE ? SR_POOL_F_PROC_INLINE : 0) |
+				  (caller ? SR_POOL_F_BIND_CALLER : 0);
+			o.env = "CartPole-v1";
+			o.num_envs = 8;
+			o.num_threads = 2;
+			o.bind = SR_BIND_CORE;
+			assert_int_equal(sr_pool_create(&o, &p), 0);
+			assert_int_equal(sr_pool_reset(p, &b), 0);
+			for (uint32_t w = 0; w < 2; w++) {
+				assert_int_equal(sr_pool_worker_stats_get(p, w, &ws), 0);
+				if (w == 0 && kind == K_INLINE) {
+					/* The calling thread: bound only when asked. */
+					assert_int_equal(sched_getaffinity(0, sizeof(now), &now), 0);
+					if (caller) {
+						assert_true(ws.cpu >= 0);
+						CPU_ZERO(&one);
+						CPU_SET(ws.cpu, &one);
+						assert_true(CPU_EQUAL(&now, &one));
+					} else {
+						assert_int_equal(ws.cpu, -ENOENT);
+						assert_true(CPU_EQUAL(&now, &all));
+					}
+					continue;
+				}
+				assert_true(ws.pid > 0 && ws.cpu >= 0);
+				assert_int_equal(sched_getaffinity(ws.pid, sizeof(now), &now), 0);
+				CPU_ZERO(&one);
+				CPU_SET(ws.cpu, &one);
+				assert_true(CPU_EQUAL(&now, &one));
+			}
+			if (!caller) {
+				/* Spawning the workers left this thread as it was. */
+				assert_int_equal(sched_getaffinity(0, sizeof(now), &now), 0);
+				assert_true(CPU_EQUAL(&now, &all));
+			}
+			/* A restart is bound like the first one. */
+			assert_int_equal(sr_pool_worker_stats_get(p, 1, &ws), 0);
+			old = ws.pid;
+			assert_int_equal(kill(old, SIGKILL), 0);
+			while (ws.restarts == 0) {
+				assert_int_equal(sr_pool_step(p, a, &b), 0);
+				assert_int_equal(sr_pool_worker_stats_get(p, 1, &ws), 0);
+			}
+			assert_true(ws.pid > 0 && ws.pid != old);
+			assert_int_equal(sched_getaffinity(ws.pid, sizeof(now), &now), 0);
+			CPU_ZERO(&one);
+			CPU_SET(ws.cpu, &one);
+			assert_true(CPU_EQUAL(&now, &one));
+			sr_pool_destroy(p);
+			assert_int_equal(sched_setaffinity(0, sizeof(all), &all), 0);
+		}
+}
+
 /* An inline slice of the caller's (proc_inline): rows whose obs[0] is
  * 1000 * info->restarts + the command count; it fails at command fail_at. */
 struct cb {
@@ -1333,6 +1412,7 @@ int main(void)
 		cmocka_unit_test(test_async_streams),
 		cmocka_unit_test(test_async_faults),
 		cmocka_unit_test(test_async_close),
+		cmocka_unit_test(test_bind),
 		cmocka_unit_test(test_trainer_killed),
 		cmocka_unit_test(test_stats_block),
 		cmocka_unit_test(test_trainer_killed_named),

@@ -31,7 +31,7 @@ import numpy as np
 from . import _lib
 from ._procworker import CMD_SAVE as _CMD_SAVE
 from ._procworker import Slice
-from .vector import _autoreset_name, _metadata_mode, _AUTORESET, _as_seed
+from .vector import _autoreset_name, _metadata_mode, _AUTORESET, _BIND, _as_seed
 
 try:
     import gymnasium
@@ -61,7 +61,8 @@ class ProcVectorEnv(_Base):
 
     def __init__(self, env_fns, *, num_workers=2, seed=None, step_timeout=None,
                  max_restarts=100, copy=True, inline=True, check_finite=None,
-                 autoreset_mode="next_step", info_bytes=None):
+                 autoreset_mode="next_step", info_bytes=None, bind="core",
+                 bind_caller=True):
         if gymnasium is None:
             raise _lib.UnsupportedError(-38, "make_vec(env_fns=...) needs gymnasium")
         import cloudpickle
@@ -113,6 +114,11 @@ class ProcVectorEnv(_Base):
         self._max_restarts = int(max_restarts)
         self._copy = copy
         self._inline = bool(inline)
+        if bind not in _BIND:
+            raise ValueError("bind must be one of %s, not %r" % (", ".join(_BIND), bind))
+        self._bind = bind
+        self._bind_caller = bool(bind_caller)
+        self._caller_cpus = None  # this thread's CPUs before the pool moved it
         self._check_finite = None if check_finite is None else bool(check_finite)
         # Each worker process's area for its envs' infos (pickled, only
         # when an env returns a non-empty info dict).
@@ -173,7 +179,7 @@ class ProcVectorEnv(_Base):
         o.num_threads = self._num_workers
         o.seed = int(seed) & ((1 << 64) - 1)
         o.autoreset = _AUTORESET[self.autoreset_mode]
-        o.bind = 2  # SR_BIND_NONE: the workers are processes
+        o.bind = _BIND[self._bind]
         o.worker_argv = ctypes.cast(self._argv, ctypes.POINTER(ctypes.c_char_p))
         o.worker_payload = ctypes.cast(self._pbuf, ctypes.c_void_p)
         o.worker_payload_len = len(self._payload)
@@ -193,6 +199,7 @@ class ProcVectorEnv(_Base):
         _lib.check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
         self._pool = ptr
         self._seed = seed
+        self._place_caller()
         ring = _lib.pool_info(ptr).ring
         cap = lib.sr_ring_capacity(ring)
         self._mask = cap - 1
@@ -223,7 +230,39 @@ class ProcVectorEnv(_Base):
         self._pb_ref = ctypes.byref(self._pb)
         self._act_dtype = np.int32 if self._discrete else np.float32
 
+    def _place_caller(self):
+        """Keep this thread off the worker processes' CPUs (bind_caller):
+        each worker process is bound to its CPU by the pool (bind='core'),
+        and a trainer thread that the scheduler puts on a worker's CPU
+        makes both wait for each other (a step fully serialized). This
+        thread, and threads it starts later, keep every other CPU it was
+        allowed; nothing changes when no CPU would be left. close() puts
+        its CPUs back."""
+        if not self._bind_caller or not hasattr(os, "sched_setaffinity"):
+            return
+        taken = set()
+        for w in range(1 if self._inline else 0, self._num_workers):
+            st = _lib.sr_pool_worker_stats()
+            _lib.check(_lib.lib.sr_pool_worker_stats_get(self._pool, w, ctypes.byref(st)))
+            if st.cpu >= 0:
+                taken.add(st.cpu)
+        mine = os.sched_getaffinity(0)
+        left = mine - taken
+        if taken and left and left != mine:
+            os.sched_setaffinity(0, left)
+            self._caller_cpus = (mine, left)
+
+    def _unplace_caller(self):
+        cpus, self._caller_cpus = getattr(self, "_caller_cpus", None), None
+        if cpus is not None:
+            try:
+                if os.sched_getaffinity(0) == cpus[1]:  # not changed since
+                    os.sched_setaffinity(0, cpus[0])
+            except OSError:
+                pass
+
     def _destroy(self):
+        self._unplace_caller()
         if getattr(self, "_pool", None):
             _lib.lib.sr_pool_destroy(self._pool)
             self._pool = None
@@ -555,7 +594,7 @@ class ProcVectorEnv(_Base):
 
 def make_vec(env_fns, *, num_workers=2, seed=None, step_timeout=None, max_restarts=100,
              copy=True, inline=True, check_finite=None, autoreset_mode="next_step",
-             info_bytes=None):
+             info_bytes=None, bind="core", bind_caller=True):
     """A ProcVectorEnv of the envs env_fns[i]() (callables, as
     gymnasium.vector.AsyncVectorEnv takes) in num_workers workers: with
     inline (the default) worker 0's envs are stepped in this process, by
@@ -569,8 +608,13 @@ def make_vec(env_fns, *, num_workers=2, seed=None, step_timeout=None, max_restar
     with SyncVectorEnv's semantics. The envs' info dicts are merged into
     the vector info as SyncVectorEnv does; info_bytes: each worker
     process's area for them (pickled once per step, only when an env
-    returned a non-empty dict; default 64 KiB + 512 bytes per env)."""
+    returned a non-empty dict; default 64 KiB + 512 bytes per env). bind:
+    where the worker processes run, as stepring.make_vec's ('core': each on
+    a CPU of its own, the default; 'numa'; 'none'). bind_caller (True): the
+    calling thread (and threads it starts later) leaves the worker
+    processes' CPUs to them while the pool is open, when a CPU is left for
+    it; False leaves it alone."""
     return ProcVectorEnv(env_fns, num_workers=num_workers, seed=seed, step_timeout=step_timeout,
                          max_restarts=max_restarts, copy=copy, inline=inline,
                          check_finite=check_finite, autoreset_mode=autoreset_mode,
-                         info_bytes=info_bytes)
+                         info_bytes=info_bytes, bind=bind, bind_caller=bind_caller)

@@ -545,3 +545,44 @@ def test_env_infos_too_large_warn():
         envs.step(np.zeros(4, np.int64))
     finally:
         envs.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two allowed CPUs")
+@pytest.mark.parametrize("inline", [True, False])
+def test_bind(inline):
+    """bind='core' binds each worker process to a CPU of its own (and its
+    restart too); bind_caller keeps this thread off the worker processes'
+    CPUs while the pool is open and gives its CPUs back at close; with
+    bind='none' or bind_caller=False this thread is left alone."""
+    mine = os.sched_getaffinity(0)
+    e = stepring.make_vec(env_fns=[CartPoleEnv] * 4, num_workers=2, seed=0, inline=inline)
+    try:
+        e.reset(seed=0)
+        pids = [p for p in e.worker_pids() if p != os.getpid()]
+        assert len(pids) == (1 if inline else 2)
+        cpus = [os.sched_getaffinity(p) for p in pids]
+        assert all(len(c) == 1 for c in cpus)
+        assert len(set().union(*cpus)) == len(cpus)  # each its own
+        taken = set().union(*cpus)
+        if mine - taken:
+            assert os.sched_getaffinity(0) == mine - taken
+        os.kill(pids[-1], signal.SIGKILL)
+        for _ in range(50):
+            e.step(np.zeros(4, np.int64))
+            if e.fault_stats()["restarts"]:
+                break
+        assert e.fault_stats()["restarts"] == 1
+        new = [p for p in e.worker_pids() if p != os.getpid()][-1]
+        assert new != pids[-1] and os.sched_getaffinity(new) == cpus[-1]
+    finally:
+        e.close()
+    assert os.sched_getaffinity(0) == mine
+    for kw in ({"bind": "none"}, {"bind_caller": False}):
+        e = stepring.make_vec(env_fns=[CartPoleEnv] * 4, num_workers=2, seed=0, **kw)
+        try:
+            assert os.sched_getaffinity(0) == mine
+            if kw.get("bind") == "none":
+                assert all(os.sched_getaffinity(p) == mine for p in e.worker_pids())
+        finally:
+            e.close()
