@@ -11,6 +11,11 @@ the same random actions; the ratios are taken per round and their medians
 reported. Goals (docs/procs.md): >= 1.6x SyncVectorEnv, >= 5x
 AsyncVectorEnv.
 
+Each round first times SyncVectorEnv pinned to each allowed CPU and
+prints the speeds: on a virtual machine one vCPU can be much slower than
+another for a while, which moves every contender's figure (see
+docs/procs.md, "Figures").
+
   STEPRING_LIB=build/libstepring.so PYTHONPATH=python:<gymnasium> \\
       /usr/bin/python3 tools/bench_procs.py [--envs 64] [--steps 300] [--rounds 5]
 
@@ -22,6 +27,7 @@ that costs.
 """
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -55,6 +61,33 @@ def rate(envs, acts, steps):
     return envs.num_envs * steps / (time.perf_counter() - t0)
 
 
+def cpu_speeds(n, acts, steps=200):
+    """SyncVectorEnv's steps/s pinned to each allowed CPU in turn. The
+    vCPUs of a virtual machine need not be equally fast (another guest on
+    the host's sibling thread): a contender's figure then depends on which
+    CPU it got, and stepring's sync step waits for the slower of its two
+    parties. Printed so that the rounds can be read."""
+    if not hasattr(os, "sched_setaffinity"):
+        return {}
+    mine = os.sched_getaffinity(0)
+    env = gym.vector.SyncVectorEnv([CartPoleEnv] * n)
+    env.reset(seed=0)
+    out = {}
+    try:
+        for cpu in sorted(mine):
+            os.sched_setaffinity(0, {cpu})
+            for i in range(20):
+                env.step(acts[i % len(acts)])
+            t0 = time.perf_counter()
+            for i in range(steps):
+                env.step(acts[i % len(acts)])
+            out[cpu] = round(n * steps / (time.perf_counter() - t0))
+    finally:
+        os.sched_setaffinity(0, mine)
+        env.close()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--envs", type=int, default=64)
@@ -80,7 +113,14 @@ def main():
                                                     num_workers=a.workers, seed=0)
         makers["sync_infos"] = lambda: gym.vector.SyncVectorEnv([InfoCartPole] * n)
     res = {k: [] for k in makers}
+    speeds = []
     for r in range(a.rounds):
+        sp = cpu_speeds(n, acts)
+        speeds.append(sp)
+        if len(sp) > 1:
+            print("round %d: SyncVectorEnv pinned to each CPU: %s steps/s (slowest/fastest %.2f)"
+                  % (r, ", ".join("cpu%d %d" % kv for kv in sp.items()),
+                     min(sp.values()) / max(sp.values())), flush=True)
         keys = list(makers)
         order = keys[r % len(keys):] + keys[:r % len(keys)]
         for k in order:
@@ -138,7 +178,10 @@ def main():
         "isolated_steps_per_s": round(statistics.median(res["isolated"])),
         "isolated_x_sync_median": round(statistics.median(iso_sync), 3),
         "isolated_x_async_median": round(statistics.median(iso_async), 3),
-        "goal_x_sync": 1.6, "goal_x_async": 5.0}, **extra)))
+        "goal_x_sync": 1.6, "goal_x_async": 5.0,
+        "cpu_speed_ratio_median": round(statistics.median(
+            [min(sp.values()) / max(sp.values()) for sp in speeds if len(sp) > 1] or [1.0]), 3)},
+        **extra)))
 
 
 if __name__ == "__main__":
