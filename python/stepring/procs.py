@@ -118,7 +118,7 @@ class ProcVectorEnv(_Base):
             raise ValueError("bind must be one of %s, not %r" % (", ".join(_BIND), bind))
         self._bind = bind
         self._bind_caller = bool(bind_caller)
-        self._caller_cpus = None  # this thread's CPUs before the pool moved it
+        self._caller_tid = None  # the thread this pool moved off its workers' CPUs
         self._check_finite = None if check_finite is None else bool(check_finite)
         # Each worker process's area for its envs' infos (pickled, only
         # when an env returns a non-empty info dict).
@@ -196,7 +196,8 @@ class ProcVectorEnv(_Base):
             self._inline_cb = _INLINE_FN(self._run_inline)
             o.proc_inline = ctypes.cast(self._inline_cb, ctypes.c_void_p)
         ptr = ctypes.c_void_p()
-        _lib.check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
+        with _lib.caller_unplaced():  # the plan reads this thread's own CPUs
+            _lib.check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
         self._pool = ptr
         self._seed = seed
         self._place_caller()
@@ -236,9 +237,10 @@ class ProcVectorEnv(_Base):
         and a trainer thread that the scheduler puts on a worker's CPU
         makes both wait for each other (a step fully serialized). This
         thread, and threads it starts later, keep every other CPU it was
-        allowed; nothing changes when no CPU would be left. close() puts
-        its CPUs back."""
-        if not self._bind_caller or not hasattr(os, "sched_setaffinity"):
+        allowed; nothing changes when no CPU would be left. With several
+        pools open on one thread it keeps what none of them took; the
+        last close() gives its CPUs back (_lib.caller_place)."""
+        if not self._bind_caller:
             return
         taken = set()
         for w in range(1 if self._inline else 0, self._num_workers):
@@ -246,20 +248,12 @@ class ProcVectorEnv(_Base):
             _lib.check(_lib.lib.sr_pool_worker_stats_get(self._pool, w, ctypes.byref(st)))
             if st.cpu >= 0:
                 taken.add(st.cpu)
-        mine = os.sched_getaffinity(0)
-        left = mine - taken
-        if taken and left and left != mine:
-            os.sched_setaffinity(0, left)
-            self._caller_cpus = (mine, left)
+        if taken:
+            self._caller_tid = _lib.caller_place(id(self), taken)
 
     def _unplace_caller(self):
-        cpus, self._caller_cpus = getattr(self, "_caller_cpus", None), None
-        if cpus is not None:
-            try:
-                if os.sched_getaffinity(0) == cpus[1]:  # not changed since
-                    os.sched_setaffinity(0, cpus[0])
-            except OSError:
-                pass
+        tid, self._caller_tid = getattr(self, "_caller_tid", None), None
+        _lib.caller_unplace(id(self), tid)
 
     def _destroy(self):
         self._unplace_caller()

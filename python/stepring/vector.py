@@ -466,7 +466,8 @@ class VectorEnv(_Base):
         if self._comm is not None:
             ptr.value = self._mpi_create(o)
         else:
-            check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
+            with _lib.caller_unplaced():  # the plan reads this thread's own CPUs
+                check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
         self._handle = _PoolHandle(ptr.value)
         self.closed = False
         self._seed = seed

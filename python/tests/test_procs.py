@@ -586,3 +586,42 @@ def test_bind(inline):
                 assert all(os.sched_getaffinity(p) == mine for p in e.worker_pids())
         finally:
             e.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two allowed CPUs")
+def test_bind_several_pools():
+    """Pools open at once on one thread (a training and an evaluation pool,
+    a pool restored beside another): each is created as if the thread had
+    its own CPUs (a second 2-worker pool on 2 CPUs does not find only the
+    one an earlier pool left it), the thread stays off every open pool's
+    worker CPUs, gets its CPUs back only when the last pool closes, and a
+    set the user gives it meanwhile is never overwritten."""
+    mine = os.sched_getaffinity(0)
+    a = stepring.make_vec(env_fns=[CartPoleEnv] * 4, num_workers=2, seed=0)
+    b = stepring.make_vec(env_fns=[CartPoleEnv] * 4, num_workers=2, seed=1)
+    t = stepring.make_vec("CartPole-v1", num_envs=4, num_threads=2, seed=0)
+    try:
+        taken = set()
+        for e in (a, b):
+            e.reset(seed=0)
+            taken |= set().union(*(os.sched_getaffinity(p) for p in e.worker_pids()
+                                   if p != os.getpid()))
+        t.reset(seed=0)
+        left = mine - taken
+        assert os.sched_getaffinity(0) == (left if left else mine)
+        a.close()
+        assert os.sched_getaffinity(0) == (left if left else mine)  # b is still open
+    finally:
+        for e in (a, b, t):
+            e.close()
+    assert os.sched_getaffinity(0) == mine
+    # The user's own choice while a pool is open stays theirs.
+    c = stepring.make_vec(env_fns=[CartPoleEnv] * 4, num_workers=2, seed=0)
+    try:
+        os.sched_setaffinity(0, mine)
+        d = stepring.make_vec(env_fns=[CartPoleEnv] * 4, num_workers=2, seed=0)
+        d.close()
+    finally:
+        c.close()
+    assert os.sched_getaffinity(0) == mine
