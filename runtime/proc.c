@@ -219,12 +219,30 @@ static int find_worker(char **out)
 				   "STEPRING_WORKER to its path)");
 }
 
+/* Spawn attributes of every child the pool starts: no signal blocked,
+ * every signal at its default (the trainer's handlers and masks are not
+ * the child's), plus @flags (POSIX_SPAWN_SETPGROUP: a group of its own). */
+static void spawnattr_init(posix_spawnattr_t *at, short flags)
+{
+	sigset_t none, all;
+
+	posix_spawnattr_init(at);
+	sigemptyset(&none);
+	sigfillset(&all);
+	sigdelset(&all, SIGKILL);
+	sigdelset(&all, SIGSTOP);
+	posix_spawnattr_setsigmask(at, &none);
+	posix_spawnattr_setsigdefault(at, &all);
+	if (flags & POSIX_SPAWN_SETPGROUP)
+		posix_spawnattr_setpgroup(at, 0);
+	posix_spawnattr_setflags(at, (short)(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | flags));
+}
+
 static int spawn_worker(struct sr__procs *P, uint32_t w)
 {
 	struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
-	sigset_t none, all;
 	size_t nenv = 0, k = 0;
 	char var[64], **envp;
 	int rfd, bfd, xfd, err;
@@ -259,14 +277,7 @@ static int spawn_worker(struct sr__procs *P, uint32_t w)
 	/* Nothing else of the trainer's (its pipes, sockets) stays open. */
 	posix_spawn_file_actions_addclosefrom_np(&fa, SR__PROC_FD_XCHG + 1);
 #endif
-	posix_spawnattr_init(&at);
-	sigemptyset(&none);
-	sigfillset(&all);
-	sigdelset(&all, SIGKILL);
-	sigdelset(&all, SIGSTOP);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	spawnattr_init(&at, 0);
 	atomic_store_explicit(&r->state, SR__PW_BOOT, memory_order_relaxed);
 	atomic_store_explicit(&r->err_len, 0, memory_order_relaxed);
 	atomic_store_explicit(&r->sleeping, 0, memory_order_relaxed);
@@ -324,7 +335,6 @@ static void spawn_guard(struct sr__procs *P, const char *stats_name)
 	struct stat st;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
-	sigset_t none, all;
 	int pfd[2], n = 0, rfd;
 
 	if (!P->ring->named || find_worker(&exe))
@@ -365,16 +375,7 @@ static void spawn_guard(struct sr__procs *P, const char *stats_name)
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
 	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
 #endif
-	posix_spawnattr_init(&at);
-	sigemptyset(&none);
-	sigfillset(&all);
-	sigdelset(&all, SIGKILL);
-	sigdelset(&all, SIGSTOP);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-					      POSIX_SPAWN_SETPGROUP);
+	spawnattr_init(&at, POSIX_SPAWN_SETPGROUP); /* process group 0: one of its own */
 	if (posix_spawn(&P->guard, exe, &fa, &at, argv, environ) == 0)
 		P->guard_fd = pfd[1];
 	else
