@@ -1,14 +1,16 @@
 /*
  * What the C tests share: a pool's description in one expression, the
- * FNV-1a hash the determinism tests compare runs with. The helpers that
- * assert exist when <cmocka.h> was included first; the MPI tests, which do
- * not use cmocka, get the hash alone.
+ * FNV-1a hash the determinism tests compare runs with, a scratch
+ * directory. The cmocka tests' helpers exist when <cmocka.h> was included
+ * first; the MPI tests, which do not use cmocka, get the hash alone.
  */
 #ifndef SR_TEST_HELPERS_H
 #define SR_TEST_HELPERS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "stepring/pool.h"
 
@@ -20,6 +22,24 @@ static inline sr_pool_info t_pool_info(const sr_pool *p)
 
 	assert_int_equal(sr_pool_info_get(p, &in), 0);
 	return in;
+}
+
+/* A fresh directory $TMPDIR/@prefix-XXXXXX (TMPDIR unset: /tmp) into
+ * @dir (@len bytes); 0 or -1. Removed with its contents by t_rmtree. */
+static inline int t_mkdtemp(char *dir, size_t len, const char *prefix)
+{
+	const char *t = getenv("TMPDIR");
+
+	snprintf(dir, len, "%s/%s-XXXXXX", t && t[0] ? t : "/tmp", prefix);
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static inline int t_rmtree(const char *dir)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
 }
 #endif
 

@@ -30,25 +30,20 @@
 #include "stepring/checkpoint.h"
 #include "ckpt_internal.h"
 #include "bench_pool.h" /* bench_ckpt_backend_parse, the CLI's */
+#include "helpers.h"
 
 static char dir[256];
 
 static int setup(void **st)
 {
-	const char *t = getenv("TMPDIR");
-
 	(void)st;
-	snprintf(dir, sizeof(dir), "%s/sr-ckpt-XXXXXX", t && t[0] ? t : "/tmp");
-	return mkdtemp(dir) ? 0 : -1;
+	return t_mkdtemp(dir, sizeof(dir), "sr-ckpt");
 }
 
 static int teardown(void **st)
 {
-	char cmd[300];
-
 	(void)st;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return t_rmtree(dir);
 }
 
 static void pathf(char *out, size_t n, const char *name)

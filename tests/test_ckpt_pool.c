@@ -28,20 +28,14 @@ static const char *env_name = "CartPole-v1";
 
 static int setup(void **st)
 {
-	const char *t = getenv("TMPDIR");
-
 	(void)st;
-	snprintf(dir, sizeof(dir), "%s/sr-ckptp-XXXXXX", t && t[0] ? t : "/tmp");
-	return mkdtemp(dir) ? 0 : -1;
+	return t_mkdtemp(dir, sizeof(dir), "sr-ckptp");
 }
 
 static int teardown(void **st)
 {
-	char cmd[300];
-
 	(void)st;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return t_rmtree(dir);
 }
 
 static sr_pool *mk_pool(uint32_t n, uint32_t threads, uint64_t ring_cap, uint32_t batch)

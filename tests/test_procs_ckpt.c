@@ -520,20 +520,14 @@ static void test_refusals(void **state)
 
 static int setup(void **st)
 {
-	const char *t = getenv("TMPDIR");
-
 	(void)st;
-	snprintf(dir, sizeof(dir), "%s/sr-pckpt-XXXXXX", t && t[0] ? t : "/tmp");
-	return mkdtemp(dir) ? 0 : -1;
+	return t_mkdtemp(dir, sizeof(dir), "sr-pckpt");
 }
 
 static int teardown(void **st)
 {
-	char cmd[300];
-
 	(void)st;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return t_rmtree(dir);
 }
 
 int main(void)
