@@ -441,6 +441,10 @@ const sr_env_spec sr__env_bipedalwalker = {
 	.destroy = bw_destroy,
 	.save = bw_save,
 	.load = bw_load,
+	.obs_dtype = SR_DTYPE_FLOAT32,
+	.obs_kind = SR_SPACE_BOX,
+	.obs_low64 = nullptr,
+	.obs_high64 = nullptr,
 };
 
 /* "rng=stepring|numpy" */

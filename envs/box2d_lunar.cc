@@ -473,6 +473,10 @@ const sr_env_spec sr__env_lunarlander = {
 	.destroy = ll_destroy,
 	.save = ll_save,
 	.load = ll_load,
+	.obs_dtype = SR_DTYPE_FLOAT32,
+	.obs_kind = SR_SPACE_BOX,
+	.obs_low64 = nullptr,
+	.obs_high64 = nullptr,
 };
 
 const sr_env_spec sr__env_lunarlander_continuous = {
@@ -509,6 +513,10 @@ const sr_env_spec sr__env_lunarlander_continuous = {
 	.destroy = ll_destroy,
 	.save = ll_save,
 	.load = ll_load,
+	.obs_dtype = SR_DTYPE_FLOAT32,
+	.obs_kind = SR_SPACE_BOX,
+	.obs_low64 = nullptr,
+	.obs_high64 = nullptr,
 };
 
 /* "continuous=1,gravity=-10,enable_wind=0,wind_power=15,turbulence_power=1.5,

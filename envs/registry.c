@@ -39,10 +39,52 @@ static int check_version(const sr_env_spec *s)
 	if (s->abi_version < SR_ENV_ABI_VERSION_MIN || s->abi_version > SR_ENV_ABI_VERSION)
 		return sr__errorf(-EPROTO,
 				  "env '%s' was built for env ABI version %u, this stepring "
-				  "expects version %u (or version %u): rebuild the plugin against "
-				  "this stepring",
+				  "expects version %u (version 2 and version %u still load): "
+				  "rebuild the plugin against this stepring",
 				  spec_id(s), s->abi_version, SR_ENV_ABI_VERSION,
 				  SR_ENV_ABI_VERSION_MIN);
+	return 0;
+}
+
+static bool is_int_dtype(uint32_t dt)
+{
+	return dt != SR_DTYPE_FLOAT32 && dt != SR_DTYPE_FLOAT64 && dt < SR_DTYPE_COUNT;
+}
+
+/* The v3 tail: a known dtype and space kind, bounds that the dtype holds
+ * (integers for an integer dtype), and a space that fits its dtype. */
+static int check_obs_space(const sr_env_spec *s)
+{
+	uint32_t kind = s->obs_kind ? s->obs_kind : SR_SPACE_BOX;
+	bool integral = is_int_dtype(s->obs_dtype);
+
+	if (s->obs_dtype >= SR_DTYPE_COUNT)
+		return sr__errorf(-EINVAL, "env '%s': unknown obs_dtype %u", s->id, s->obs_dtype);
+	if (kind < SR_SPACE_DISCRETE || kind > SR_SPACE_MULTI_BINARY)
+		return sr__errorf(-EINVAL, "env '%s': unknown obs_kind %u", s->id, s->obs_kind);
+	if (kind != SR_SPACE_BOX && !integral)
+		return sr__errorf(-EINVAL, "env '%s': a discrete, multi-discrete or multi-binary "
+				  "observation needs an integer or bool obs_dtype, not %s",
+				  s->id, sr_dtype_name(s->obs_dtype));
+	if (!s->obs_low64 != !s->obs_high64)
+		return sr__errorf(-EINVAL, "env '%s': obs_low64 and obs_high64: both or neither",
+				  s->id);
+	if (kind != SR_SPACE_BOX && !s->obs_low64 && !(s->obs_low && s->obs_high))
+		return sr__errorf(-EINVAL, "env '%s': an integer observation space needs its "
+				  "bounds", s->id);
+	for (uint32_t i = 0; s->obs_low64 && i < s->obs_dim; i++) {
+		double lo = s->obs_low64[i], hi = s->obs_high64[i];
+
+		if (!(lo <= hi))
+			return sr__errorf(-EINVAL, "env '%s': obs bound %u: low > high or NaN",
+					  s->id, i);
+		if (integral && (lo != floor(lo) || hi != floor(hi)))
+			return sr__errorf(-EINVAL, "env '%s': obs bound %u is not an integer, for "
+					  "obs_dtype %s", s->id, i, sr_dtype_name(s->obs_dtype));
+		if (kind == SR_SPACE_MULTI_BINARY && (lo != 0 || hi != 1))
+			return sr__errorf(-EINVAL, "env '%s': multi-binary obs bound %u must be "
+					  "[0, 1]", s->id, i);
+	}
 	return 0;
 }
 
@@ -50,6 +92,7 @@ int sr_env_validate(const sr_env_spec *s)
 {
 	uint64_t prod = 1;
 	uint32_t want;
+	bool scalar;
 	int err;
 
 	if (!s)
@@ -57,7 +100,9 @@ int sr_env_validate(const sr_env_spec *s)
 	err = check_version(s);
 	if (err)
 		return err;
-	want = s->abi_version == 1 ? SR_ENV_SPEC_SIZE_V1 : (uint32_t)sizeof(sr_env_spec);
+	want = s->abi_version == 1   ? SR_ENV_SPEC_SIZE_V1
+	       : s->abi_version == 2 ? SR_ENV_SPEC_SIZE_V2
+				     : (uint32_t)sizeof(sr_env_spec);
 	if (s->spec_size != want)
 		return sr__errorf(-EPROTO,
 				  "env spec size %u != %u expected for env ABI version %u (ABI "
@@ -83,9 +128,11 @@ int sr_env_validate(const sr_env_spec *s)
 				  "env '%s': state_size %u must be a positive multiple of 8, at "
 				  "most %u",
 				  s->id, s->state_size, (unsigned)SR_ENV_MAX_STATE_SIZE);
-	if (s->obs_ndim == 0 || s->obs_ndim > SR_ENV_MAX_DIMS)
-		return sr__errorf(-EINVAL, "env '%s': obs_ndim %u not in [1, %d]", s->id, s->obs_ndim,
-				  SR_ENV_MAX_DIMS);
+	/* A discrete observation (v3) is a scalar: obs_ndim 0, obs_dim 1. */
+	scalar = s->abi_version >= 3 && s->obs_kind == SR_SPACE_DISCRETE;
+	if (scalar ? s->obs_ndim != 0 : s->obs_ndim == 0 || s->obs_ndim > SR_ENV_MAX_DIMS)
+		return sr__errorf(-EINVAL, "env '%s': obs_ndim %u not in [%d, %d]", s->id,
+				  s->obs_ndim, scalar ? 0 : 1, scalar ? 0 : SR_ENV_MAX_DIMS);
 	/* Overflow-checked: stop as soon as the product leaves the bound
 	 * (eight uint32 factors would wrap a uint64). */
 	for (uint32_t i = 0; i < s->obs_ndim && prod && prod <= (1u << 24); i++)
@@ -100,6 +147,11 @@ int sr_env_validate(const sr_env_spec *s)
 		if (!(s->obs_low[i] <= s->obs_high[i]))
 			return sr__errorf(-EINVAL, "env '%s': obs bound %u: low > high or NaN", s->id,
 					  i);
+	if (s->abi_version >= 3) {
+		err = check_obs_space(s);
+		if (err)
+			return err;
+	}
 	if (s->act_kind == SR_SPACE_DISCRETE) {
 		if (s->act_n == 0 || s->act_n > INT32_MAX || s->act_dim != 1)
 			return sr__errorf(-EINVAL,
@@ -189,8 +241,8 @@ int sr_env_spec_upgrade(const sr_env_spec *in, sr_env_spec *out)
 	err = sr_env_validate(in);
 	if (err)
 		return err;
-	/* Copy only the bytes the spec's version has: a v1 spec compiled
-	 * elsewhere may end where the v2 tail starts. */
+	/* Copy only the bytes the spec's version has: a v1 or v2 spec
+	 * compiled elsewhere may end where the next tail starts. */
 	memset(&tmp, 0, sizeof(tmp));
 	memcpy(&tmp, in, in->spec_size);
 	tmp.abi_version = SR_ENV_ABI_VERSION;
@@ -269,8 +321,8 @@ int sr_env_load_plugin(const char *path, sr_env_spec *out)
 	if (s->abi_version < SR_ENV_ABI_VERSION_MIN || s->abi_version > SR_ENV_ABI_VERSION) {
 		err = sr__errorf(-EPROTO,
 				 "env plugin '%s' was built for env ABI version %u, this stepring "
-				 "expects version %u (or version %u): rebuild it against this "
-				 "stepring",
+				 "expects version %u (version 2 and version %u still load): "
+				 "rebuild it against this stepring",
 				 path, s->abi_version, SR_ENV_ABI_VERSION, SR_ENV_ABI_VERSION_MIN);
 		dlclose(h);
 		return err;

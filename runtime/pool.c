@@ -221,11 +221,20 @@ static int create_config(sr_pool *p, const sr_pool_opts *o)
 	int err;
 
 	if (o->spec)
-		err = sr_env_spec_upgrade(o->spec, &p->cfg.spec); /* v1 or v2 */
+		err = sr_env_spec_upgrade(o->spec, &p->cfg.spec); /* v1, v2 or v3 */
 	else
 		err = sr_env_find(o->env, &p->cfg.spec);
 	if (err)
 		return err;
+	/* The ring, batches, replay and checkpoints hold float32 observations
+	 * of a box space so far; the other dtypes of env ABI v3 are refused
+	 * here until they carry them. */
+	if (p->cfg.spec.obs_dtype != SR_DTYPE_FLOAT32 ||
+	    (p->cfg.spec.obs_kind && p->cfg.spec.obs_kind != SR_SPACE_BOX))
+		return sr__errorf(-ENOTSUP, "env '%s': %s observations (obs_dtype %u, obs_kind %u) "
+				  "are not supported by the pool yet: float32 box only",
+				  p->cfg.spec.id, sr_dtype_name(p->cfg.spec.obs_dtype),
+				  p->cfg.spec.obs_dtype, p->cfg.spec.obs_kind);
 	p->cfg.num_envs = o->num_envs;
 	p->cfg.batch_size = o->batch_size ? o->batch_size : o->num_envs;
 	p->cfg.async = p->cfg.batch_size < p->cfg.num_envs;

@@ -494,6 +494,8 @@ static void test_validate(void **st)
 	const sr_env_spec *cp = sr_env_at(0);
 	sr_env_spec s;
 	static const float lo[1] = {-1}, hi[1] = {1};
+	static const double lo64[4] = {0, 0, 0, 0}, hi64[4] = {3, 1, 1, 2.5};
+	static const double lo1[1] = {2}, hi1[1] = {17};
 
 	assert_int_equal(sr_env_validate(NULL), -EINVAL);
 #define BAD(mutation, code, text)                                                          \
@@ -508,8 +510,18 @@ static void test_validate(void **st)
 	BAD(s.abi_version = 7, -EPROTO, "version 1");
 	BAD(s.abi_version = 0, -EPROTO, "version 0");
 	BAD(s.spec_size = 16, -EPROTO, "size");
-	BAD(s.abi_version = 1, -EPROTO, "size"); /* v1 with the v2 size */
-	BAD(s.spec_size = SR_ENV_SPEC_SIZE_V1, -EPROTO, "size"); /* v2 with the v1 size */
+	BAD(s.abi_version = 7, -EPROTO, "version 3");
+	BAD(s.abi_version = 1, -EPROTO, "size"); /* v1 with the v3 size */
+	BAD(s.abi_version = 2, -EPROTO, "size"); /* v2 with the v3 size */
+	BAD(s.spec_size = SR_ENV_SPEC_SIZE_V1, -EPROTO, "size"); /* v3 with the v1 size */
+	BAD(s.spec_size = SR_ENV_SPEC_SIZE_V2, -EPROTO, "size"); /* v3 with the v2 size */
+	BAD(s.obs_dtype = SR_DTYPE_COUNT, -EINVAL, "unknown obs_dtype");
+	BAD(s.obs_kind = 5, -EINVAL, "unknown obs_kind");
+	BAD(s.obs_kind = SR_SPACE_MULTI_DISCRETE, -EINVAL, "integer or bool obs_dtype");
+	BAD((s.obs_kind = SR_SPACE_MULTI_DISCRETE, s.obs_dtype = SR_DTYPE_INT64, s.obs_low = NULL),
+	    -EINVAL, "needs its bounds");
+	BAD(s.obs_low64 = lo64, -EINVAL, "both or neither");
+	BAD((s.obs_kind = SR_SPACE_DISCRETE, s.obs_dtype = SR_DTYPE_INT64), -EINVAL, "obs_ndim");
 	BAD(s.flags = 4, -EINVAL, "unknown flags");
 	BAD(s.flags = SR_ENV_F_OPAQUE | SR_ENV_F_FOREIGN, -EINVAL, "one or the other");
 	BAD(s.flags = SR_ENV_F_OPAQUE, -EINVAL, "create, destroy, save and load");
@@ -557,6 +569,45 @@ static void test_validate(void **st)
 	BAD((s.flags = SR_ENV_F_OPAQUE, s.create = fake_create, s.destroy = fake_destroy,
 	     s.save = fake_save, s.load = NULL, s.save_max = 64),
 	    -EINVAL, "opaque state needs");
+	/* The v3 tail: exact double bounds, integer spaces. CartPole's obs is 4
+	 * wide; hi64[3] = 2.5 is not an integer. */
+	s = *cp;
+	s.obs_dtype = SR_DTYPE_FLOAT64;
+	s.obs_low64 = lo64;
+	s.obs_high64 = hi64;
+	assert_int_equal(sr_env_validate(&s), 0);
+	assert_int_equal(sr_env_obs_size(&s), 32);
+	s.obs_dtype = SR_DTYPE_INT16;
+	assert_int_equal(sr_env_validate(&s), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "not an integer"));
+	s.obs_kind = SR_SPACE_MULTI_BINARY;
+	s.obs_dtype = SR_DTYPE_BOOL;
+	assert_int_equal(sr_env_validate(&s), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "[0, 1]"));
+	s = *cp;
+	s.obs_kind = SR_SPACE_DISCRETE;
+	s.obs_dtype = SR_DTYPE_INT64;
+	s.obs_ndim = 0;
+	s.obs_dim = 1;
+	s.obs_low64 = lo1;
+	s.obs_high64 = hi1;
+	assert_int_equal(sr_env_validate(&s), 0);
+	assert_int_equal(sr_env_obs_size(&s), 8);
+	/* Until the pool carries other dtypes it refuses them, naming the dtype. */
+	{
+		sr_pool_opts po;
+		sr_pool *pool = NULL;
+
+		s = *cp;
+		s.obs_dtype = SR_DTYPE_FLOAT64;
+		sr_pool_opts_init(&po);
+		po.spec = &s;
+		po.num_envs = 2;
+		po.num_threads = 1;
+		assert_int_equal(sr_pool_create(&po, &pool), -ENOTSUP);
+		assert_non_null(strstr(sr_last_error(), "float64"));
+		assert_null(pool);
+	}
 #undef BAD
 }
 
@@ -601,6 +652,47 @@ static void test_validate_v1(void **st)
 	assert_int_equal(out.abi_version, 0x5a5a5a5au);
 	assert_int_equal(sr_env_spec_upgrade(cp, NULL), -EINVAL);
 	free(v1);
+}
+
+/* A version 2 spec, in a buffer that ends where the v3 tail would start,
+ * validates and upgrades with a float32 box observation. */
+static void test_validate_v2(void **st)
+{
+	const sr_env_spec *cp = sr_env_at(0);
+	sr_env_spec *v2 = malloc(SR_ENV_SPEC_SIZE_V2), out;
+
+	assert_non_null(v2);
+	memcpy(v2, cp, SR_ENV_SPEC_SIZE_V2);
+	v2->abi_version = 2;
+	v2->spec_size = SR_ENV_SPEC_SIZE_V2;
+	assert_int_equal(sr_env_validate(v2), 0);
+	memset(&out, 0xa5, sizeof(out));
+	assert_int_equal(sr_env_spec_upgrade(v2, &out), 0);
+	assert_int_equal(out.abi_version, SR_ENV_ABI_VERSION);
+	assert_int_equal(out.spec_size, sizeof(sr_env_spec));
+	assert_int_equal(out.obs_dtype, SR_DTYPE_FLOAT32);
+	assert_int_equal(out.obs_kind, 0);
+	assert_null(out.obs_low64);
+	assert_null(out.obs_high64);
+	assert_int_equal(out.flags, cp->flags);
+	assert_int_equal(sr_env_obs_size(&out), 4u * cp->obs_dim);
+	free(v2);
+}
+
+static void test_dtype_table(void **st)
+{
+	assert_int_equal(sr_dtype_size(SR_DTYPE_FLOAT32), 4);
+	assert_int_equal(sr_dtype_size(SR_DTYPE_FLOAT64), 8);
+	assert_int_equal(sr_dtype_size(SR_DTYPE_UINT8), 1);
+	assert_int_equal(sr_dtype_size(SR_DTYPE_INT8), 1);
+	assert_int_equal(sr_dtype_size(SR_DTYPE_INT16), 2);
+	assert_int_equal(sr_dtype_size(SR_DTYPE_INT32), 4);
+	assert_int_equal(sr_dtype_size(SR_DTYPE_INT64), 8);
+	assert_int_equal(sr_dtype_size(SR_DTYPE_BOOL), 1);
+	assert_int_equal(sr_dtype_size(SR_DTYPE_COUNT), 0);
+	assert_string_equal(sr_dtype_name(SR_DTYPE_INT16), "int16");
+	assert_string_equal(sr_dtype_name(SR_DTYPE_BOOL), "bool");
+	assert_string_equal(sr_dtype_name(99), "?");
 }
 
 /* Disjoint slices may be stepped from different threads at once, and
@@ -730,6 +822,8 @@ int main(void)
 		cmocka_unit_test(test_spin_behaviour),
 		cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_validate_v1),
+		cmocka_unit_test(test_validate_v2),
+		cmocka_unit_test(test_dtype_table),
 		cmocka_unit_test(test_threads_disjoint),
 		cmocka_unit_test(test_np_random),
 	};

@@ -75,6 +75,7 @@ static void test_wrong_abi(void **st)
 	msg = sr_last_error();
 	print_message("%s\n", msg);
 	assert_non_null(strstr(msg, "version 99"));
+	assert_non_null(strstr(msg, "version 3"));
 	assert_non_null(strstr(msg, "version 2"));
 	assert_non_null(strstr(msg, "version 1"));
 	assert_non_null(strstr(msg, SR_PLUGIN_WRONG_ABI));

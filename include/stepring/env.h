@@ -12,7 +12,10 @@
  * env only reports terminated.
  *
  * Instance i of a batch lives at (char *)states + i * spec->state_size.
- * Observations are float32, obs_dim per instance, contiguous.
+ * Observations are obs_dim elements per instance, contiguous, of the
+ * spec's obs_dtype (ABI v3; float32 for v1 and v2 specs and whenever
+ * obs_dtype is 0): the `float *obs` parameters below point to elements of
+ * that type (an env with float64 observations casts them to double *).
  * Actions: discrete -> one int32 per instance, in [0, act_n); box -> act_dim
  * float32 per instance, finite but possibly outside [act_low, act_high]:
  * the env clips them as its reference does (the runtime refuses NaN and
@@ -34,10 +37,15 @@
  * of the same env type, so an env must not keep the address of its state
  * bytes.
  *
+ * Observation dtype (ABI v3): obs_dtype says the element type of the
+ * observations (float64 for MuJoCo, uint8 for images, int64 for a
+ * discrete observation space), obs_kind the space, obs_low64/obs_high64
+ * exact bounds.
+ *
  * Plugins: a shared object exporting `const sr_env_spec sr_env_plugin_spec`
  * (SR_ENV_PLUGIN_SYMBOL) with abi_version = SR_ENV_ABI_VERSION (version 1
- * specs, without the v2 tail, still load: the tail reads as zero). See
- * docs/envs.md.
+ * and 2 specs, without the later tails, still load: the tails read as
+ * zero). See docs/envs.md.
  */
 #ifndef STEPRING_ENV_H
 #define STEPRING_ENV_H
@@ -49,10 +57,11 @@ extern "C" {
 #endif
 
 /* Bump on any change of sr_env_spec's layout or of a function's contract.
- * Version 2 appended the tail after set_phys (flags .. load); a version 1
- * spec (spec_size == SR_ENV_SPEC_SIZE_V1) is still accepted, its tail
- * reading as zero. */
-#define SR_ENV_ABI_VERSION 2u
+ * Version 2 appended the tail after set_phys (flags .. load), version 3
+ * the observation's element type and space (obs_dtype .. obs_high64).
+ * Older specs (spec_size SR_ENV_SPEC_SIZE_V1 or SR_ENV_SPEC_SIZE_V2) are
+ * still accepted, their missing tails reading as zero. */
+#define SR_ENV_ABI_VERSION 3u
 #define SR_ENV_ABI_VERSION_MIN 1u
 #define SR_ENV_PLUGIN_SYMBOL "sr_env_plugin_spec"
 #define SR_ENV_MAX_DIMS 4
@@ -62,9 +71,45 @@ extern "C" {
 #define SR_ENV_MAX_PHYS 64               /* n_phys */
 
 enum sr_space_kind {
-	SR_SPACE_DISCRETE = 1, /* int32 in [0, act_n) */
+	SR_SPACE_DISCRETE = 1, /* action: int32 in [0, act_n); obs (v3): one integer */
 	SR_SPACE_BOX = 2,      /* act_dim float32, bounds act_low, act_high (the env clips) */
+	SR_SPACE_MULTI_DISCRETE = 3, /* obs only (v3): obs_dim integers, each in its bounds */
+	SR_SPACE_MULTI_BINARY = 4,   /* obs only (v3): obs_dim values, each 0 or 1 */
 };
+
+/*
+ * Element types of observations (ABI v3, sr_env_spec.obs_dtype), as NumPy
+ * names them. Float32 is 0, so a v1 or v2 spec (whose tail reads as zero)
+ * is float32, the fast path. SR_DTYPE_BOOL is one byte holding 0 or 1.
+ */
+enum sr_dtype {
+	SR_DTYPE_FLOAT32 = 0,
+	SR_DTYPE_FLOAT64 = 1,
+	SR_DTYPE_UINT8 = 2,
+	SR_DTYPE_INT8 = 3,
+	SR_DTYPE_INT16 = 4,
+	SR_DTYPE_INT32 = 5,
+	SR_DTYPE_INT64 = 6,
+	SR_DTYPE_BOOL = 7,
+};
+#define SR_DTYPE_COUNT 8u
+
+/** Bytes of one element of @dtype (enum sr_dtype), 0 for an unknown one. */
+static inline size_t sr_dtype_size(uint32_t dtype)
+{
+	static const unsigned char size[SR_DTYPE_COUNT] = {4, 8, 1, 1, 2, 4, 8, 1};
+
+	return dtype < SR_DTYPE_COUNT ? size[dtype] : 0;
+}
+
+/** NumPy's name of @dtype ("float32", ..., "bool"), "?" for an unknown one. */
+static inline const char *sr_dtype_name(uint32_t dtype)
+{
+	static const char *const name[SR_DTYPE_COUNT] = {"float32", "float64", "uint8", "int8",
+							 "int16",   "int32",   "int64", "bool"};
+
+	return dtype < SR_DTYPE_COUNT ? name[dtype] : "?";
+}
 
 typedef struct sr_env_spec sr_env_spec;
 
@@ -138,6 +183,21 @@ struct sr_env_spec {
 	 * valid, in an unspecified state). */
 	int (*save)(const sr_env_spec *spec, const void *state, void *buf, size_t cap, size_t *len);
 	int (*load)(const sr_env_spec *spec, void *state, const void *buf, size_t len);
+
+	/* ---- ABI v3 (absent, i.e. zero, in a v1 or v2 spec) ---- */
+	/* Element type of the observation (enum sr_dtype; 0: float32). */
+	uint32_t obs_dtype;
+	/* Kind of the observation space (enum sr_space_kind; 0 reads as
+	 * SR_SPACE_BOX). SR_SPACE_DISCRETE: obs_dim 1 (obs_ndim 0, a scalar),
+	 * an integer dtype, bounds [start, start + n - 1]. MULTI_DISCRETE: an
+	 * integer dtype, bounds [start_j, start_j + nvec_j - 1] per element.
+	 * MULTI_BINARY: an integer or bool dtype, bounds [0, 1]. */
+	uint32_t obs_kind;
+	/* Bounds as doubles (obs_dim each; exact for float64 and for integers
+	 * up to 2^53), used instead of obs_low/obs_high when not NULL. Both or
+	 * neither; an integer space needs them (or float obs_low/obs_high). */
+	const double *obs_low64;
+	const double *obs_high64;
 };
 
 /* flags */
@@ -149,8 +209,10 @@ struct sr_env_spec {
 #define SR_ENV_F_FOREIGN 2u
 #define SR_ENV_F_KNOWN 3u
 
-/* The size of a version 1 spec: everything before the v2 tail. */
+/* The size of a version 1 spec: everything before the v2 tail; of a
+ * version 2 spec: everything before the v3 tail. */
 #define SR_ENV_SPEC_SIZE_V1 ((uint32_t)offsetof(sr_env_spec, flags))
+#define SR_ENV_SPEC_SIZE_V2 ((uint32_t)offsetof(sr_env_spec, obs_dtype))
 
 /** True when instances of @spec are opaque (never memcpy them). */
 static inline int sr_env_is_opaque(const sr_env_spec *spec)
@@ -164,10 +226,16 @@ static inline size_t sr_env_action_size(const sr_env_spec *spec)
 	return spec->act_kind == SR_SPACE_DISCRETE ? 4u : 4u * (size_t)spec->act_dim;
 }
 
+/** Bytes of one observation: obs_dim elements of obs_dtype (v3). */
+static inline size_t sr_env_obs_size(const sr_env_spec *spec)
+{
+	return (size_t)spec->obs_dim * sr_dtype_size(spec->obs_dtype);
+}
+
 /**
  * Check a spec for consistency (ABI version, sizes, function pointers).
- * Version 1 specs (spec_size SR_ENV_SPEC_SIZE_V1) are checked without
- * reading the v2 tail. Returns 0, -EPROTO on an ABI version or spec_size
+ * Version 1 and 2 specs (spec_size SR_ENV_SPEC_SIZE_V1 / _V2) are checked
+ * without reading the tails they lack. Returns 0, -EPROTO on an ABI version or spec_size
  * mismatch (the message names both versions), -EINVAL otherwise, with the
  * reason in sr_last_error().
  */

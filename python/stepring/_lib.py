@@ -128,6 +128,11 @@ class sr_env_spec(ctypes.Structure):
         ("destroy", c_vp),
         ("save", c_vp),
         ("load", c_vp),
+        # ABI v3 tail
+        ("obs_dtype", c_u32),
+        ("obs_kind", c_u32),
+        ("obs_low64", ctypes.POINTER(ctypes.c_double)),
+        ("obs_high64", ctypes.POINTER(ctypes.c_double)),
     ]
 
 
