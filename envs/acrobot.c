@@ -2,12 +2,12 @@
  * Acrobot-v1 (Gymnasium 1.4.0, "book" dynamics, no torque noise),
  * bit-exact against tests/refdata.
  *
- * State: the instance RNG, then theta1, theta2, dtheta1, dtheta2 as doubles
- * (float32 values right after reset, as Gymnasium casts them). One step is
- * one classical RK4 step of h = 0.2 on (theta1, theta2, dtheta1, dtheta2,
- * torque), evaluated in exactly the operation order of the reference (see
- * tests/refdata/README.md); then the angles are wrapped into [-pi, pi] and
- * the velocities clipped.
+ * State: the instance RNG (sr_rng, or PCG64 with rng=numpy: envs.h), then
+ * theta1, theta2, dtheta1, dtheta2 as doubles (float32 values right after
+ * reset, as Gymnasium casts them). One step is one classical RK4 step of
+ * h = 0.2 on (theta1, theta2, dtheta1, dtheta2, torque), evaluated in
+ * exactly the operation order of the reference (see tests/refdata/README.md);
+ * then the angles are wrapped into [-pi, pi] and the velocities clipped.
  */
 #include <math.h>
 
@@ -82,8 +82,10 @@ static void ac_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t se
 {
 	struct acrobot *s = states;
 
+	bool np = sr__np_rng(spec);
+
 	for (size_t i = 0; i < n; i++)
-		sr_rng_seed(&s[i].rng, seed, first_index + i);
+		sr__rng_slot_seed(np, &s[i].rng, seed, first_index + i);
 }
 
 /* Gymnasium: uniform(low, high, size=(4,)).astype(float32), reset options
@@ -92,10 +94,11 @@ static void ac_reset_in(const sr_env_spec *spec, void *states, size_t n, const d
 			float *obs)
 {
 	struct acrobot *s = states;
+	bool np = sr__np_rng(spec);
 
 	for (size_t i = 0; i < n; i++) {
 		for (int k = 0; k < 4; k++)
-			s[i].s[k] = (double)(float)sr_rng_range(&s[i].rng, b[0], b[1]);
+			s[i].s[k] = (double)(float)sr__rng_slot_range(np, &s[i].rng, b[0], b[1]);
 		write_obs(&s[i], obs + 6 * i);
 	}
 }
@@ -172,8 +175,7 @@ static int ac_check_state(const sr_env_spec *spec, const void *state)
 {
 	const struct acrobot *a = state;
 
-	(void)spec;
-	if (!sr__rng_ok(&a->rng) || !(fabs(a->s[0]) <= M_PI) || !(fabs(a->s[1]) <= M_PI) ||
+	if (!sr__rng_slot_ok(sr__np_rng(spec), &a->rng) || !(fabs(a->s[0]) <= M_PI) || !(fabs(a->s[1]) <= M_PI) ||
 	    !(fabs(a->s[2]) <= MAX_VEL_1) || !(fabs(a->s[3]) <= MAX_VEL_2))
 		return -EINVAL;
 	return 0;

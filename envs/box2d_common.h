@@ -470,8 +470,8 @@ struct ActionLog {
 
 /* ---- what both envs' instances share: the ABI hooks around them ---------- */
 
-/* spec->params[P_NUMPY]: rng=numpy (both envs) */
-enum { P_NUMPY = 5 };
+/* spec->params[P_NUMPY]: rng=numpy (both envs; every built-in env's slot) */
+enum { P_NUMPY = SR__P_RNG };
 
 /* The part of an instance that seeding, save and load handle; an env's
  * struct derives from it and adds its bodies, a contact listener (whose

@@ -2,7 +2,8 @@
  * CartPole-v1 (Gymnasium 1.4.0), bit-exact against the reference data in
  * tests/refdata: double-precision state, explicit Euler, float32 obs.
  *
- * State (64 bytes, one cache line): the instance RNG, then x, x_dot, theta,
+ * State (64 bytes, one cache line): the instance RNG (sr_rng, or PCG64 with
+ * rng=numpy, in the same 32 bytes: envs.h), then x, x_dot, theta,
  * theta_dot as doubles. Termination is decided on the doubles before the
  * obs is rounded.
  */
@@ -43,8 +44,10 @@ static void cp_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t se
 {
 	struct cartpole *s = states;
 
+	bool np = sr__np_rng(spec);
+
 	for (size_t i = 0; i < n; i++)
-		sr_rng_seed(&s[i].rng, seed, first_index + i);
+		sr__rng_slot_seed(np, &s[i].rng, seed, first_index + i);
 }
 
 /* Gymnasium: np_random.uniform(low, high, size=(4,)), reset options "low"
@@ -53,12 +56,13 @@ static void cp_reset_in(const sr_env_spec *spec, void *states, size_t n, const d
 			float *obs)
 {
 	struct cartpole *s = states;
+	bool np = sr__np_rng(spec);
 
 	for (size_t i = 0; i < n; i++) {
-		s[i].x = sr_rng_range(&s[i].rng, b[0], b[1]);
-		s[i].x_dot = sr_rng_range(&s[i].rng, b[0], b[1]);
-		s[i].theta = sr_rng_range(&s[i].rng, b[0], b[1]);
-		s[i].theta_dot = sr_rng_range(&s[i].rng, b[0], b[1]);
+		s[i].x = sr__rng_slot_range(np, &s[i].rng, b[0], b[1]);
+		s[i].x_dot = sr__rng_slot_range(np, &s[i].rng, b[0], b[1]);
+		s[i].theta = sr__rng_slot_range(np, &s[i].rng, b[0], b[1]);
+		s[i].theta_dot = sr__rng_slot_range(np, &s[i].rng, b[0], b[1]);
 		write_obs(&s[i], obs + 4 * i);
 	}
 }
@@ -125,13 +129,13 @@ static void cp_set_phys(const sr_env_spec *spec, void *state, const double *phys
 }
 
 /* Any finite state can be stepped (a terminated pole keeps falling when
- * autoreset is disabled), so finiteness and a seeded RNG are the bounds. */
+ * autoreset is disabled), so finiteness and a seeded RNG (of the spec's
+ * kind) are the bounds. */
 static int cp_check_state(const sr_env_spec *spec, const void *state)
 {
 	const struct cartpole *c = state;
 
-	(void)spec;
-	if (!sr__rng_ok(&c->rng) || !isfinite(c->x) || !isfinite(c->x_dot) ||
+	if (!sr__rng_slot_ok(sr__np_rng(spec), &c->rng) || !isfinite(c->x) || !isfinite(c->x_dot) ||
 	    !isfinite(c->theta) || !isfinite(c->theta_dot))
 		return -EINVAL;
 	return 0;

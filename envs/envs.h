@@ -5,8 +5,10 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 
 #include "stepring/env.h"
+#include "np_random.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +45,77 @@ static inline int sr__rng_ok(const sr_rng *r)
 {
 	return (r->s[0] | r->s[1] | r->s[2] | r->s[3]) != 0;
 }
+
+/*
+ * The instance RNG of a built-in env, chosen by spec->params[SR__P_RNG]
+ * (the parameter rng=stepring|numpy; the same slot in every built-in env):
+ * 0, the default, sr_rng seeded from (seed, index); 1, NumPy's
+ * Generator(PCG64(SeedSequence(seed + index))), so that instance i seeded
+ * with s draws what Gymnasium's env.reset(seed=s + i) draws.
+ *
+ * The plain-data envs keep either in the same 32-byte sr_rng slot of their
+ * state (np_random.h: sr_np_load / sr_np_store; the state does not grow):
+ * PCG64 is a 128-bit state and a 128-bit increment, and NumPy's buffered
+ * 32-bit half stays empty because they draw 64 bits at a time. A valid
+ * PCG64 slot has an odd increment (SeedSequence's seeding makes it odd,
+ * and the LCG's period needs it); any state value is valid.
+ *
+ * The functions take the choice as a bool, read once per batch: the
+ * default path costs one well-predicted branch per draw, and step() of the
+ * classic-control envs draws nothing.
+ */
+enum { SR__P_RNG = 5 };
+
+static inline bool sr__np_rng(const sr_env_spec *spec)
+{
+	return spec->params[SR__P_RNG] != 0;
+}
+
+static inline void sr__rng_slot_seed(bool np, sr_rng *r, uint64_t seed, uint64_t index)
+{
+	if (np) {
+		sr_np_pcg64 g;
+		uint64_t lo = seed + index;
+
+		/* seed + index as Python adds them: past 2^64 it carries */
+		sr_np_seed128(&g, lo, lo < seed);
+		sr_np_store(&g, r->s);
+	} else {
+		sr_rng_seed(r, seed, index);
+	}
+}
+
+static inline uint64_t sr__rng_slot_next(bool np, sr_rng *r)
+{
+	if (np) {
+		sr_np_pcg64 g;
+		uint64_t v;
+
+		sr_np_load(&g, r->s);
+		v = sr_np_next64(&g);
+		sr_np_store(&g, r->s);
+		return v;
+	}
+	return sr_rng_next(r);
+}
+
+/* uniform(lo, hi): lo + (hi - lo) * (53 bits / 2^53), NumPy's formula and
+ * sr_rng_range's. */
+static inline double sr__rng_slot_range(bool np, sr_rng *r, double lo, double hi)
+{
+	return lo + (hi - lo) * ((double)(sr__rng_slot_next(np, r) >> 11) * 0x1.0p-53);
+}
+
+static inline int sr__rng_slot_ok(bool np, const sr_rng *r)
+{
+	return np ? (r->s[2] & 1) != 0 : sr__rng_ok(r);
+}
+
+/* Parse "rng=stepring|numpy" (the one parameter of the classic-control
+ * envs) into spec->params[SR__P_RNG]; -EINVAL for another key or value. */
+int sr__rng_configure(sr_env_spec *spec, const char *params);
+/* The value of one "rng" key: 0 or -EINVAL (message names the env). */
+int sr__rng_param(sr_env_spec *spec, const char *val);
 
 /* Parameters of the Box2D envs (box2d_*.cc). */
 int sr__lunar_configure(sr_env_spec *spec, const char *params);

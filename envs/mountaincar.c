@@ -2,9 +2,10 @@
  * MountainCar-v0 and MountainCarContinuous-v0 (Gymnasium 1.4.0),
  * bit-exact against tests/refdata.
  *
- * State: the instance RNG, then position and velocity as doubles. The
- * continuous variant rounds its state to float32 at the end of every step
- * (as Gymnasium stores it), after the termination test on the doubles.
+ * State: the instance RNG (sr_rng, or PCG64 with rng=numpy: envs.h), then
+ * position and velocity as doubles. The continuous variant rounds its state
+ * to float32 at the end of every step (as Gymnasium stores it), after the
+ * termination test on the doubles.
  * Clipping order: velocity update, velocity clip, position update, position
  * clip, left-wall stop, termination test.
  */
@@ -37,8 +38,10 @@ static void mc_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t se
 {
 	struct mountaincar *s = states;
 
+	bool np = sr__np_rng(spec);
+
 	for (size_t i = 0; i < n; i++)
-		sr_rng_seed(&s[i].rng, seed, first_index + i);
+		sr__rng_slot_seed(np, &s[i].rng, seed, first_index + i);
 }
 
 /* Gymnasium: [uniform(low, high), 0], reset options "low" and "high"
@@ -48,9 +51,10 @@ static void mc_reset_in(const sr_env_spec *spec, void *states, size_t n, const d
 			float *obs)
 {
 	struct mountaincar *s = states;
+	bool np = sr__np_rng(spec);
 
 	for (size_t i = 0; i < n; i++) {
-		s[i].pos = sr_rng_range(&s[i].rng, b[0], b[1]);
+		s[i].pos = sr__rng_slot_range(np, &s[i].rng, b[0], b[1]);
 		s[i].vel = 0.0;
 		write_obs(&s[i], obs + 2 * i);
 	}
@@ -153,8 +157,7 @@ static int mc_check_state(const sr_env_spec *spec, const void *state)
 {
 	const struct mountaincar *m = state;
 
-	(void)spec;
-	if (!sr__rng_ok(&m->rng) || !(m->pos >= MIN_POS - 1e-6 && m->pos <= MAX_POS + 1e-6) ||
+	if (!sr__rng_slot_ok(sr__np_rng(spec), &m->rng) || !(m->pos >= MIN_POS - 1e-6 && m->pos <= MAX_POS + 1e-6) ||
 	    !(fabs(m->vel) <= MAX_SPEED + 1e-6))
 		return -EINVAL;
 	return 0;

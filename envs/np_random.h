@@ -3,7 +3,7 @@
  * replaying Gymnasium's random streams (internal; C and C++).
  *
  * What is reproduced, from NumPy's documented algorithms:
- *  - SeedSequence(entropy) for a non-negative integer entropy below 2^64,
+ *  - SeedSequence(entropy) for a non-negative integer entropy below 2^128,
  *    generate_state(4, uint64), and PCG64's seeding from those words;
  *  - PCG64 (128-bit LCG, XSL-RR output) and its next_uint32, which returns
  *    the low half of a fresh 64-bit draw and keeps the high half for the
@@ -12,10 +12,11 @@
  *  - integers(lo, hi) for hi - lo < 2^32: Lemire's multiply-shift on 32-bit
  *    draws, rejecting the few biased ones (NumPy's unmasked default).
  *
- * Used by the Box2D envs' rng=numpy parameter (so instance i draws the
- * terrain, forces and dispersion Gymnasium's env.reset(seed=i) draws) and
- * by `stepring envstats --paired` (Gymnasium's action_space.seed(i) and
- * sample() for Discrete and bounded Box spaces).
+ * Used by every built-in env's rng=numpy parameter (so instance i seeded
+ * with s draws what Gymnasium's env.reset(seed=s + i) draws: the initial
+ * states of the classic-control envs, the Box2D envs' terrain, forces and
+ * dispersion) and by `stepring envstats --paired` (Gymnasium's
+ * action_space.seed(i) and sample() for Discrete and bounded Box spaces).
  */
 #ifndef SR_NP_RANDOM_H
 #define SR_NP_RANDOM_H
@@ -70,18 +71,21 @@ static inline uint32_t sr_np_next32(sr_np_pcg64 *g)
 	return (uint32_t)v;
 }
 
-/* Generator(PCG64(SeedSequence(entropy))). */
-static inline void sr_np_seed(sr_np_pcg64 *g, uint64_t entropy)
+/*
+ * Generator(PCG64(SeedSequence(entropy))) for an entropy below 2^128, given
+ * as its low and high 64 bits. SeedSequence hashes the int's little-endian
+ * 32-bit words into a pool of 4, padding with zero words: for up to 4 words
+ * the padding is the same hash as the int's own high zero words, so the
+ * 4 words of (lo, hi) are the int whatever its length.
+ */
+static inline void sr_np_seed128(sr_np_pcg64 *g, uint64_t lo, uint64_t hi)
 {
-	uint32_t pool[4], words[2], hc = 0x43b0d7e5u, st[8];
-	int nw = 0;
+	uint32_t pool[4], hc = 0x43b0d7e5u, st[8];
+	const uint32_t words[4] = {(uint32_t)lo, (uint32_t)(lo >> 32), (uint32_t)hi,
+				   (uint32_t)(hi >> 32)};
 
-	do { /* the int as little-endian 32-bit words; 0 is one word */
-		words[nw++] = (uint32_t)entropy;
-		entropy >>= 32;
-	} while (entropy);
 	for (int i = 0; i < 4; i++)
-		pool[i] = sr_np__hashmix(i < nw ? words[i] : 0, &hc);
+		pool[i] = sr_np__hashmix(words[i], &hc);
 	for (int s = 0; s < 4; s++)
 		for (int d = 0; d < 4; d++)
 			if (s != d)
@@ -105,6 +109,36 @@ static inline void sr_np_seed(sr_np_pcg64 *g, uint64_t entropy)
 	sr_np__step(g);
 	g->has32 = 0;
 	g->u32 = 0;
+}
+
+/* Generator(PCG64(SeedSequence(entropy))). */
+static inline void sr_np_seed(sr_np_pcg64 *g, uint64_t entropy)
+{
+	sr_np_seed128(g, entropy, 0);
+}
+
+/*
+ * PCG64 in four 64-bit words, the 32 bytes of a plain-data env's sr_rng
+ * slot (the classic-control envs' rng=numpy): w[0], w[1] the state's low
+ * and high halves, w[2], w[3] the increment's (always odd). NumPy's
+ * buffered 32-bit half is not kept: it is only set by a 32-bit draw, and
+ * those envs draw 64 bits at a time (uniform, next64), so it stays empty,
+ * as it does in NumPy for the same draws.
+ */
+static inline void sr_np_load(sr_np_pcg64 *g, const uint64_t w[4])
+{
+	g->state = ((sr_np_u128)w[1] << 64) | w[0];
+	g->inc = ((sr_np_u128)w[3] << 64) | w[2];
+	g->has32 = 0;
+	g->u32 = 0;
+}
+
+static inline void sr_np_store(const sr_np_pcg64 *g, uint64_t w[4])
+{
+	w[0] = (uint64_t)g->state;
+	w[1] = (uint64_t)(g->state >> 64);
+	w[2] = (uint64_t)g->inc;
+	w[3] = (uint64_t)(g->inc >> 64);
 }
 
 /* Generator.uniform(lo, hi). */

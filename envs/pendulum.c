@@ -1,8 +1,9 @@
 /*
  * Pendulum-v1 (Gymnasium 1.4.0), bit-exact against tests/refdata.
  *
- * State: the instance RNG, then theta (not wrapped: it accumulates freely,
- * only the cost normalises it) and theta_dot, doubles. The float32 action is
+ * State: the instance RNG (sr_rng, or PCG64 with rng=numpy: envs.h), then
+ * theta (not wrapped: it accumulates freely, only the cost normalises it)
+ * and theta_dot, doubles. The float32 action is
  * clipped in float32, then widened to double. Squares Gymnasium writes as
  * x**2 are pow(x, 2.0) with an exponent the compiler cannot fold (glibc's
  * pow differs from x*x by an ulp for a few inputs).
@@ -49,8 +50,10 @@ static void pd_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t se
 {
 	struct pendulum *s = states;
 
+	bool np = sr__np_rng(spec);
+
 	for (size_t i = 0; i < n; i++)
-		sr_rng_seed(&s[i].rng, seed, first_index + i);
+		sr__rng_slot_seed(np, &s[i].rng, seed, first_index + i);
 }
 
 /* Gymnasium: high = [x_init, y_init], uniform(low=-high, high=high);
@@ -59,10 +62,11 @@ static void pd_reset_in(const sr_env_spec *spec, void *states, size_t n, const d
 			float *obs)
 {
 	struct pendulum *s = states;
+	bool np = sr__np_rng(spec);
 
 	for (size_t i = 0; i < n; i++) {
-		s[i].th = sr_rng_range(&s[i].rng, -b[0], b[0]);
-		s[i].thdot = sr_rng_range(&s[i].rng, -b[1], b[1]);
+		s[i].th = sr__rng_slot_range(np, &s[i].rng, -b[0], b[0]);
+		s[i].thdot = sr__rng_slot_range(np, &s[i].rng, -b[1], b[1]);
 		write_obs(&s[i], obs + 3 * i);
 	}
 }
@@ -130,8 +134,7 @@ static int pd_check_state(const sr_env_spec *spec, const void *state)
 {
 	const struct pendulum *p = state;
 
-	(void)spec;
-	if (!sr__rng_ok(&p->rng) || !isfinite(p->th) || !(fabs(p->thdot) <= MAX_SPEED))
+	if (!sr__rng_slot_ok(sr__np_rng(spec), &p->rng) || !isfinite(p->th) || !(fabs(p->thdot) <= MAX_SPEED))
 		return -EINVAL;
 	return 0;
 }

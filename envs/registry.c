@@ -251,7 +251,7 @@ int sr_env_spec_upgrade(const sr_env_spec *in, sr_env_spec *out)
 	return 0;
 }
 
-static int list_known(int err, const char *name)
+static int list_known(int err, const char *name, size_t len)
 {
 	char buf[800];
 	size_t off = 0;
@@ -260,7 +260,8 @@ static int list_known(int err, const char *name)
 	for (size_t i = 0; i < N_BUILTIN && off < sizeof(buf); i++)
 		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%s (%s)", i ? ", " : "",
 					builtin[i]->id, builtin[i]->name);
-	return sr__errorf(err, "unknown env '%s'; known: %s", name, buf);
+	return sr__errorf(err, "unknown env '%.*s'; known: %s", (int)(len > 200 ? 200 : len), name,
+			  buf);
 }
 
 #ifndef SR_HAVE_BOX2D
@@ -297,7 +298,7 @@ int sr_env_find(const char *name, sr_env_spec *out)
 					  "Box2D (install libbox2d-dev and rebuild)",
 					  (int)base_len, name);
 #endif
-	return list_known(-ENOENT, name);
+	return list_known(-ENOENT, name, base_len);
 }
 
 int sr_env_load_plugin(const char *path, sr_env_spec *out)
@@ -401,8 +402,53 @@ int sr__env_parse_reset_opts(const sr_env_spec *spec, const struct sr__reset_opt
 	return 0;
 }
 
+int sr__rng_param(sr_env_spec *spec, const char *val)
+{
+	if (!strcmp(val, "stepring"))
+		spec->params[SR__P_RNG] = 0;
+	else if (!strcmp(val, "numpy"))
+		spec->params[SR__P_RNG] = 1;
+	else
+		return sr__errorf(-EINVAL, "env '%s': rng='%.64s' (stepring or numpy)", spec->id,
+				  val);
+	return 0;
+}
+
+int sr__rng_configure(sr_env_spec *spec, const char *params)
+{
+	const char *s = params;
+	bool seen = false;
+
+	while (*s) {
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+		char val[16];
+
+		if (len < 4 || strncmp(s, "rng=", 4))
+			return sr__errorf(-EINVAL, "env '%s': unknown parameter '%.*s' (it takes "
+					  "rng=stepring|numpy)", spec->id, (int)(len > 64 ? 64 : len), s);
+		if (seen)
+			return sr__errorf(-EINVAL, "env '%s': rng given twice", spec->id);
+		seen = true;
+		if (len - 4 >= sizeof(val))
+			return sr__errorf(-EINVAL, "env '%s': rng='%.*s' (stepring or numpy)",
+					  spec->id, (int)(len - 4 > 64 ? 64 : len - 4), s + 4);
+		memcpy(val, s + 4, len - 4);
+		val[len - 4] = '\0';
+		int err = sr__rng_param(spec, val);
+		if (err)
+			return err;
+		s = end ? end + 1 : s + len;
+	}
+	return 0;
+}
+
 int sr__env_configure(sr_env_spec *spec, const char *params)
 {
+	/* The classic-control envs' one parameter: their RNG. */
+	if (spec->reset == sr__env_cartpole.reset || spec->reset == sr__env_pendulum.reset ||
+	    spec->reset == sr__env_mountaincar.reset || spec->reset == sr__env_acrobot.reset)
+		return sr__rng_configure(spec, params);
 	if (!strcmp(spec->name, "spin"))
 		return sr__spin_configure(spec, params);
 #ifdef SR_HAVE_BOX2D
@@ -411,5 +457,5 @@ int sr__env_configure(sr_env_spec *spec, const char *params)
 	if (!strcmp(spec->name, "bipedalwalker"))
 		return sr__biped_configure(spec, params);
 #endif
-	return sr__errorf(-EINVAL, "env '%s' takes no parameters (got '%s')", spec->id, params);
+	return sr__errorf(-EINVAL, "env '%s' takes no parameters (got '%.64s')", spec->id, params);
 }

@@ -3,7 +3,8 @@
  * benchmarks ("spin:cost_us=50,obs_dim=64,ep_len=1000").
  *
  * Parameters (spec->params): cost_us (default 0), obs_dim (16), ep_len
- * (1000), act_n (2), cost_ns (0). Each step burns cost_us microseconds plus
+ * (1000), act_n (2), cost_ns (0), rng (stepring; numpy draws NumPy's PCG64
+ * stream of seed + index instead, as every built-in env can: envs.h). Each step burns cost_us microseconds plus
  * cost_ns nanoseconds (an env as cheap as CartPole's 30-40 ns, for
  * benchmarks of the runtime's own cost per step) of dependent
  * floating-point arithmetic: the iterations per microsecond are calibrated
@@ -23,7 +24,8 @@
 #include "internal.h"
 #include "envs.h"
 
-enum { P_COST_US, P_OBS_DIM, P_EP_LEN, P_ACT_N, P_COST_NS };
+enum { P_COST_US, P_OBS_DIM, P_EP_LEN, P_ACT_N, P_COST_NS }; /* and SR__P_RNG (5) */
+_Static_assert((int)P_COST_NS < (int)SR__P_RNG, "spin's parameters leave the RNG's slot free");
 
 struct spin {
 	sr_rng rng;
@@ -97,9 +99,10 @@ static void spin_seed(const sr_env_spec *spec, void *states, size_t n, uint64_t 
 		      uint64_t first_index)
 {
 	struct spin *s = states;
+	bool np = sr__np_rng(spec);
 
 	for (size_t i = 0; i < n; i++) {
-		sr_rng_seed(&s[i].rng, seed, first_index + i);
+		sr__rng_slot_seed(np, &s[i].rng, seed, first_index + i);
 		s[i].t = 0;
 		s[i].pad = 0;
 	}
@@ -109,15 +112,19 @@ static void spin_reset(const sr_env_spec *spec, void *states, size_t n, float *o
 {
 	struct spin *s = states;
 	uint32_t d = (uint32_t)spec->params[P_OBS_DIM];
+	bool np = sr__np_rng(spec);
 
 	for (size_t i = 0; i < n; i++) {
 		s[i].t = 0;
-		write_obs(sr_rng_next(&s[i].rng), d, obs + (size_t)d * i);
+		write_obs(sr__rng_slot_next(np, &s[i].rng), d, obs + (size_t)d * i);
 	}
 }
 
-static void spin_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,
-		      float *obs, double *reward, uint8_t *terminated)
+/* One loop per RNG kind (@np is a constant in each call below), so the
+ * default one draws as it did before rng=numpy existed. */
+static inline __attribute__((always_inline)) void
+spin_step_rng(const sr_env_spec *spec, void *states, size_t n, const void *actions, float *obs,
+	      double *reward, uint8_t *terminated, bool np)
 {
 	struct spin *s = states;
 	const int32_t *act = actions;
@@ -129,7 +136,7 @@ static void spin_step(const sr_env_spec *spec, void *states, size_t n, const voi
 				    (double)spec->params[P_COST_NS] / 1000.0) *
 				   sr__spin_iters_per_us());
 	for (size_t i = 0; i < n; i++) {
-		uint64_t r = sr_rng_next(&s[i].rng);
+		uint64_t r = sr__rng_slot_next(np, &s[i].rng);
 
 		if (iters)
 			burn(iters);
@@ -142,6 +149,15 @@ static void spin_step(const sr_env_spec *spec, void *states, size_t n, const voi
 	}
 }
 
+static void spin_step(const sr_env_spec *spec, void *states, size_t n, const void *actions,
+		      float *obs, double *reward, uint8_t *terminated)
+{
+	if (sr__np_rng(spec))
+		spin_step_rng(spec, states, n, actions, obs, reward, terminated, true);
+	else
+		spin_step_rng(spec, states, n, actions, obs, reward, terminated, false);
+}
+
 /* The obs of the current state: a function of the RNG state that does not
  * advance it. */
 static void spin_observe(const sr_env_spec *spec, const void *state, float *obs)
@@ -152,13 +168,12 @@ static void spin_observe(const sr_env_spec *spec, const void *state, float *obs)
 }
 
 /* Any step count is fine (it only compares with ep_len); the RNG must be
- * a seeded one. */
+ * a seeded one of the spec's kind. */
 static int spin_check_state(const sr_env_spec *spec, const void *state)
 {
 	const struct spin *s = state;
 
-	(void)spec;
-	return sr__rng_ok(&s->rng) && s->pad == 0 ? 0 : -EINVAL;
+	return sr__rng_slot_ok(sr__np_rng(spec), &s->rng) && s->pad == 0 ? 0 : -EINVAL;
 }
 
 const sr_env_spec sr__env_spin = {
@@ -210,13 +225,20 @@ int sr__spin_configure(sr_env_spec *spec, const char *params)
 		if (!eq)
 			return sr__errorf(-EINVAL, "spin: '%s' is not key=value", tok);
 		*eq = '\0';
+		if (!strcmp(tok, "rng")) {
+			int err = sr__rng_param(spec, eq + 1);
+
+			if (err)
+				return err;
+			continue;
+		}
 		for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
 			if (!strcmp(tok, keys[k].key))
 				break;
 		if (k == sizeof(keys) / sizeof(keys[0]))
 			return sr__errorf(-EINVAL,
 					  "spin: unknown parameter '%s' (known: cost_us, obs_dim, "
-					  "ep_len, act_n, cost_ns)",
+					  "ep_len, act_n, cost_ns, rng)",
 					  tok);
 		errno = 0;
 		v = strtoull(eq + 1, &end, 10);

@@ -251,8 +251,12 @@ SR_EXPORT int sr_env_spec_upgrade(const sr_env_spec *in, sr_env_spec *out);
 
 /**
  * Find an env type by Gymnasium id ("CartPole-v1") or short name
- * ("cartpole") and copy its spec into @out. The spin benchmark env takes
- * parameters: "spin:cost_us=50,obs_dim=64,ep_len=1000".
+ * ("cartpole") and copy its spec into @out. Parameters follow a colon:
+ * every built-in env takes rng=stepring (the default: sr_rng seeded from
+ * (seed, index)) or rng=numpy (NumPy's Generator(PCG64(SeedSequence(seed +
+ * index))), so instance i draws what Gymnasium's env.reset(seed=seed + i)
+ * draws: "CartPole-v1:rng=numpy"); the spin benchmark env takes more:
+ * "spin:cost_us=50,obs_dim=64,ep_len=1000".
  * Returns 0 or -ENOENT (message lists the known envs), -EINVAL for bad
  * parameters.
  */

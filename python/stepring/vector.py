@@ -1175,7 +1175,7 @@ def _is_torch(x):
 
 def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threads=None,
              seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
-             copy=True, env_fns=None, **kw):
+             copy=True, env_fns=None, rng="numpy", **kw):
     """Create a VectorEnv of num_envs instances of env_id ("CartPole-v1",
     or the path of an env plugin's shared object).
 
@@ -1204,10 +1204,17 @@ def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threa
     rank calls make_vec with the same options and gets its block of envs,
     [first_env, first_env + num_envs), seeded from (seed, global index), so
     the run is the same for any number of ranks; see docs/scale.md).
+    rng: the built-in env's RNG, 'numpy' (default: env i seeded with s
+    draws what Gymnasium's env.reset(seed=s + i) draws, as SyncVectorEnv;
+    docs/envs.md) or 'stepring' (the C library's default); None or an
+    env_id that names rng= itself leaves env_id as it is.
     Raises LookupError (UnknownEnvError) for an unknown env, ValueError for
     bad options (OutOfRangeError for integers beyond their C field),
     RuntimeError for other failures, with the C message.
     """
+    if (rng is not None and isinstance(env_id, str) and not env_id.endswith(".so")
+            and os.sep not in env_id and "rng=" not in env_id):
+        env_id += ("," if ":" in env_id else ":") + "rng=" + str(rng)
     if env_fns is not None:
         from . import procs
         if env_id is not None:
