@@ -109,7 +109,7 @@ expect_line -E "bench pool walker: the world step" 'raw b2World::Step [0-9]+ ns/
 bad() { # bad TEXT ARGS...: exit 2, one line naming TEXT
 	local text=$1
 	shift
-	expect_rc 2 "envstats $*" "$SR" envstats "$@" && expect_one_error "envstats $*" "$text"
+	expect_usage_error "$SR" envstats "$@" && expect_one_error "envstats $*" "$text"
 }
 bad "--env is required"
 bad "not one of" --env LunarLander-v3 --policy clever

@@ -11,6 +11,9 @@
 #   run CMD...                    stdout in $T/out, stderr in $T/err, both in
 #                                 $T/all (stdout first), status in $rc (returned)
 #   expect_rc RC WHAT [--] CMD... run CMD, check its status; prints "ok: WHAT"
+#   expect_exit RC CMD...         the same, WHAT being the command
+#   expect_usage_error CMD...     exit 2, one "stepring: " line on stderr,
+#                                 nothing on stdout
 #   expect_line [-E|-F|-x|-w|-i] WHAT PATTERN [FILE]
 #                                 a line of FILE (default: stdin) matches
 #                                 PATTERN (grep's syntax: basic unless -E/-F)
@@ -103,6 +106,16 @@ expect_rc() {
 	fi
 	ok "$what (exit $rc)"
 	return 0
+}
+
+expect_exit() {
+	expect_rc "$1" "${*:2}" "${@:2}"
+}
+
+expect_usage_error() {
+	expect_rc 2 "$*" "$@" || return
+	expect_one_error "$*" || return
+	expect_lines "$*: stdout" 0 "$T/out"
 }
 
 # _grep_args: split [grep options] WHAT PATTERN [FILE] into _go, _what,

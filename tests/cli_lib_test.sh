@@ -2,6 +2,7 @@
 # The assertions of cli_lib.sh: each passes on what it expects, and on
 # anything else fails, counts, and prints what was expected and what came.
 # usage: cli_lib_test.sh
+# shellcheck disable=SC2016 # the cases are code for another shell
 set -u
 LIB=$(dirname "$0")/cli_lib.sh
 # shellcheck source=cli_lib.sh
@@ -62,6 +63,13 @@ case_ 1 "expect_one_error, two lines" 'run sh -c "printf \"stepring: a\nstepring
 case_ 1 "expect_one_error, no prefix" 'run sh -c "echo oops >&2"; expect_one_error "m"'
 case_ 1 "expect_one_error, another text" 'run sh -c "echo \"stepring: x\" >&2"; expect_one_error "m" "y"' \
 	"expected the error to mention 'y', got: stepring: x"
+case_ 0 "expect_exit" 'expect_exit 1 false' "ok: false (exit 1)"
+case_ 1 "expect_exit, another status" 'expect_exit 0 false' "FAIL: false: exit 1, expected 0"
+case_ 0 "expect_usage_error" 'expect_usage_error sh -c "echo \"stepring: no\" >&2; exit 2"'
+case_ 1 "expect_usage_error, exit 1" 'expect_usage_error sh -c "echo \"stepring: no\" >&2; exit 1"' \
+	"exit 1, expected 2"
+case_ 1 "expect_usage_error, stdout too" 'expect_usage_error sh -c "echo out; echo \"stepring: no\" >&2; exit 2"' \
+	"stdout: expected 0 line(s), got 1:"
 case_ 0 "expect_golden, equal" 'GOLDEN=$T; echo a >"$T/g"; echo a >"$T/x"; expect_golden g "$T/x"' \
 	"ok: g: as the golden file"
 case_ 1 "expect_golden, different" 'GOLDEN=$T; echo a >"$T/g"; echo b >"$T/x"; expect_golden g "$T/x"' \

@@ -33,8 +33,8 @@ expect_line "topo --near: the collector" "device near cpus 8-15: worker 0 (the c
 "$SR" rollout --help | expect_line "rollout --help" "usage: stepring rollout"
 "$SR" bench pool --help | expect_line "bench pool --help" "usage: stepring bench pool"
 
-bad() { # expect exit 2 and one line on stderr
-	expect_rc 2 "$*" "$SR" "$@" && expect_one_error "$*"
+bad() { # exit 2, one line on stderr, nothing on stdout
+	expect_usage_error "$SR" "$@"
 }
 bad rollout --env NoSuchEnv --hash
 bad rollout --env CartPole-v1 --envs 0
