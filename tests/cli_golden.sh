@@ -40,21 +40,22 @@ normalize() {
 # as in the shell; @TMP@ is the scratch directory, @PLUGIN@ the plugin)
 # and compare what they print with the golden file NAME.
 transcript() {
-	local name=$1 line args
-	: >"$T/$name"
+	local name=$1 line args l
+	: >"$T/raw"
 	while IFS= read -r line; do
 		[ -z "$line" ] && continue
 		args=${line//@TMP@/$T}
 		args=${args//@PLUGIN@/$PLUGIN}
 		eval "set -- $args"
 		run "$SR" "$@"
-		{
+		{ # (builtins only: a hundred commands, no forks but theirs)
 			echo "\$ stepring $line"
-			normalize <"$T/out"
-			normalize <"$T/err" | sed 's/^/2> /'
+			while IFS= read -r l || [ -n "$l" ]; do echo "$l"; done <"$T/out"
+			while IFS= read -r l || [ -n "$l" ]; do echo "2> $l"; done <"$T/err"
 			echo "[exit $rc]"
-		} >>"$T/$name"
+		} >>"$T/raw"
 	done
+	normalize <"$T/raw" >"$T/$name"
 	expect_golden "$name" "$T/$name"
 }
 
