@@ -17,6 +17,7 @@ from ._utils import _gym
 from .procs import ProcVectorEnv
 from .vector import VectorEnv
 
+
 def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threads=None,
              seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
              copy=True, env_fns=None, **kw):
