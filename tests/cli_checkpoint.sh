@@ -2,34 +2,28 @@
 # stepring checkpoint: exit codes and messages (0 ok, 1 bad file, 2 usage).
 set -u
 SR=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-expect() { # expect RC CMD... ; output in $T/out
-	local want=$1; shift
-	"$@" >"$T/out" 2>&1; local rc=$?
-	[ "$rc" = "$want" ] || { cat "$T/out"; fail "'$*' exited $rc, expected $want"; }
-}
-expect 0 "$SR" checkpoint --help
-grep -q "verify FILE" "$T/out" || fail "help text"
-expect 2 "$SR" checkpoint
-expect 2 "$SR" checkpoint verify
-grep -q "FILE is missing" "$T/out" || fail "missing FILE message"
-expect 2 "$SR" checkpoint frobnicate x
-grep -q "unknown action 'frobnicate'" "$T/out" || fail "unknown action message"
-expect 2 "$SR" checkpoint info --bogus x
-grep -q "unknown option '--bogus'" "$T/out" || fail "unknown option message"
-expect 2 "$SR" checkpoint verify a b
-expect 2 "$SR" checkpoint verify "$T/none.ckpt"
-grep -q "cannot open" "$T/out" || fail "missing file message"
-expect 2 "$SR" checkpoint verify "$T"
-grep -q "is a directory" "$T/out" || fail "directory message"
+# shellcheck source=cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
+expect_exit 0 "$SR" checkpoint --help
+expect_line "help text" "verify FILE" "$T/all"
+expect_exit 2 "$SR" checkpoint
+expect_exit 2 "$SR" checkpoint verify
+expect_line "missing FILE message" "FILE is missing" "$T/all"
+expect_exit 2 "$SR" checkpoint frobnicate x
+expect_line "unknown action message" "unknown action 'frobnicate'" "$T/all"
+expect_exit 2 "$SR" checkpoint info --bogus x
+expect_line "unknown option message" "unknown option '--bogus'" "$T/all"
+expect_exit 2 "$SR" checkpoint verify a b
+expect_exit 2 "$SR" checkpoint verify "$T/none.ckpt"
+expect_line "missing file message" "cannot open" "$T/all"
+expect_exit 2 "$SR" checkpoint verify "$T"
+expect_line "directory message" "is a directory" "$T/all"
 head -c 20000 /dev/urandom >"$T/junk.ckpt"
-expect 1 "$SR" checkpoint info "$T/junk.ckpt"
-grep -q "not a stepring checkpoint" "$T/out" || fail "junk file message"
+expect_exit 1 "$SR" checkpoint info "$T/junk.ckpt"
+expect_line "junk file message" "not a stepring checkpoint" "$T/all"
 : >"$T/empty.ckpt"
-expect 1 "$SR" checkpoint verify "$T/empty.ckpt"
-grep -q "truncated" "$T/out" || fail "empty file message"
+expect_exit 1 "$SR" checkpoint verify "$T/empty.ckpt"
+expect_line "empty file message" "truncated" "$T/all"
 # Stale temporaries of dead writers: mentioned by verify/info, removed by clean;
 # a live process's temporary and other files are kept.
 sh -c 'exit 0' & dead=$!; wait $dead
@@ -37,25 +31,27 @@ sh -c 'exit 0' & dead=$!; wait $dead
 head -c 5000 /dev/zero >"$T/.junk.ckpt.tmp.$dead.7"
 : >"$T/.junk.ckpt.tmp.$$.1"
 : >"$T/.other.ckpt.tmp.$dead.0"
-expect 1 "$SR" checkpoint verify "$T/junk.ckpt"
-grep -q "2 stale temporary files (5000 bytes)" "$T/out" || fail "verify: stale note"
-grep -q "checkpoint clean $T/junk.ckpt" "$T/out" || fail "verify: clean hint"
-expect 0 "$SR" checkpoint clean --help
-grep -q "clean FILE" "$T/out" || fail "clean in help"
-expect 2 "$SR" checkpoint clean
-expect 0 "$SR" checkpoint clean "$T/junk.ckpt"
-grep -q "2 stale temporary files removed" "$T/out" || fail "clean: count"
-grep -q "writer pid $dead is gone" "$T/out" || fail "clean: per-file line"
-[ ! -e "$T/.junk.ckpt.tmp.$dead.0" ] && [ ! -e "$T/.junk.ckpt.tmp.$dead.7" ] || fail "clean: not removed"
-[ -e "$T/.junk.ckpt.tmp.$$.1" ] || fail "clean removed a live writer's temporary"
-[ -e "$T/.other.ckpt.tmp.$dead.0" ] || fail "clean removed another target's temporary"
-expect 0 "$SR" checkpoint clean "$T/junk.ckpt"
-grep -q "0 stale temporary files removed" "$T/out" || fail "clean: idempotent"
-expect 1 "$SR" checkpoint verify "$T/junk.ckpt"
-grep -q "stale" "$T/out" && fail "verify: note without stale files"
-expect 1 "$SR" checkpoint clean "$T/nodir/x.ckpt"
-grep -q "cannot read the directory" "$T/out" || fail "clean: missing directory"
-expect 2 "$SR" bench checkpoint --backends nope
-grep -q "unknown backend 'nope'" "$T/out" || fail "bench backend message"
-expect 2 "$SR" bench checkpoint --replay-mib -1
-echo ok
+expect_exit 1 "$SR" checkpoint verify "$T/junk.ckpt"
+expect_line "verify: stale note" "2 stale temporary files (5000 bytes)" "$T/all"
+expect_line "verify: clean hint" "checkpoint clean $T/junk.ckpt" "$T/all"
+expect_exit 0 "$SR" checkpoint clean --help
+expect_line "clean in help" "clean FILE" "$T/all"
+expect_exit 2 "$SR" checkpoint clean
+expect_exit 0 "$SR" checkpoint clean "$T/junk.ckpt"
+expect_line "clean: count" "2 stale temporary files removed" "$T/all"
+expect_line "clean: per-file line" "writer pid $dead is gone" "$T/all"
+for f in ".junk.ckpt.tmp.$dead.0" ".junk.ckpt.tmp.$dead.7"; do
+	[ ! -e "$T/$f" ] || fail "clean: expected $f removed, it is still there"
+done
+[ -e "$T/.junk.ckpt.tmp.$$.1" ] || fail "clean: expected a live writer's temporary kept, it is gone"
+[ -e "$T/.other.ckpt.tmp.$dead.0" ] || fail "clean: expected another target's temporary kept, it is gone"
+expect_exit 0 "$SR" checkpoint clean "$T/junk.ckpt"
+expect_line "clean: idempotent" "0 stale temporary files removed" "$T/all"
+expect_exit 1 "$SR" checkpoint verify "$T/junk.ckpt"
+expect_no_line "verify: note without stale files" "stale" "$T/all"
+expect_exit 1 "$SR" checkpoint clean "$T/nodir/x.ckpt"
+expect_line "clean: missing directory" "cannot read the directory" "$T/all"
+expect_exit 2 "$SR" bench checkpoint --backends nope
+expect_line "bench backend message" "unknown backend 'nope'" "$T/all"
+expect_exit 2 "$SR" bench checkpoint --replay-mib -1
+finish

@@ -5,19 +5,20 @@
 set -u
 S=$1
 REF=$2
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-# expect RC PATTERN CMD...: run with a 60 s guard, check status and output.
+# shellcheck source=cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
+# expect RC PATTERN CMD...: run with a 60 s guard, check status and output
+# (stdout and stderr: $T/all).
 expect() {
-	local rc=$1 pat=$2
+	local want=$1 pat=$2
 	shift 2
-	out=$(timeout 60 "$@" 2>&1)
-	local got=$?
-	[ "$got" = 124 ] && { fail "hangs: $*"; return; }
-	[ "$got" = "$rc" ] || fail "exit $got, want $rc: $*: $out"
-	[ -z "$pat" ] || grep -qE -- "$pat" <<<"$out" || fail "no /$pat/ in: $*: $out"
+	run timeout 60 "$@"
+	[ "$rc" = 124 ] && { fail "hangs: $*"; return; }
+	if [ "$rc" != "$want" ]; then
+		fail "$*: exit $rc, expected $want"
+		_show got "$T/all"
+	fi
+	[ -z "$pat" ] || expect_line -E "$*" "$pat" "$T/all"
 }
 
 # Limits: a synthetic topology of 4 billion PUs, a CSV of one endless line.
@@ -38,14 +39,13 @@ expect 2 "can never be in|bad state" "$S" envcheck --env CartPole-v1 --csv "$T/c
 if [ -w /dev/full ]; then
 	expect 1 "writing '/dev/full' failed" "$S" sweep --env CartPole-v1 --envs 2 --threads 1 \
 		--mode sync --seconds 0.02 --warmup 0 --cooldown 0 --out /dev/full
-	grep -q "wrote" <<<"$out" && fail "sweep says it wrote to /dev/full: $out"
+	expect_no_line "sweep does not say it wrote to /dev/full" "wrote" "$T/all"
 fi
 # Every configuration skipped (async needs batch < num_envs): nothing ran.
 expect 1 "no configuration ran" "$S" sweep --env CartPole-v1 --envs 2 --threads 1 \
 	--mode async --batch 4 --seconds 0.02 --warmup 0 --cooldown 0
 expect 1 "parts? failed" "$S" bench checkpoint --envs 16 --threads 1 --replay-mib 1 \
 	--seconds 0.1 --dir /proc --json
-grep -q '"p99_goal_met":true' <<<"$out" && fail "a goal met without a checkpoint: $out"
+expect_no_line "no goal met without a checkpoint" '"p99_goal_met":true' "$T/all"
 
-[ "$fails" = 0 ] && echo "cli_hostile: ok"
-exit $((fails > 0))
+finish

@@ -4,58 +4,55 @@
 set -u
 SR=$1
 N=sr-clitest-$$
-fail() { echo "FAIL: $*" >&2; "$SR" ring rm --force "$N" "$N-junk" >/dev/null 2>&1; exit 1; }
-expect_rc() { # expect_rc RC CMD... : run, check the exit code, keep the output in $out
-	local want=$1
-	shift
-	out=$("$@" 2>&1)
-	local rc=$?
-	[ "$rc" = "$want" ] || fail "'$*' exited $rc, wanted $want: $out"
-}
+# shellcheck source=cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
+# shellcheck disable=SC2317 # called by the exit trap
+cleanup() { "$SR" ring rm --force "$N" "$N-junk" >/dev/null 2>&1; }
 
-expect_rc 0 "$SR" ring --help
-grep -q "ring ls" <<<"$out" || fail "help lacks ls"
-expect_rc 0 "$SR" ring create "$N" --capacity 256 --obs-dim 3 --fill 1000
-expect_rc 0 "$SR" ring ls
-grep -E "^$N +2 +256 +3 +4 .* 1000 +1000 .*dead" <<<"$out" >/dev/null || fail "ls: $out"
-expect_rc 0 "$SR" ring ls --json
-grep -q "\"name\":\"$N\",\"ring\":true,\"version\":2,.*\"capacity\":256,.*\"alive\":false" <<<"$out" ||
-	fail "ls --json: $out"
-expect_rc 0 "$SR" ring inspect "/$N"
-grep -q "capacity 256 slots, obs_dim 3" <<<"$out" || fail "inspect geometry: $out"
-grep -q "window        \[744, 1000): 256 published slots, 0 pad" <<<"$out" || fail "inspect window: $out"
-expect_rc 0 "$SR" ring inspect "$N" --json
-grep -q '"head":1000,"cursor":1000,"oldest":744' <<<"$out" || fail "inspect --json: $out"
+expect_exit 0 "$SR" ring --help
+expect_line "help lists ls" "ring ls" "$T/all"
+expect_exit 0 "$SR" ring create "$N" --capacity 256 --obs-dim 3 --fill 1000
+expect_exit 0 "$SR" ring ls
+expect_line -E "ls" "^$N +2 +256 +3 +4 .* 1000 +1000 .*dead" "$T/all"
+expect_exit 0 "$SR" ring ls --json
+expect_line "ls --json" \
+	"\"name\":\"$N\",\"ring\":true,\"version\":2,.*\"capacity\":256,.*\"alive\":false" "$T/all"
+expect_exit 0 "$SR" ring inspect "/$N"
+expect_line "inspect geometry" "capacity 256 slots, obs_dim 3" "$T/all"
+expect_line "inspect window" "window        \[744, 1000): 256 published slots, 0 pad" "$T/all"
+expect_exit 0 "$SR" ring inspect "$N" --json
+expect_line "inspect --json" '"head":1000,"cursor":1000,"oldest":744' "$T/all"
 # Errors: one line, exit 2.
-expect_rc 2 "$SR" ring inspect
-grep -q "NAME is missing" <<<"$out" || fail "$out"
-expect_rc 2 "$SR" ring inspect "$N-nope"
-[ "$(wc -l <<<"$out")" = 1 ] && grep -q "no segment named '/$N-nope'" <<<"$out" || fail "$out"
-expect_rc 2 "$SR" ring ls --bogus
-grep -q "unknown option '--bogus'" <<<"$out" || fail "$out"
-expect_rc 2 "$SR" ring frob
-expect_rc 2 "$SR" ring create "$N" --capacity 1000
-grep -q "not a power of two" <<<"$out" || fail "$out"
-expect_rc 2 "$SR" ring create "$N"
-grep -q "already exists" <<<"$out" || fail "create twice: $out"
-expect_rc 2 "$SR" ring create "$N-x" --capacity abc
+expect_exit 2 "$SR" ring inspect
+expect_line "inspect without NAME" "NAME is missing" "$T/all"
+expect_exit 2 "$SR" ring inspect "$N-nope"
+expect_lines "inspect a missing ring: one line" 1 "$T/all"
+expect_line "inspect a missing ring" "no segment named '/$N-nope'" "$T/all"
+expect_exit 2 "$SR" ring ls --bogus
+expect_line "ls --bogus" "unknown option '--bogus'" "$T/all"
+expect_exit 2 "$SR" ring frob
+expect_exit 2 "$SR" ring create "$N" --capacity 1000
+expect_line "create --capacity 1000" "not a power of two" "$T/all"
+expect_exit 2 "$SR" ring create "$N"
+expect_line "create twice" "already exists" "$T/all"
+expect_exit 2 "$SR" ring create "$N-x" --capacity abc
 # A segment that is not a ring is listed with --all and not removed without --force.
-head -c 8192 /dev/zero >"/dev/shm/$N-junk" || fail "cannot write /dev/shm"
-expect_rc 0 "$SR" ring ls --all
-grep -E "^$N-junk .*not a ring" <<<"$out" >/dev/null || fail "ls --all: $out"
-expect_rc 0 "$SR" ring ls
-grep -q "$N-junk" <<<"$out" && fail "ls lists a non-ring"
-expect_rc 2 "$SR" ring inspect "$N-junk"
-grep -q "not a stepring ring" <<<"$out" || fail "$out"
-expect_rc 2 "$SR" ring rm "$N-junk"
-grep -q "not a stepring ring" <<<"$out" || fail "$out"
-expect_rc 0 "$SR" ring rm --force "$N-junk"
+head -c 8192 /dev/zero >"/dev/shm/$N-junk" || die "cannot write /dev/shm"
+expect_exit 0 "$SR" ring ls --all
+expect_line -E "ls --all" "^$N-junk .*not a ring" "$T/all"
+expect_exit 0 "$SR" ring ls
+expect_no_line "ls leaves out a non-ring" "$N-junk" "$T/all"
+expect_exit 2 "$SR" ring inspect "$N-junk"
+expect_line "inspect a non-ring" "not a stepring ring" "$T/all"
+expect_exit 2 "$SR" ring rm "$N-junk"
+expect_line "rm a non-ring without --force" "not a stepring ring" "$T/all"
+expect_exit 0 "$SR" ring rm --force "$N-junk"
 # The creator exited without cleaning up: the ring is stale, rm removes it.
-expect_rc 0 "$SR" ring rm "$N"
-grep -q "removed /$N" <<<"$out" || fail "$out"
-expect_rc 2 "$SR" ring inspect "$N"
-expect_rc 0 "$SR" ring create "$N" --fill 10
-expect_rc 0 "$SR" ring rm --stale "$N"
-grep -q "removed /$N" <<<"$out" || fail "rm --stale: $out"
-expect_rc 2 "$SR" ring rm "$N"
-echo "cli_ring: ok"
+expect_exit 0 "$SR" ring rm "$N"
+expect_line "rm a stale ring" "removed /$N" "$T/all"
+expect_exit 2 "$SR" ring inspect "$N"
+expect_exit 0 "$SR" ring create "$N" --fill 10
+expect_exit 0 "$SR" ring rm --stale "$N"
+expect_line "rm --stale" "removed /$N" "$T/all"
+expect_exit 2 "$SR" ring rm "$N"
+finish

@@ -7,32 +7,16 @@
 # UPDATE=1 rewrites the golden files instead of comparing.
 set -u
 S=$1
-G=$2
+GOLDEN=$2
 SRC=$3
 PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() {
-	echo "FAIL: $*"
-	fails=$((fails + 1))
-}
+# shellcheck source=cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
+tmp=$T
 
 # Bad arguments: exit 2, one line on stderr starting "stepring: ", no stdout.
 bad() {
-	"$S" "$@" >"$tmp/out" 2>"$tmp/err"
-	local rc=$?
-	if [ "$rc" != 2 ]; then
-		fail "stepring $* -> exit $rc, want 2"
-	elif [ "$(wc -l <"$tmp/err")" != 1 ] || ! grep -q '^stepring: ' "$tmp/err"; then
-		fail "stepring $*: stderr is not one 'stepring: ' line:"
-		cat "$tmp/err"
-	elif [ -s "$tmp/out" ]; then
-		fail "stepring $*: wrote to stdout"
-	else
-		echo "ok: stepring $* -> $(cat "$tmp/err")"
-	fi
+	expect_usage_error "$S" "$@" && ok "stepring $* -> $(cat "$T/err")"
 }
 
 bad sweep --envs 0
@@ -72,11 +56,8 @@ bad top --count x
 bad top --bogus
 
 for c in sweep diagnose top; do
-	if "$S" "$c" --help >"$tmp/help" 2>&1 && grep -q "^usage: stepring $c" "$tmp/help"; then
-		echo "ok: stepring $c --help"
-	else
-		fail "stepring $c --help"
-	fi
+	expect_rc 0 "stepring $c --help" "$S" "$c" --help &&
+		expect_line "stepring $c --help: usage" "^usage: stepring $c" "$T/out"
 done
 
 mask() { # numbers -> '#', bound column -> BOUND, blanks squeezed
@@ -84,26 +65,13 @@ mask() { # numbers -> '#', bound column -> BOUND, blanks squeezed
 		-e 's/ (env|policy|copy|sync)$/ BOUND/' -e 's/ +/ /g' -e 's/ $//'
 }
 
-check() { # NAME FILE: compare with the golden file
-	if [ "${UPDATE:-0}" = 1 ]; then
-		cp "$2" "$G/$1"
-		echo "updated $G/$1"
-	elif diff -u "$G/$1" "$2"; then
-		echo "ok: $1"
-	else
-		fail "$1 differs from the golden file"
-	fi
-}
-
 # --- sweep: the table and the JSONL ---------------------------------------
-if ! "$S" sweep --env CartPole-v1 --envs 2,4 --threads 1 --mode sync,async --seconds 0.05 \
-	--warmup 0.02 --cooldown 0 --bind none --no-progress --out "$tmp/s.jsonl" >"$tmp/table" \
-	2>"$tmp/err"; then
-	fail "sweep failed: $(cat "$tmp/err")"
-fi
+expect_rc 0 "sweep" "$S" sweep --env CartPole-v1 --envs 2,4 --threads 1 --mode sync,async \
+	--seconds 0.05 --warmup 0.02 --cooldown 0 --bind none --no-progress --out "$tmp/s.jsonl"
+cp "$T/out" "$tmp/table"
 sed -e "s|$tmp|TMP|g" "$tmp/table" | mask >"$tmp/table.masked"
-check sweep_table.golden "$tmp/table.masked"
-[ "$(wc -l <"$tmp/s.jsonl")" = 4 ] || fail "sweep wrote $(wc -l <"$tmp/s.jsonl") JSON lines, want 4"
+expect_golden sweep_table.golden "$tmp/table.masked"
+expect_lines "sweep: JSON lines" 4 "$tmp/s.jsonl"
 
 # Key paths and value types of every line (the same for all of them).
 $PY - "$tmp/s.jsonl" >"$tmp/keys" <<'EOF' || fail "JSONL is not valid JSON"
@@ -140,52 +108,41 @@ for line in open(sys.argv[1]):
 assert len(shapes) == 1, "JSON lines differ in shape"
 print(shapes.pop())
 EOF
-check sweep_jsonl_keys.golden "$tmp/keys"
+expect_golden sweep_jsonl_keys.golden "$tmp/keys"
 
 # --- plot ---------------------------------------------------------------------
-if $PY "$SRC/tools/plot_sweep.py" "$tmp/s.jsonl" -o "$tmp/s.png" >/dev/null &&
-	[ "$(head -c 8 "$tmp/s.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
-	[ "$(stat -c %s "$tmp/s.png")" -gt 20000 ]; then
-	echo "ok: plot_sweep.py wrote a PNG"
-else
-	fail "plot_sweep.py"
+if expect_rc 0 "plot_sweep.py" $PY "$SRC/tools/plot_sweep.py" "$tmp/s.jsonl" -o "$tmp/s.png"; then
+	expect_eq "plot_sweep.py: PNG signature" 89504e470d0a1a0a \
+		"$(head -c 8 "$tmp/s.png" | od -An -tx1 | tr -d ' \n')"
+	expect_num "plot_sweep.py: PNG bytes" "$(stat -c %s "$tmp/s.png")" ">" 20000
 fi
 echo '{"not": "a sweep line"}' >"$tmp/bad.jsonl"
-if $PY "$SRC/tools/plot_sweep.py" "$tmp/bad.jsonl" -o "$tmp/bad.png" 2>"$tmp/err"; then
-	fail "plot_sweep.py accepted a non-sweep file"
-else
-	echo "ok: plot_sweep.py refuses a non-sweep file: $(cat "$tmp/err")"
-fi
+expect_rc 1 "plot_sweep.py refuses a non-sweep file" \
+	$PY "$SRC/tools/plot_sweep.py" "$tmp/bad.jsonl" -o "$tmp/bad.png" && cat "$T/err"
 
 # --- diagnose: structure of the report ----------------------------------------
-if ! "$S" diagnose --env CartPole-v1 --envs 8 --threads 1 --policy mlp:16x1 --seconds 0.05 \
-	>"$tmp/diag" 2>"$tmp/err"; then
-	fail "diagnose failed: $(cat "$tmp/err")"
-fi
+expect_rc 0 "diagnose" "$S" diagnose --env CartPole-v1 --envs 8 --threads 1 --policy mlp:16x1 \
+	--seconds 0.05
+cp "$T/out" "$tmp/diag"
 # The table and the verdict line are golden; the reasons and advice that
 # follow depend on the verdict: each starts "  because" or "  try".
 grep -v '^  \(because\|try\) \|^(' "$tmp/diag" | mask |
 	sed -E -e 's/^verdict: (env-bound|policy\/GPU-bound|copy-bound|sync-bound)$/verdict: VERDICT/' \
 		-e 's/^(policy only \(# rows\)) .*/\1 .../' >"$tmp/diag.masked"
-check diagnose.golden "$tmp/diag.masked"
-grep -q '^  because ' "$tmp/diag" || fail "diagnose gives no reasons"
-grep -q '^  try ' "$tmp/diag" || fail "diagnose gives no advice"
-grep -q '^verdict: \(env-bound\|policy/GPU-bound\|copy-bound\|sync-bound\)$' "$tmp/diag" ||
-	fail "diagnose has no verdict line"
+expect_golden diagnose.golden "$tmp/diag.masked"
+expect_line "diagnose gives reasons" '^  because ' "$tmp/diag"
+expect_line "diagnose gives advice" '^  try ' "$tmp/diag"
+expect_line "diagnose: the verdict line" \
+	'^verdict: \(env-bound\|policy/GPU-bound\|copy-bound\|sync-bound\)$' "$tmp/diag"
 
 # --- diagnose --procs: the worker processes' faults ------------------------
-if ! "$S" diagnose --env CartPole-v1 --envs 8 --threads 2 --policy mlp:16x1 --seconds 0.05 \
-	--procs >"$tmp/diagp" 2>"$tmp/err"; then
-	fail "diagnose --procs failed: $(cat "$tmp/err")"
-fi
-grep -q '^worker processes (every worker a process):$' "$tmp/diagp" ||
-	fail "diagnose --procs: no worker processes section"
-grep -q '^  closed loop  faults 0   restarts 0   fault rows 0$' "$tmp/diagp" ||
-	fail "diagnose --procs: no fault counts"
-grep -q '^closed loop (async)' "$tmp/diagp" && fail "diagnose --procs ran async"
+expect_rc 0 "diagnose --procs" "$S" diagnose --env CartPole-v1 --envs 8 --threads 2 \
+	--policy mlp:16x1 --seconds 0.05 --procs
+cp "$T/out" "$tmp/diagp"
+expect_line "diagnose --procs: the worker processes section" \
+	'^worker processes (every worker a process):$' "$tmp/diagp"
+expect_line "diagnose --procs: fault counts" '^  closed loop  faults 0   restarts 0   fault rows 0$' \
+	"$tmp/diagp"
+expect_no_line "diagnose --procs ran sync" '^closed loop (async)' "$tmp/diagp"
 
-if [ "$fails" != 0 ]; then
-	echo "$fails failure(s)"
-	exit 1
-fi
-echo "all ok"
+finish

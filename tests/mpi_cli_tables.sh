@@ -4,11 +4,12 @@
 # the ranks' sum, each rank in its own block of CPUs.
 set -u
 SR=$1
+# shellcheck source=cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
+# shellcheck source=mpi_env.sh
 . "$(dirname "$0")/mpi_env.sh"
-fail() { echo "FAIL: $*"; exit 1; }
-command -v /usr/bin/python3 >/dev/null || { echo "SKIP: no /usr/bin/python3"; exit 77; }
-D=$(mktemp -d)
-trap 'rm -rf "$D"' EXIT
+command -v /usr/bin/python3 >/dev/null || skip "no /usr/bin/python3"
+D=$T
 check() { # FILE RANKS RUNS KEY: per-rank lines, totals equal to their sums
 	/usr/bin/python3 - "$@" <<'PY'
 import json, sys
@@ -31,19 +32,18 @@ PY
 for np in 2 3; do
 	out=$($MPIRUN -np $np "$SR" sweep --envs 32,64 --seconds 0.1 --warmup 0.05 --cooldown 0 \
 		--no-progress --out "$D/sweep$np.jsonl" 2>&1) || fail "sweep -np $np: $out"
-	[ "$(grep -c '^num_envs threads' <<<"$out")" = 1 ] || fail "sweep -np $np: not one table: $out"
-	[ "$(grep -c '^ *[0-9]\+ \+[0-9]\+ \+[0-9]\+ \+sync' <<<"$out")" = 2 ] ||
-		fail "sweep -np $np: not 2 rows: $out"
-	grep -q "^$np ranks, each running" <<<"$out" || fail "sweep -np $np: no ranks line: $out"
+	grep '^num_envs threads' <<<"$out" | expect_lines "sweep -np $np: one table header" 1
+	grep '^ *[0-9]\+ \+[0-9]\+ \+[0-9]\+ \+sync' <<<"$out" | expect_lines "sweep -np $np: 2 rows" 2
+	expect_line "sweep -np $np: the ranks line" "^$np ranks, each running" <<<"$out"
 	r=$(check "$D/sweep$np.jsonl" $np 2 result) || fail "sweep -np $np JSON: $r"
 	out=$($MPIRUN -np $np "$SR" diagnose --envs 32 --seconds 0.1 --out "$D/diag$np.jsonl" 2>&1) ||
 		fail "diagnose -np $np: $out"
-	[ "$(grep -c '^run  ' <<<"$out")" = 1 ] || fail "diagnose -np $np: not one table: $out"
-	[ "$(grep -c '^verdict:' <<<"$out")" = 1 ] || fail "diagnose -np $np: not one verdict: $out"
+	grep '^run  ' <<<"$out" | expect_lines "diagnose -np $np: one table" 1
+	grep '^verdict:' <<<"$out" | expect_lines "diagnose -np $np: one verdict" 1
 	for k in $(seq 0 $((np - 1))); do
-		grep -Eq "^$k +[0-9,-]+ +[0-9]+ +[0-9]+ " <<<"$out" || fail "diagnose -np $np: no row for rank $k: $out"
+		expect_line -E "diagnose -np $np: a row for rank $k" "^$k +[0-9,-]+ +[0-9]+ +[0-9]+ " <<<"$out"
 	done
 	r=$(check "$D/diag$np.jsonl" $np 1 closed_loop) || fail "diagnose -np $np JSON: $r"
 	echo "-np $np: sweep and diagnose: one table, $np rank rows and a total per run"
 done
-echo ok
+finish

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the MPI tests: run Open MPI on one machine, in a container,
 # as root, with more ranks than cores, and skip (77) without it.
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: no mpirun (apt-get install openmpi-bin)"; exit 77; }

@@ -6,12 +6,14 @@
 # sampling and the limiter across ranks.
 set -u
 BIN=$1
+# shellcheck source=cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
+# shellcheck source=mpi_env.sh
 . "$(dirname "$0")/mpi_env.sh"
-fail() { echo "FAIL: $*"; exit 1; }
 for np in 1 2 3; do
 	for how in force direct noshm; do
-		out=$($MPIRUN -np $np "$BIN" check $how 2>&1) || fail "-np $np $how: $out"
-		grep -qx ok <<<"$out" || fail "-np $np $how: $out"
+		out=$($MPIRUN -np $np "$BIN" check $how 2>&1) || fail "-np $np $how: exit $?, expected 0"
+		expect_line -x "-np $np $how" ok <<<"$out"
 		echo "-np $np $how: $(head -1 <<<"$out")"
 	done
 done
@@ -21,8 +23,8 @@ done
 for np in 1 2 3; do
 	for run in "prio direct" "prio force" "limit direct"; do
 		[ "$np" = 1 ] && [ "$run" = "prio force" ] && continue
-		out=$($MPIRUN -np $np "$BIN" $run 2>&1) || fail "-np $np $run: $out"
-		grep -qx ok <<<"$out" || fail "-np $np $run: $out"
+		out=$($MPIRUN -np $np "$BIN" $run 2>&1) || fail "-np $np $run: exit $?, expected 0"
+		expect_line -x "-np $np $run" ok <<<"$out"
 		echo "-np $np $run: $(grep -E '^(prioritized|limiter)' <<<"$out")"
 	done
 done
@@ -31,7 +33,7 @@ done
 t0=$(date +%s)
 out=$(STEPRING_MPI_TIMEOUT=3 $MPIRUN -x STEPRING_MPI_TIMEOUT -np 2 "$BIN" hang 2>&1)
 t=$(($(date +%s) - t0))
-grep -qx ok <<<"$out" || fail "hang: $out"
-[ "$t" -lt 60 ] || fail "hang: $t s"
+expect_line -x "hang" ok <<<"$out"
+expect_num "hang: seconds to the end" "$t" "<" 60
 echo "hang: $(grep '^sample from' <<<"$out") (job over in $t s)"
-echo ok
+finish

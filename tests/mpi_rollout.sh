@@ -4,24 +4,27 @@
 # reported by every rank.
 set -u
 SR=$1
+# shellcheck source=cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
+# shellcheck source=mpi_env.sh
 . "$(dirname "$0")/mpi_env.sh"
-fail() { echo "FAIL: $*"; exit 1; }
 
 R="$SR rollout --env CartPole-v1 --envs 13 --seed 7 --steps 300 --hash"
-h0=$($SR rollout --env CartPole-v1 --envs 13 --seed 7 --steps 300 --hash) || fail "no-MPI rollout"
-[[ $h0 =~ ^[0-9a-f]{16}$ ]] || fail "hash format '$h0'"
+h0=$($SR rollout --env CartPole-v1 --envs 13 --seed 7 --steps 300 --hash) ||
+	fail "no-MPI rollout: exit $?, expected 0"
+expect_line -Ex "hash format" '[0-9a-f]{16}' <<<"$h0"
 for n in 1 2 3; do
-	h=$($MPIRUN -np $n $R 2>/dev/null) || fail "mpirun -np $n rollout"
-	[ "$h" = "$h0" ] || fail "$n ranks: '$h' vs 1 process '$h0'"
+	h=$($MPIRUN -np $n $R 2>/dev/null) || fail "mpirun -np $n rollout: exit $?, expected 0"
+	expect_eq "$n ranks as 1 process" "$h0" "$h"
 done
-h=$($MPIRUN -np 3 $R --mode async --threads 1 2>/dev/null) || fail "3 ranks async"
-[ "$h" = "$h0" ] || fail "3 ranks async: $h vs $h0"
-h=$($MPIRUN -np 2 $R --seed 8 2>/dev/null) || fail "2 ranks seed 8"
-[ "$h" != "$h0" ] || fail "the seed does not change the 2-rank hash"
+h=$($MPIRUN -np 3 $R --mode async --threads 1 2>/dev/null) || fail "3 ranks async: exit $?, expected 0"
+expect_eq "3 ranks async as 1 process" "$h0" "$h"
+h=$($MPIRUN -np 2 $R --seed 8 2>/dev/null) || fail "2 ranks seed 8: exit $?, expected 0"
+expect_ne "another seed, another 2-rank hash" "$h0" "$h"
 hp=$($SR rollout --env Pendulum-v1 --envs 7 --seed 1 --steps 120 --autoreset same --hash)
 h=$($MPIRUN -np 3 $SR rollout --env Pendulum-v1 --envs 7 --seed 1 --steps 120 --autoreset same --hash 2>/dev/null) ||
-	fail "pendulum 3 ranks"
-[ "$hp" = "$h" ] || fail "pendulum 3 ranks: $h vs $hp"
+	fail "pendulum 3 ranks: exit $?, expected 0"
+expect_eq "pendulum: 3 ranks as 1 process" "$hp" "$h"
 
 # Bad input: every rank says the same thing, the job fails. The launcher
 # stops the job as soon as one rank exits, and on a loaded machine it can
@@ -30,13 +33,13 @@ reported() { # reported N MESSAGE mpirun-args...
 	local want=$1 msg=$2 out c try
 	shift 2
 	for try in 1 2 3; do
-		out=$($MPIRUN "$@" 2>&1) && fail "accepted: $*"
+		out=$($MPIRUN "$@" 2>&1) && fail "expected a refusal, accepted: $*"
 		c=$(grep -cF "$msg" <<<"$out")
 		[ "$c" = "$want" ] && return 0
 	done
-	fail "'$msg' reported by $c of $want ranks: $out"
+	fail "expected '$msg' from $want ranks, got it from $c: $out"
 }
 reported 3 "num_envs 2 < 3 ranks" -np 3 $R --envs 2
 reported 3 "options differ across ranks: rank 0 and rank 1 have seed 7 vs 9" -np 1 $R : -np 2 $R --seed 9
 reported 2 "rank 0 and rank 1 have env 'CartPole-v1' vs 'Acrobot-v1'" -np 1 $R : -np 1 $R --env Acrobot-v1
-echo "ok"
+finish

@@ -4,7 +4,7 @@
  * `--envs auto` series, the progress line and the JSONL context (machine,
  * build). This file defines no subcommand of its own (cmd_tune is not in
  * the dispatcher's list); it sits in tools/cmd_*.c so the CLI build picks
- * it up. Pure functions only: no pool is run here, so tests/test_tune.c
+ * it up. Pure functions only: no pool is run here, so tests/tool_tune.c
  * links it alone.
  */
 #include <ctype.h>

@@ -1,6 +1,6 @@
 /*
  * Tuning helpers shared by `stepring sweep` and `stepring diagnose`
- * (implemented in tools/cmd_tune.c, unit-tested in tests/test_tune.c).
+ * (implemented in tools/cmd_tune.c, unit-tested in tests/tool_tune.c).
  *
  * Everything here is a pure function of its arguments, or prints to a
  * FILE *, so the classification, the verdict, the table and the JSONL

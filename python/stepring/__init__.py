@@ -16,8 +16,10 @@ every built-in env as "stepring/<id>":
 from . import _lib, spaces
 from ._lib import (StepringError, InvalidArgumentError, UnknownEnvError, UnsupportedError,
                    TryAgainError, LibraryError, OutOfRangeError, ResetNeededError, BusyError)
-from .vector import VectorEnv, EnvSpec, make_vec, checkpoint_info, register_envs
+from ._lib import checkpoint_info
+from .vector import VectorEnv, EnvSpec
 from .replay import Replay
+from .registration import make_vec, register_envs
 
 __all__ = ["make_vec", "VectorEnv", "EnvSpec", "spaces", "list_envs", "version",
            "StepringError", "InvalidArgumentError", "UnknownEnvError", "UnsupportedError",

@@ -31,7 +31,8 @@ import numpy as np
 from . import _lib
 from ._procworker import CMD_SAVE as _CMD_SAVE
 from ._procworker import Slice
-from .vector import _autoreset_name, _metadata_mode, _AUTORESET, _BIND, _as_seed
+from ._placement import caller_place, caller_unplace, caller_unplaced
+from ._utils import _autoreset_name, _metadata_mode, _AUTORESET, _BIND, _as_seed
 
 try:
     import gymnasium
@@ -57,7 +58,27 @@ class ProcVectorEnv(_Base):
     next_step, same_step or disabled, as SyncVectorEnv). info["fault"] (and
     "_fault") marks rows whose worker died or hung during the step:
     truncated, obs zero, reward 0 (same_step: obs of the env's next
-    episode, its final obs zero)."""
+    episode, its final obs zero). Made by stepring.make_vec(env_fns=...).
+
+    The envs are env_fns[i]() (callables, as gymnasium.vector.AsyncVectorEnv
+    takes) in num_workers workers: with inline (the default) worker 0's
+    envs are stepped in this process, by the calling thread, while
+    num_workers - 1 processes step the others (num_workers CPUs busy, not
+    num_workers + 1); an exception there is a fault like any other, but a
+    segfault or a hang in them is this process's. inline=False: every env
+    in a worker process. check_finite: as stepring.make_vec's
+    (info["nonfinite"] marks rows with a NaN or an infinity in the obs or
+    reward). autoreset_mode: 'next_step' (the default), 'same_step' or
+    'disabled' (or a gymnasium.vector.AutoresetMode), with SyncVectorEnv's
+    semantics. The envs' info dicts are merged into the vector info as
+    SyncVectorEnv does; info_bytes: each worker process's area for them
+    (pickled once per step, only when an env returned a non-empty dict;
+    default 64 KiB + 512 bytes per env). bind: where the worker processes
+    run, as stepring.make_vec's ('core': each on a CPU of its own, the
+    default; 'numa'; 'none'). bind_caller (True): the calling thread (and
+    threads it starts later) leaves the worker processes' CPUs to them
+    while the pool is open, when a CPU is left for it; False leaves it
+    alone."""
 
     def __init__(self, env_fns, *, num_workers=2, seed=None, step_timeout=None,
                  max_restarts=100, copy=True, inline=True, check_finite=None,
@@ -196,7 +217,7 @@ class ProcVectorEnv(_Base):
             self._inline_cb = _INLINE_FN(self._run_inline)
             o.proc_inline = ctypes.cast(self._inline_cb, ctypes.c_void_p)
         ptr = ctypes.c_void_p()
-        with _lib.caller_unplaced():  # the plan reads this thread's own CPUs
+        with caller_unplaced():  # the plan reads this thread's own CPUs
             _lib.check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
         self._pool = ptr
         self._seed = seed
@@ -239,7 +260,7 @@ class ProcVectorEnv(_Base):
         thread, and threads it starts later, keep every other CPU it was
         allowed; nothing changes when no CPU would be left. With several
         pools open on one thread it keeps what none of them took; the
-        last close() gives its CPUs back (_lib.caller_place)."""
+        last close() gives its CPUs back (_placement.caller_place)."""
         if not self._bind_caller:
             return
         taken = set()
@@ -249,11 +270,11 @@ class ProcVectorEnv(_Base):
             if st.cpu >= 0:
                 taken.add(st.cpu)
         if taken:
-            self._caller_tid = _lib.caller_place(id(self), taken)
+            self._caller_tid = caller_place(id(self), taken)
 
     def _unplace_caller(self):
         tid, self._caller_tid = getattr(self, "_caller_tid", None), None
-        _lib.caller_unplace(id(self), tid)
+        caller_unplace(id(self), tid)
 
     def _destroy(self):
         self._unplace_caller()
@@ -584,31 +605,3 @@ class ProcVectorEnv(_Base):
             self._destroy()
         except Exception:
             pass
-
-
-def make_vec(env_fns, *, num_workers=2, seed=None, step_timeout=None, max_restarts=100,
-             copy=True, inline=True, check_finite=None, autoreset_mode="next_step",
-             info_bytes=None, bind="core", bind_caller=True):
-    """A ProcVectorEnv of the envs env_fns[i]() (callables, as
-    gymnasium.vector.AsyncVectorEnv takes) in num_workers workers: with
-    inline (the default) worker 0's envs are stepped in this process, by
-    the calling thread, while num_workers - 1 processes step the others
-    (num_workers CPUs busy, not num_workers + 1); an exception there is
-    a fault like any other, but a segfault or a hang in them is this
-    process's. inline=False: every env in a worker process. check_finite:
-    as stepring.make_vec's (info["nonfinite"] marks rows with a NaN or an
-    infinity in the obs or reward). autoreset_mode: 'next_step' (the
-    default), 'same_step' or 'disabled' (or a gymnasium.vector.AutoresetMode),
-    with SyncVectorEnv's semantics. The envs' info dicts are merged into
-    the vector info as SyncVectorEnv does; info_bytes: each worker
-    process's area for them (pickled once per step, only when an env
-    returned a non-empty dict; default 64 KiB + 512 bytes per env). bind:
-    where the worker processes run, as stepring.make_vec's ('core': each on
-    a CPU of its own, the default; 'numa'; 'none'). bind_caller (True): the
-    calling thread (and threads it starts later) leaves the worker
-    processes' CPUs to them while the pool is open, when a CPU is left for
-    it; False leaves it alone."""
-    return ProcVectorEnv(env_fns, num_workers=num_workers, seed=seed, step_timeout=step_timeout,
-                         max_restarts=max_restarts, copy=copy, inline=inline,
-                         check_finite=check_finite, autoreset_mode=autoreset_mode,
-                         info_bytes=info_bytes, bind=bind, bind_caller=bind_caller)

@@ -12,11 +12,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib, check
-
-
-def _as_int(name, v, lo, hi, what):
-    from .vector import _as_int as f
-    return f(name, v, lo, hi, what)
+from ._utils import _as_int
 
 _KINDS = {"uniform": _lib.SR_REPLAY_UNIFORM, "prioritized": _lib.SR_REPLAY_PRIORITIZED}
 

@@ -22,7 +22,6 @@ stepring.BusyError at once, never a crash or a deadlock.
 import ctypes
 import errno
 import functools
-import math
 import os
 import threading
 
@@ -30,78 +29,14 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib, check
-from . import spaces as _own_spaces
-
-_gym = None
-AutoresetMode = None
-if not os.environ.get("STEPRING_NO_GYMNASIUM"):
-    try:
-        import gymnasium as _gym
-        from gymnasium.vector import AutoresetMode
-        from gymnasium.vector.utils import batch_space as _gym_batch_space
-    except ImportError:  # the binding works without Gymnasium
-        _gym = None
-        AutoresetMode = None
+from ._placement import caller_unplaced
+from ._utils import (_gym, _AUTORESET, _BIND, _DEVICE, U32, U64, _as_count, _as_int, _as_seed,
+                     _autoreset_name, _batch_space, _fspath, _metadata_mode, _spec_spaces)
+from .replay import Replay
 
 _Base = _gym.vector.VectorEnv if _gym is not None else object
 
-_MODES = {"nextstep": "next_step", "samestep": "same_step", "disabled": "disabled"}
-_AUTORESET = {
-    "next_step": _lib.SR_AUTORESET_NEXT_STEP,
-    "same_step": _lib.SR_AUTORESET_SAME_STEP,
-    "disabled": _lib.SR_AUTORESET_DISABLED,
-}
-_BIND = {"core": _lib.SR_BIND_CORE, "numa": _lib.SR_BIND_NUMA, "none": _lib.SR_BIND_NONE}
-_DEVICE = {"cpu": _lib.SR_DEVICE_HOST, "cuda": _lib.SR_DEVICE_CUDA}
 _DEFAULT = object()  # "not given" (None means something for max_episode_steps)
-
-U32 = 2**32 - 1
-U64 = 2**64 - 1
-MAX_ENVS = 2**31 - 1  # the pool's queues keep a flag in bit 31 of an env index
-
-
-def _autoreset_name(mode):
-    """'next_step' | 'same_step' | 'disabled' from our names, Gymnasium's
-    AutoresetMode members or their values ('NextStep' ...)."""
-    if AutoresetMode is not None and isinstance(mode, AutoresetMode):
-        mode = mode.value
-    if isinstance(mode, str):
-        key = mode.lower().replace("_", "").replace("-", "")
-        if key in _MODES:
-            return _MODES[key]
-    raise ValueError("autoreset_mode must be one of next_step, same_step, disabled (or "
-                     "gymnasium.vector.AutoresetMode), not %r" % (mode,))
-
-
-def _metadata_mode(name):
-    if AutoresetMode is None:
-        return name
-    return {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
-            "disabled": AutoresetMode.DISABLED}[name]
-
-
-def _as_int(name, v, lo, hi, what="an int"):
-    """@v as a Python int in [lo, hi]: ValueError for a non-integer (bools
-    and non-integral floats included), OutOfRangeError (a ValueError and an
-    OverflowError) outside the range, never a silent wrap-around."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        if isinstance(v, (float, np.floating)) and math.isfinite(v) and v == int(v):
-            v = int(v)
-        else:
-            raise ValueError("%s must be %s, not %r" % (name, what, v))
-    v = int(v)
-    if v < lo or v > hi:
-        raise _lib.OutOfRangeError("%s = %d is out of range: it must be in [%d, %d]"
-                                   % (name, v, lo, hi))
-    return v
-
-
-def _as_count(name, v, hi=MAX_ENVS):
-    return _as_int(name, v, 1, hi, "a positive int")
-
-
-def _as_seed(name, v):
-    return _as_int(name, v, 0, U64, "a non-negative int (a seed)")
 
 
 class _PoolHandle:
@@ -206,32 +141,6 @@ class _Column:
             v = self._wrap(addr, n)
             self.cache[key] = v
         return v
-
-
-def _spec_spaces(spec):
-    """(single observation space, single action space) of a C spec, as
-    Gymnasium's classes when gymnasium is importable, else ours."""
-    sp = _gym.spaces if _gym is not None else _own_spaces
-    shape = tuple(spec.obs_shape[i] for i in range(spec.obs_ndim))
-    d = spec.obs_dim
-    low = np.ctypeslib.as_array(spec.obs_low, (d,)).copy() if spec.obs_low else \
-        np.full(d, -np.inf, np.float32)
-    high = np.ctypeslib.as_array(spec.obs_high, (d,)).copy() if spec.obs_high else \
-        np.full(d, np.inf, np.float32)
-    obs = sp.Box(low.reshape(shape), high.reshape(shape), dtype=np.float32)
-    if spec.act_kind == _lib.SR_SPACE_DISCRETE:
-        act = sp.Discrete(int(spec.act_n))
-    else:
-        a = spec.act_dim
-        act = sp.Box(np.ctypeslib.as_array(spec.act_low, (a,)).copy(),
-                     np.ctypeslib.as_array(spec.act_high, (a,)).copy(), dtype=np.float32)
-    return obs, act
-
-
-def _batch_space(space, n):
-    if _gym is not None:
-        return _gym_batch_space(space, n)
-    return _own_spaces.batch_space(space, n)
 
 
 class EnvSpec:
@@ -466,7 +375,7 @@ class VectorEnv(_Base):
         if self._comm is not None:
             ptr.value = self._mpi_create(o)
         else:
-            with _lib.caller_unplaced():  # the plan reads this thread's own CPUs
+            with caller_unplaced():  # the plan reads this thread's own CPUs
                 check(lib.sr_pool_create(ctypes.byref(o), ctypes.byref(ptr)))
         self._handle = _PoolHandle(ptr.value)
         self.closed = False
@@ -1041,7 +950,6 @@ class VectorEnv(_Base):
         """A new replay sampler over this env's ring (see stepring.Replay):
         kind 'uniform' or 'prioritized', n_step, gamma, alpha, beta, eps,
         seed, samples_per_insert, min_size, error_buffer, timeout_ms."""
-        from .replay import Replay
         kw.setdefault("output", self.output)
         return Replay(self, kind, **kw)
 
@@ -1151,139 +1059,5 @@ class VectorEnv(_Base):
             " closed" if self.closed else "")
 
 
-def _fspath(path):
-    return os.fsencode(path)
-
-
-def checkpoint_info(path):
-    """Verify a checkpoint file (header, trailer, every section's CRC32C)
-    and return what it says as a dict; raises on a corrupt file."""
-    info = _lib.sr_ckpt_info()
-    check(lib.sr_checkpoint_verify(_fspath(path), ctypes.byref(info)))
-    d = {k: getattr(info, k) for k, _ in info._fields_ if k != "sections"}
-    d["build_info"] = info.build_info.decode(errors="replace")
-    d["env_id"] = info.env_id.decode(errors="replace")
-    d["sections"] = [{"name": _lib.ckpt_section_name(x.type),
-                      "type": x.type, "offset": x.offset, "length": x.length, "crc": x.crc}
-                     for x in info.sections[:info.n_sections]]
-    return d
-
-
 def _is_torch(x):
     return type(x).__module__.startswith("torch")
-
-
-def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threads=None,
-             seed=None, autoreset_mode="next_step", device="cpu", replay_capacity=None,
-             copy=True, env_fns=None, rng="numpy", **kw):
-    """Create a VectorEnv of num_envs instances of env_id ("CartPole-v1",
-    or the path of an env plugin's shared object).
-
-    env_fns=[callable, ...] instead of env_id: Python envs (Gymnasium API,
-    Box observations, Discrete or Box actions) stepped in worker processes
-    attached to the ring (stepring.procs.ProcVectorEnv; keywords
-    num_workers=2, step_timeout (s), max_restarts; see docs/procs.md).
-
-    mode: 'sync' (step all envs) or 'async' (recv returns the first
-    batch_size envs done). num_threads: workers (None: chosen from the work,
-    num_envs x the env's step cost: small cheap pools run on the calling
-    thread; the same default as the C library's). seed: env i is seeded
-    from (seed, i). autoreset_mode: 'next_step' (Gymnasium default),
-    'same_step' (final obs in info['final_obs']) or 'disabled', or a
-    gymnasium.vector.AutoresetMode. device: 'cpu' or 'cuda'.
-    replay_capacity: ring slots (a power of two). copy: True (default)
-    returns arrays of the caller's own, as SyncVectorEnv; False returns
-    zero-copy read-only views of the ring (float32 rewards). Extra keywords:
-    output='numpy'|'torch', bind, cpuset, ring_name, max_episode_steps (None: no time limit), check_finite
-    (None: the library's default, on unless STEPRING_CHECK_FINITE=0; True /
-    False: on / off. On, a row whose obs or reward holds a NaN or an
-    infinity is flagged: info['nonfinite'], a bool per row, is there when
-    a batch has one, and stats() counts them in 'nonfinite_rows' and names
-    the first one's env in 'nonfinite_env'; see docs/envs.md), comm (an mpi4py
-    communicator: num_envs, and an async batch_size, are global; every
-    rank calls make_vec with the same options and gets its block of envs,
-    [first_env, first_env + num_envs), seeded from (seed, global index), so
-    the run is the same for any number of ranks; see docs/scale.md).
-    rng: the built-in env's RNG, 'numpy' (default: env i seeded with s
-    draws what Gymnasium's env.reset(seed=s + i) draws, as SyncVectorEnv;
-    docs/envs.md) or 'stepring' (the C library's default); None or an
-    env_id that names rng= itself leaves env_id as it is.
-    Raises LookupError (UnknownEnvError) for an unknown env, ValueError for
-    bad options (OutOfRangeError for integers beyond their C field),
-    RuntimeError for other failures, with the C message.
-    """
-    if (rng is not None and isinstance(env_id, str) and not env_id.endswith(".so")
-            and os.sep not in env_id and "rng=" not in env_id):
-        env_id += ("," if ":" in env_id else ":") + "rng=" + str(rng)
-    if env_fns is not None:
-        from . import procs
-        if env_id is not None:
-            raise ValueError("give env_id or env_fns, not both")
-        return procs.make_vec(env_fns, seed=seed, copy=copy, autoreset_mode=autoreset_mode, **kw)
-    if env_id is None:
-        raise TypeError("make_vec needs env_id (or env_fns)")
-    return VectorEnv(env_id, num_envs, mode=mode, batch_size=batch_size, num_threads=num_threads,
-                     seed=seed, autoreset_mode=autoreset_mode, device=device,
-                     replay_capacity=replay_capacity, copy=copy, **kw)
-
-
-NAMESPACE = "stepring"
-
-
-def make_vec_procs(num_envs=1, *, env_id=None, env_kwargs=None, max_episode_steps=None,
-                   **kw):
-    """num_envs instances of the Gymnasium env env_id (a registered id, its
-    env_kwargs and max_episode_steps passed to gymnasium.make) stepped in
-    worker processes: stepring.procs.make_vec(env_fns=...), whose keywords
-    (num_workers, seed, step_timeout, max_restarts, inline, copy) pass
-    through. The vector entry point of "stepring/Procs-v0":
-    gymnasium.make_vec("stepring/Procs-v0", num_envs=64, env_id="Acrobot-v1")."""
-    from . import procs
-    if _gym is None:
-        raise _lib.UnsupportedError(-38, "stepring/Procs-v0 needs gymnasium")
-    if not env_id:
-        raise ValueError("stepring/Procs-v0 needs env_id= (a Gymnasium env id)")
-    gym_kw = dict(env_kwargs or {})
-    if max_episode_steps is not None:
-        gym_kw["max_episode_steps"] = max_episode_steps
-    _gym.spec(env_id)  # an unknown id fails here, not in the workers
-    fn = functools.partial(_gym.make, env_id, **gym_kw)
-    return procs.make_vec([fn] * int(num_envs), **kw)
-
-
-def register_envs(*plugins):
-    """Register every built-in env (and each env plugin path given) with
-    Gymnasium as "stepring/<id>", with a vector_entry_point, so that
-    gymnasium.make_vec("stepring/CartPole-v1", num_envs=64, ...) returns a
-    stepring VectorEnv (keywords pass through to make_vec). Called by
-    `import stepring` when gymnasium is importable. Returns the ids
-    registered (empty without gymnasium)."""
-    if _gym is None:
-        return []
-    specs = []
-    for i in range(lib.sr_env_count()):
-        s = lib.sr_env_at(i)
-        if s:
-            specs.append((s.contents.id.decode(), s.contents.id.decode(),
-                          s.contents.max_episode_steps))
-    for path in plugins:
-        s = _lib.sr_env_spec()
-        check(lib.sr_env_load_plugin(os.fsencode(path), ctypes.byref(s)))
-        specs.append((s.id.decode(), os.fspath(path), s.max_episode_steps))
-    out = []
-    # Any Gymnasium env in worker processes: gymnasium.make_vec(
-    # "stepring/Procs-v0", num_envs=64, env_id="Acrobot-v1").
-    full = "%s/Procs-v0" % NAMESPACE
-    if full in _gym.envs.registry:
-        del _gym.envs.registry[full]
-    _gym.register(id=full, entry_point=None, vector_entry_point=make_vec_procs)
-    out.append(full)
-    for gid, target, steps in specs:
-        full = "%s/%s" % (NAMESPACE, gid)
-        if full in _gym.envs.registry:
-            del _gym.envs.registry[full]  # re-registering: the latest path wins
-        _gym.register(id=full, entry_point=None,
-                      vector_entry_point=functools.partial(make_vec, target),
-                      max_episode_steps=steps or None)
-        out.append(full)
-    return out

@@ -1,7 +1,7 @@
 /* `stepring top` from another process against statistics blocks published
  * by this test exactly as the contract in stepring/stats.h says (a fake
  * pool: a thread updating the block under its seqlock), and against a
- * live pool when the pool is in the build (tests/test_top_live.c). */
+ * live pool when the pool is in the build (tests/tool_top_live.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
