@@ -187,7 +187,7 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 		"\"shares\":{\"env\":%.4f,\"ring\":%.4f,\"copy\":%.4f,\"policy\":%.4f,\"wait\":%.4f},"
 		"\"worker_shares\":{\"env\":%.4f,\"ring\":%.4f,\"copy\":%.4f,\"send\":%.4f,"
 		"\"policy\":%.4f,\"wait\":%.4f},"
-		"\"batches\":%llu,\"window_s\":%.4f,\"bound\":\"%s\"}}\n",
+		"\"batches\":%llu,\"window_s\":%.4f,\"bound\":\"%s\",",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
 		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb, r->threads_used,
 		r->batch_groups, r->ns_env_step,
@@ -195,6 +195,14 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 		sh->copy, sh->policy, sh->wait, r->share_env, r->share_ring, r->share_copy,
 		r->share_send, r->share_policy, r->share_wait, (unsigned long long)r->batches,
 		r->seconds, tune_bound_name(tune_classify(sh)));
+	/* Each round's pool slice: the spread `stepring compare` weighs. */
+	fputs("\"rounds\":{\"steps_per_sec\":[", f);
+	for (uint32_t k = 0; k < r->nround_figs; k++)
+		fprintf(f, "%s%.1f", k ? "," : "", r->round_figs[k].steps_per_sec);
+	fputs("],\"p99_us\":[", f);
+	for (uint32_t k = 0; k < r->nround_figs; k++)
+		fprintf(f, "%s%.2f", k ? "," : "", r->round_figs[k].p99_us);
+	fputs("]}}}\n", f);
 	fflush(f);
 }
 
