@@ -129,6 +129,51 @@ static int vec_push(struct vec *a, double x)
 	return 0;
 }
 
+/* The samples of one side of a configuration, record by record: a
+ * record's rounds (or runs), or its one figure when it has none. */
+struct samples {
+	struct vec v;      /* every sample, record after record */
+	size_t *start;     /* where record i's begin */
+	size_t nrec, cap;
+	bool rounds;       /* some record gave its rounds (or runs) */
+};
+
+static int samples_add(struct samples *s, const struct json *arr, double one, bool positive)
+{
+	size_t n0 = s->v.n;
+
+	if (s->nrec == s->cap) {
+		size_t nc = s->cap ? s->cap * 2 : 8;
+		size_t *p = realloc(s->start, nc * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		s->start = p;
+		s->cap = nc;
+	}
+	for (size_t i = 0; arr && arr->type == JSON_ARR && i < arr->n; i++) {
+		if (arr->items[i].type != JSON_NUM || (positive && !(arr->items[i].num > 0)))
+			continue;
+		if (vec_push(&s->v, arr->items[i].num))
+			return -ENOMEM;
+	}
+	if (s->v.n > n0) {
+		s->rounds = true;
+	} else {
+		if (positive && !(one > 0))
+			return 0; /* no figure: not a record of this side */
+		if (vec_push(&s->v, one))
+			return -ENOMEM;
+	}
+	s->start[s->nrec++] = n0;
+	return 0;
+}
+
+static size_t samples_count(const struct samples *s, size_t i)
+{
+	return (i + 1 < s->nrec ? s->start[i + 1] : s->v.n) - s->start[i];
+}
+
 struct group {
 	const struct kind *k;
 	char *key;             /* "label k=v k=v ..." */
@@ -136,9 +181,7 @@ struct group {
 	char *build;           /* of the first record */
 	bool machines_differ;  /* within this file */
 	size_t nrec, line;     /* records; the first one's line */
-	struct vec thr, p99;   /* per record */
-	struct vec rthr, rp99; /* rounds or runs, pooled */
-	size_t rec_rthr, rec_rp99; /* records that carried them */
+	struct samples thr, p99;
 	struct vec window, load;
 	const char *thr_name;
 	bool matched;
@@ -155,7 +198,11 @@ struct file {
 struct opts {
 	double g, q; /* thresholds, fractions */
 	bool any_machine, json;
+	const char *ignore[16]; /* --ignore: fields left out of the key */
+	int nignore;
 };
+
+static const struct opts *g_opts; /* for make_key */
 
 /* ------------------------------------------------------------ reading */
 
@@ -200,6 +247,9 @@ static void key_member(struct sbuf *b, const char *name, const struct json *v)
 
 	if (!v || !scalar(v, val, sizeof(val)))
 		return;
+	for (int i = 0; g_opts && i < g_opts->nignore; i++)
+		if (!strcmp(g_opts->ignore[i], name))
+			return;
 	/* Values with spaces are quoted, so that keys stay readable. */
 	sb_add(b, strpbrk(val, " \t") || !val[0] ? " %s=\"%s\"" : " %s=%s", name, val);
 }
@@ -299,19 +349,6 @@ static const struct kind *kind_of(const struct json *rec, char *what, size_t len
 	return NULL;
 }
 
-static int push_array(struct vec *dst, const struct json *a, bool positive_only)
-{
-	for (size_t i = 0; a && a->type == JSON_ARR && i < a->n; i++) {
-		if (a->items[i].type != JSON_NUM)
-			continue;
-		if (positive_only && !(a->items[i].num > 0))
-			continue;
-		if (vec_push(dst, a->items[i].num))
-			return -ENOMEM;
-	}
-	return 0;
-}
-
 static struct group *group_for(struct file *f, const struct kind *k, const char *key)
 {
 	for (size_t i = 0; i < f->n; i++)
@@ -363,29 +400,14 @@ static int add_record(struct file *f, const struct kind *k, const struct json *r
 		g->machines_differ = true;
 	}
 	g->nrec++;
-	if (vec_push(&g->thr, thr->num))
+	if (samples_add(&g->thr, k->thr_rounds ? json_path(rec, k->thr_rounds) : NULL, thr->num,
+			false))
 		return -ENOMEM;
 	p99 = first_num(rec, k->p99, NULL);
-	if (p99 && p99->num > 0 && vec_push(&g->p99, p99->num))
+	if ((p99 || k->p99_rounds) &&
+	    samples_add(&g->p99, k->p99_rounds ? json_path(rec, k->p99_rounds) : NULL,
+			p99 ? p99->num : 0, true))
 		return -ENOMEM;
-	if (k->thr_rounds) {
-		const struct json *a = json_path(rec, k->thr_rounds);
-
-		if (a && a->type == JSON_ARR && a->n) {
-			if (push_array(&g->rthr, a, false))
-				return -ENOMEM;
-			g->rec_rthr++;
-		}
-	}
-	if (k->p99_rounds) {
-		const struct json *a = json_path(rec, k->p99_rounds);
-
-		if (a && a->type == JSON_ARR && a->n) {
-			if (push_array(&g->rp99, a, true))
-				return -ENOMEM;
-			g->rec_rp99++;
-		}
-	}
 	w = k->window ? json_path(rec, k->window) : NULL;
 	if (w && w->type == JSON_NUM && vec_push(&g->window, w->num))
 		return -ENOMEM;
@@ -491,10 +513,10 @@ static void file_free(struct file *f)
 		free(g->key);
 		free(g->machine);
 		free(g->build);
-		free(g->thr.v);
-		free(g->p99.v);
-		free(g->rthr.v);
-		free(g->rp99.v);
+		free(g->thr.v.v);
+		free(g->thr.start);
+		free(g->p99.v.v);
+		free(g->p99.start);
 		free(g->window.v);
 		free(g->load.v);
 	}
@@ -544,8 +566,9 @@ static uint64_t splitmix(uint64_t *s)
 
 struct change {
 	bool ok;              /* computed */
-	const char *samples;  /* "rounds", "runs" or "repeats" */
-	size_t nb, nn;
+	const char *samples;  /* "rounds" or "records" */
+	size_t nb, nn;        /* samples */
+	size_t rb, rn;        /* records they come from */
 	double base, new_;    /* medians */
 	double ratio, lo, hi; /* new / base and its 90% interval */
 	double sb, sn;        /* each side's spread: half the IQR / median */
@@ -557,27 +580,62 @@ static double rel_spread(double *sorted, size_t n, double med)
 	return med > 0 ? (quantile(sorted, n, 0.75) - quantile(sorted, n, 0.25)) / 2 / med : 0;
 }
 
-/* The change from @b to @n (copies; sorted here). */
-static int change_of(const double *b0, size_t nb, const double *n0, size_t nn, uint64_t seed,
+/* One bootstrap resample of side @s into @out (records drawn with
+ * replacement, then each drawn record's samples with replacement); the
+ * count of values written. */
+static size_t resample(const struct samples *s, uint64_t *seed, double *out)
+{
+	size_t k = 0;
+
+	for (size_t r = 0; r < s->nrec; r++) {
+		size_t j = splitmix(seed) % s->nrec, m = samples_count(s, j);
+		const double *v = s->v.v + s->start[j];
+
+		for (size_t i = 0; i < m; i++)
+			out[k++] = v[splitmix(seed) % m];
+	}
+	return k;
+}
+
+static size_t max_record(const struct samples *s)
+{
+	size_t m = 0;
+
+	for (size_t i = 0; i < s->nrec; i++)
+		if (samples_count(s, i) > m)
+			m = samples_count(s, i);
+	return m;
+}
+
+/* The change from @b to @n: medians, the ratio and its 90% interval from
+ * a two-level bootstrap (records, then samples in each), so that the
+ * spread between runs counts as well as the spread between a run's
+ * rounds. 0 or -ENOMEM. */
+static int change_of(const struct samples *b, const struct samples *n, uint64_t seed,
 		     struct change *c)
 {
-	double *b = malloc(nb * sizeof(*b)), *n = malloc(nn * sizeof(*n));
-	double *rs = malloc(BOOT * sizeof(*rs)), *tb = malloc(nb * sizeof(*tb));
-	double *tn = malloc(nn * sizeof(*tn));
+	size_t nb = b->v.n, nn = n->v.n;
+	double *sb = malloc(nb * sizeof(*sb)), *sn = malloc(nn * sizeof(*sn));
+	double *rs = malloc(BOOT * sizeof(*rs));
+	double *tb = malloc((b->nrec * max_record(b) + 1) * sizeof(*tb));
+	double *tn = malloc((n->nrec * max_record(n) + 1) * sizeof(*tn));
 	int err = 0;
 
 	c->nb = nb;
 	c->nn = nn;
-	if (!b || !n || !rs || !tb || !tn) {
+	c->rb = b->nrec;
+	c->rn = n->nrec;
+	c->samples = b->rounds || n->rounds ? "rounds" : "records";
+	if (!sb || !sn || !rs || !tb || !tn) {
 		err = -ENOMEM;
 		goto out;
 	}
-	memcpy(b, b0, nb * sizeof(*b));
-	memcpy(n, n0, nn * sizeof(*n));
-	c->base = median(b, nb);
-	c->new_ = median(n, nn);
-	c->sb = rel_spread(b, nb, c->base);
-	c->sn = rel_spread(n, nn, c->new_);
+	memcpy(sb, b->v.v, nb * sizeof(*sb));
+	memcpy(sn, n->v.v, nn * sizeof(*sn));
+	c->base = median(sb, nb);
+	c->new_ = median(sn, nn);
+	c->sb = rel_spread(sb, nb, c->base);
+	c->sn = rel_spread(sn, nn, c->new_);
 	if (nb < MIN_SAMPLES || nn < MIN_SAMPLES) {
 		c->why = "fewer than 3 samples on a side (rerun with more rounds or repeats)";
 		goto out;
@@ -588,15 +646,10 @@ static int change_of(const double *b0, size_t nb, const double *n0, size_t nn, u
 	}
 	c->ratio = c->new_ / c->base;
 	for (int r = 0; r < BOOT; r++) {
-		for (size_t i = 0; i < nb; i++)
-			tb[i] = b[splitmix(&seed) % nb];
-		for (size_t i = 0; i < nn; i++)
-			tn[i] = n[splitmix(&seed) % nn];
-		{
-			double mb = median(tb, nb), mn = median(tn, nn);
+		size_t kb = resample(b, &seed, tb), kn = resample(n, &seed, tn);
+		double mb = median(tb, kb), mn = median(tn, kn);
 
-			rs[r] = mb > 0 ? mn / mb : INFINITY;
-		}
+		rs[r] = mb > 0 ? mn / mb : INFINITY;
 	}
 	qsort(rs, BOOT, sizeof(*rs), cmp_double);
 	c->lo = quantile(rs, BOOT, 0.05);
@@ -606,8 +659,8 @@ static int change_of(const double *b0, size_t nb, const double *n0, size_t nn, u
 	c->hi = fmax(c->hi, c->ratio);
 	c->ok = true;
 out:
-	free(b);
-	free(n);
+	free(sb);
+	free(sn);
 	free(rs);
 	free(tb);
 	free(tn);
@@ -681,23 +734,6 @@ static uint64_t key_seed(const char *key)
 	return h;
 }
 
-/* Samples of a pair: pooled rounds when every record of both sides had
- * them (and at least MIN_SAMPLES each), else the records' figures. */
-static void pick(const struct vec *rb, size_t recb, const struct group *gb, const struct vec *hb,
-		 const struct vec *rn, size_t recn, const struct group *gn, const struct vec *hn,
-		 const struct vec **sb, const struct vec **sn, const char **what)
-{
-	if (recb == gb->nrec && recn == gn->nrec && rb->n >= MIN_SAMPLES && rn->n >= MIN_SAMPLES) {
-		*sb = rb;
-		*sn = rn;
-		*what = gb->k->thr_rounds && strstr(gb->k->thr_rounds, "runs") ? "runs" : "rounds";
-	} else {
-		*sb = hb;
-		*sn = hn;
-		*what = "repeats";
-	}
-}
-
 static void json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
@@ -717,21 +753,22 @@ static void json_str(FILE *f, const char *s)
 static void print_change(const char *name, const struct change *c, bool lower_better)
 {
 	if (!c->ok) {
-		printf("    %-12s %12.6g -> %-12.6g n=%zu vs %zu: no verdict (%s)\n", name, c->base,
-		       c->new_, c->nb, c->nn, c->why);
+		printf("    %-12s %12.6g -> %-12.6g %zu / %zu samples: no verdict (%s)\n", name,
+		       c->base, c->new_, c->nb, c->nn, c->why);
 		return;
 	}
-	printf("    %-12s %12.6g -> %-12.6g %+6.1f%%  90%% [%+.1f%%, %+.1f%%]  spread "
-	       "+-%.1f%% / +-%.1f%%, %zu vs %zu %s%s\n",
+	printf("    %-12s %12.6g -> %-12.6g %+6.1f%%  90%% [%+.1f%%, %+.1f%%]%s\n"
+	       "    %-12s spread +-%.1f%% / +-%.1f%% over %zu / %zu %s (of %zu / %zu records)\n",
 	       name, c->base, c->new_, 100 * (c->ratio - 1), 100 * (c->lo - 1), 100 * (c->hi - 1),
-	       100 * c->sb, 100 * c->sn, c->nb, c->nn, c->samples,
-	       lower_better ? " (lower is better)" : "");
+	       lower_better ? "  (lower is better)" : "", "", 100 * c->sb, 100 * c->sn, c->nb,
+	       c->nn, c->samples, c->rb, c->rn);
 }
 
 static void json_change(FILE *f, const char *name, const struct change *c)
 {
-	fprintf(f, ",\"%s\":{\"base\":%.6g,\"new\":%.6g,\"n_base\":%zu,\"n_new\":%zu,\"samples\":",
-		name, c->base, c->new_, c->nb, c->nn);
+	fprintf(f, ",\"%s\":{\"base\":%.6g,\"new\":%.6g,\"n_base\":%zu,\"n_new\":%zu,"
+		   "\"records_base\":%zu,\"records_new\":%zu,\"samples\":",
+		name, c->base, c->new_, c->nb, c->nn, c->rb, c->rn);
 	json_str(f, c->samples ? c->samples : "");
 	if (c->ok)
 		fprintf(f, ",\"change\":%.5f,\"lo\":%.5f,\"hi\":%.5f,\"spread_base\":%.5f,"
@@ -758,7 +795,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stepring compare BASE.jsonl NEW.jsonl [--throughput-pct G] [--p99-pct Q]\n"
-		"                        [--any-machine] [--json]\n"
+		"                        [--ignore FIELD,...] [--any-machine] [--json]\n"
 		"\n"
 		"A regression verdict between two sweep / bench JSONL files (stepring sweep\n"
 		"--out, stepring bench ... --json). Per configuration in both files: the\n"
@@ -774,6 +811,8 @@ static void usage(FILE *f)
 		"\n"
 		"  --throughput-pct G  throughput threshold, %% (default 10)\n"
 		"  --p99-pct Q         P99 threshold, %% (default 15)\n"
+		"  --ignore FIELDS     leave these configuration fields out of the match (e.g.\n"
+		"                      env: one env against another, the rest alike)\n"
 		"  --any-machine       compare records of different machines too\n"
 		"  --json              one JSON line per configuration, then a summary line\n"
 		"\n"
@@ -803,6 +842,18 @@ int cmd_compare(int argc, char **argv)
 			o.any_machine = true;
 		} else if (cli_opt(argc, argv, &i, "--json", NULL)) {
 			o.json = true;
+		} else if (cli_opt(argc, argv, &i, "--ignore", &v)) {
+			char *save = NULL, *tok, *copy = strdup(v);
+
+			if (!copy)
+				cli_die("compare: out of memory");
+			for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+				if (o.nignore == 16)
+					cli_die("--ignore: at most 16 fields");
+				o.ignore[o.nignore++] = tok; /* copy lives to the end */
+			}
+			if (!o.nignore)
+				cli_die("--ignore: empty list");
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			cli_unknown("compare", argv[i]);
 		} else if (!fb.path) {
@@ -815,10 +866,11 @@ int cmd_compare(int argc, char **argv)
 	}
 	if (!fn.path)
 		cli_die("compare: needs BASE.jsonl and NEW.jsonl (see 'stepring compare --help')");
+	g_opts = &o;
 	if ((rc = read_file(&fb)) || (rc = read_file(&fn)))
 		goto out;
 	if (!o.json) {
-		printf("compare %s (%zu records) -> %s (%zu records); thresholds: throughput "
+		printf("compare %s (records: %zu) -> %s (records: %zu); thresholds: throughput "
 		       "%.0f%%, P99 %.0f%%\n",
 		       fb.path, fb.records, fn.path, fn.records, 100 * o.g, 100 * o.q);
 		if (fb.unknown || fn.unknown)
@@ -830,8 +882,7 @@ int cmd_compare(int argc, char **argv)
 	for (size_t i = 0; i < fb.n; i++) {
 		struct group *b = &fb.g[i], *n = NULL;
 		struct change ct = {0}, cp = {0};
-		const struct vec *sb, *sn;
-		const char *why, *what;
+		const char *why;
 		enum cls tc, pc = C_NONE;
 		enum verdict vd;
 		uint64_t seed = key_seed(b->key);
@@ -861,24 +912,18 @@ int cmd_compare(int argc, char **argv)
 			continue;
 		}
 		compared++;
-		pick(&b->rthr, b->rec_rthr, b, &b->thr, &n->rthr, n->rec_rthr, n, &n->thr, &sb, &sn,
-		     &what);
-		if (change_of(sb->v, sb->n, sn->v, sn->n, seed, &ct)) {
+		if (change_of(&b->thr, &n->thr, seed, &ct)) {
 			rc = EXIT_FAIL;
 			fprintf(stderr, "stepring: compare: out of memory\n");
 			goto out;
 		}
-		ct.samples = what;
 		tc = classify(&ct, o.g, false);
-		if (b->p99.n && n->p99.n) {
-			pick(&b->rp99, b->rec_rp99, b, &b->p99, &n->rp99, n->rec_rp99, n, &n->p99,
-			     &sb, &sn, &what);
-			if (change_of(sb->v, sb->n, sn->v, sn->n, seed ^ 1, &cp)) {
+		if (b->p99.nrec && n->p99.nrec) {
+			if (change_of(&b->p99, &n->p99, seed ^ 1, &cp)) {
 				rc = EXIT_FAIL;
 				fprintf(stderr, "stepring: compare: out of memory\n");
 				goto out;
 			}
-			cp.samples = what;
 			pc = classify(&cp, o.q, true);
 		}
 		vd = decide(tc, pc, &why);
