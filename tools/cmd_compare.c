@@ -41,6 +41,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "json.h"
@@ -427,8 +428,15 @@ static int read_file(struct file *f)
 	ssize_t len;
 	int rc = 0;
 
+	struct stat st;
+
 	if (!fp) {
 		fprintf(stderr, "stepring: compare: %s: %s\n", f->path, strerror(errno));
+		return SR_CLI_EXIT_USAGE;
+	}
+	if (fstat(fileno(fp), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(fp);
+		fprintf(stderr, "stepring: compare: %s: a directory, not a JSONL file\n", f->path);
 		return SR_CLI_EXIT_USAGE;
 	}
 	errno = 0;
