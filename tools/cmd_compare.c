@@ -137,6 +137,7 @@ struct samples {
 	size_t *start;     /* where record i's begin */
 	size_t nrec, cap;
 	bool rounds;       /* some record gave its rounds (or runs) */
+	size_t with_rounds; /* records that did */
 };
 
 static int samples_add(struct samples *s, const struct json *arr, double one, bool positive)
@@ -160,6 +161,7 @@ static int samples_add(struct samples *s, const struct json *arr, double one, bo
 	}
 	if (s->v.n > n0) {
 		s->rounds = true;
+		s->with_rounds++;
 	} else {
 		if (positive && !(one > 0))
 			return 0; /* no figure: not a record of this side */
@@ -182,7 +184,8 @@ struct group {
 	char *build;           /* of the first record */
 	bool machines_differ;  /* within this file */
 	size_t nrec, line;     /* records; the first one's line */
-	struct samples thr, p99;
+	struct samples thr, p99;         /* rounds where the records have them */
+	struct samples thr_rec, p99_rec; /* the records' own figures */
 	struct vec window, load;
 	const char *thr_name;
 	bool matched;
@@ -402,12 +405,15 @@ static int add_record(struct file *f, const struct kind *k, const struct json *r
 	}
 	g->nrec++;
 	if (samples_add(&g->thr, k->thr_rounds ? json_path(rec, k->thr_rounds) : NULL, thr->num,
-			false))
+			false) ||
+	    samples_add(&g->thr_rec, NULL, thr->num, false))
 		return -ENOMEM;
 	p99 = first_num(rec, k->p99, NULL);
 	if ((p99 || k->p99_rounds) &&
 	    samples_add(&g->p99, k->p99_rounds ? json_path(rec, k->p99_rounds) : NULL,
 			p99 ? p99->num : 0, true))
+		return -ENOMEM;
+	if (p99 && samples_add(&g->p99_rec, NULL, p99->num, true))
 		return -ENOMEM;
 	w = k->window ? json_path(rec, k->window) : NULL;
 	if (w && w->type == JSON_NUM && vec_push(&g->window, w->num))
@@ -525,6 +531,10 @@ static void file_free(struct file *f)
 		free(g->thr.start);
 		free(g->p99.v.v);
 		free(g->p99.start);
+		free(g->thr_rec.v.v);
+		free(g->thr_rec.start);
+		free(g->p99_rec.v.v);
+		free(g->p99_rec.start);
 		free(g->window.v);
 		free(g->load.v);
 	}
@@ -588,6 +598,12 @@ static double rel_spread(double *sorted, size_t n, double med)
 	return med > 0 ? (quantile(sorted, n, 0.75) - quantile(sorted, n, 0.25)) / 2 / med : 0;
 }
 
+/* Every record of both sides has rounds (or runs). */
+static bool all_rounds(const struct samples *a, const struct samples *b)
+{
+	return a->nrec && b->nrec && a->with_rounds == a->nrec && b->with_rounds == b->nrec;
+}
+
 /* One bootstrap resample of side @s into @out (records drawn with
  * replacement, then each drawn record's samples with replacement); the
  * count of values written. */
@@ -633,7 +649,7 @@ static int change_of(const struct samples *b, const struct samples *n, uint64_t 
 	c->nn = nn;
 	c->rb = b->nrec;
 	c->rn = n->nrec;
-	c->samples = b->rounds || n->rounds ? "rounds" : "records";
+	c->samples = b->with_rounds || n->with_rounds ? "rounds" : "records";
 	if (!sb || !sn || !rs || !tb || !tn) {
 		err = -ENOMEM;
 		goto out;
@@ -758,18 +774,30 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+/* A figure in at most 12 characters: whole numbers from 1000 on. */
+static const char *fig(char *buf, size_t len, double v)
+{
+	snprintf(buf, len, fabs(v) >= 1000 && fabs(v) < 1e12 ? "%.0f" : "%.4g", v);
+	return buf;
+}
+
 static void print_change(const char *name, const struct change *c, bool lower_better)
 {
+	char a[32], b[32];
+
 	if (!c->ok) {
-		printf("    %-12s %12.6g -> %-12.6g %zu / %zu samples: no verdict (%s)\n", name,
-		       c->base, c->new_, c->nb, c->nn, c->why);
+		printf("    %-12s %12s -> %-12s %zu / %zu samples: no verdict (%s)\n", name,
+		       fig(a, sizeof(a), c->base), fig(b, sizeof(b), c->new_), c->nb, c->nn, c->why);
 		return;
 	}
-	printf("    %-12s %12.6g -> %-12.6g %+6.1f%%  90%% [%+.1f%%, %+.1f%%]%s\n"
-	       "    %-12s spread +-%.1f%% / +-%.1f%% over %zu / %zu %s (of %zu / %zu records)\n",
-	       name, c->base, c->new_, 100 * (c->ratio - 1), 100 * (c->lo - 1), 100 * (c->hi - 1),
-	       lower_better ? "  (lower is better)" : "", "", 100 * c->sb, 100 * c->sn, c->nb,
-	       c->nn, c->samples, c->rb, c->rn);
+	printf("    %-12s %12s -> %-12s %+6.1f%%  90%% [%+.1f%%, %+.1f%%]%s\n", name,
+	       fig(a, sizeof(a), c->base), fig(b, sizeof(b), c->new_), 100 * (c->ratio - 1),
+	       100 * (c->lo - 1), 100 * (c->hi - 1), lower_better ? "  (lower is better)" : "");
+	printf("    %-12s spread +-%.1f%% / +-%.1f%% over %zu / %zu %s", "", 100 * c->sb,
+	       100 * c->sn, c->nb, c->nn, c->samples);
+	if (strcmp(c->samples, "records"))
+		printf(" (of %zu / %zu records)", c->rb, c->rn);
+	printf("\n");
 }
 
 static void json_change(FILE *f, const char *name, const struct change *c)
@@ -894,6 +922,7 @@ int cmd_compare(int argc, char **argv)
 		enum cls tc, pc = C_NONE;
 		enum verdict vd;
 		uint64_t seed = key_seed(b->key);
+		bool rt;
 
 		for (size_t j = 0; j < fn.n; j++)
 			if (!strcmp(fn.g[j].key, b->key))
@@ -920,14 +949,19 @@ int cmd_compare(int argc, char **argv)
 			continue;
 		}
 		compared++;
-		if (change_of(&b->thr, &n->thr, seed, &ct)) {
+		/* Rounds on both sides, or the records' figures on both: a
+		 * build that records no rounds is measured like one that does. */
+		rt = all_rounds(&b->thr, &n->thr);
+		if (change_of(rt ? &b->thr : &b->thr_rec, rt ? &n->thr : &n->thr_rec, seed, &ct)) {
 			rc = EXIT_FAIL;
 			fprintf(stderr, "stepring: compare: out of memory\n");
 			goto out;
 		}
 		tc = classify(&ct, o.g, false);
 		if (b->p99.nrec && n->p99.nrec) {
-			if (change_of(&b->p99, &n->p99, seed ^ 1, &cp)) {
+			rt = all_rounds(&b->p99, &n->p99);
+			if (change_of(rt ? &b->p99 : &b->p99_rec, rt ? &n->p99 : &n->p99_rec,
+				      seed ^ 1, &cp)) {
 				rc = EXIT_FAIL;
 				fprintf(stderr, "stepring: compare: out of memory\n");
 				goto out;

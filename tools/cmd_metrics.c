@@ -62,6 +62,7 @@ struct mpool {
 	struct stats_snap prev, cur, fresh;
 	struct stats_rates rates;
 	bool have_prev;
+	bool fresh_sample; /* the last sample found the block updated */
 };
 
 enum cstate { C_READ, C_WRITE, C_DRAIN };
@@ -203,17 +204,24 @@ static void sample(struct metrics *m)
 			drop_pool(m, i);
 			continue;
 		}
+		i++;
+		/* A pool updates its block every 64 batches: a slow one may not
+		 * have since the last sample. Its rates stay those of the last
+		 * interval that had news, and the series skips the sample. */
+		p->fresh_sample = !p->have_prev || p->cur.agg.now_ns != p->prev.agg.now_ns;
+		if (!p->fresh_sample)
+			continue;
 		stats_rates(p->have_prev ? &p->prev : NULL, &p->cur, &p->rates);
 		p->prev = p->cur;
 		p->have_prev = true;
-		i++;
 	}
 	if (m->out) {
 		double t = unix_now();
 
 		for (int i = 0; i < m->npools; i++)
-			stats_sample_json(m->out, m->pools[i]->src.name, &m->pools[i]->cur,
-					  &m->pools[i]->rates, t);
+			if (m->pools[i]->fresh_sample)
+				stats_sample_json(m->out, m->pools[i]->src.name, &m->pools[i]->cur,
+						  &m->pools[i]->rates, t);
 	}
 }
 

@@ -260,7 +260,9 @@ int cmd_top(int argc, char **argv)
 				print_screen(stdout, &t, cur, &r, ansi);
 			else
 				print_plain(stdout, &t, cur, &r);
-			if (out) {
+			/* No update since the last refresh (a slow pool updates its
+			 * block every 64 batches): no sample for the series. */
+			if (out && (!have_prev || cur->agg.now_ns != prev->agg.now_ns)) {
 				struct timeval tv;
 
 				gettimeofday(&tv, NULL);

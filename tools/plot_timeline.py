@@ -65,8 +65,11 @@ def main(argv=None):
     ap.add_argument("--title", help="figure title (default: pool, env, workers)")
     a = ap.parse_args(argv)
     pool, rows = load(a.jsonl, a.pool)
-    # The first sample's rates are since the pool started: left out.
-    rows = rows[1:]
+    # The first sample's rates are since the pool started: left out, as are
+    # samples over an interval in which the pool did not update its block.
+    rows = [r for r in rows[1:] if r.get("interval_s", 1) > 0]
+    if not rows:
+        sys.exit(f"plot_timeline: {a.jsonl}: no sample with an interval")
     t0 = rows[0]["unix_s"]
     t = [r["unix_s"] - t0 for r in rows]
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(9, 8), sharex=True,
