@@ -18,7 +18,7 @@ pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-	"$SR" ring rm --stale "$N" "$N-stale" "$Q" >/dev/null 2>&1
+	"$SR" ring rm --stale "$N" "$N-stale" "$N-procs" "$Q" >/dev/null 2>&1
 	rm -f "/dev/shm/$N-v1.stats"
 	rm -rf "$tmp"
 }
@@ -139,6 +139,30 @@ if command -v promtool >/dev/null; then
 fi
 kill -TERM "$qp"
 wait "$qp" || fail "rollout $Q did not stop cleanly on SIGTERM"
+
+# --- process workers: worker_kind="procs", and a worker killed is a fault
+# and a restart in the counters
+"$SR" rollout --env CartPole-v1 --envs 16 --threads 2 --procs --bind none \
+	--steps 1000000000000 --seconds 300 --ring-name "$N-procs" >/dev/null 2>&1 &
+pp=$!
+pids+=("$pp")
+poll 60 pool_seen "$N-procs" || fail "metrics does not see $N-procs"
+once "$N-procs" >"$tmp/procs.txt"
+grep -q "^stepring_workers{pool=\"$N-procs\",env=\"CartPole-v1\",worker_kind=\"procs\",mode=\"sync\"} 2$" "$tmp/procs.txt" ||
+	fail "procs: $(grep stepring_workers "$tmp/procs.txt")"
+# A worker: a child in the pool's process group (the guard has its own).
+pg=$(ps -o pgid= -p "$pp" | tr -d ' ')
+w=$(ps -o pid=,pgid= --ppid "$pp" | awk -v pg="$pg" '$2 == pg { print $1; exit }')
+[ -n "$w" ] || fail "no worker process of $pp"
+kill -KILL "$w"
+restarted() {
+	once "$N-procs" >"$tmp/procs.txt" &&
+		grep -q "^stepring_faults_total{pool=\"$N-procs\".*} [1-9]" "$tmp/procs.txt" &&
+		grep -q "^stepring_restarts_total{pool=\"$N-procs\".*} [1-9]" "$tmp/procs.txt"
+}
+poll 60 restarted || fail "a killed worker is not counted: $(grep -E 'faults|restarts' "$tmp/procs.txt")"
+kill -TERM "$pp"
+wait "$pp" || fail "the process pool did not stop cleanly"
 
 # --- a version 1 block (the format before the time breakdown): read, and
 # the version 2 families left out for it
