@@ -177,6 +177,7 @@ bad "$tmp/same.base" "$tmp/same.new" "$tmp/same.new"
 bad "$tmp/same.base" "$tmp/same.new" --frob
 bad "$tmp/same.base" "$tmp/same.new" --throughput-pct 0
 bad "$tmp/same.base" "$tmp/same.new" --p99-pct x
+bad "$tmp/same.base" "$tmp/same.new" --ignore env --ignore ,
 bad "$tmp/nonexistent.jsonl" "$tmp/same.new"
 printf '{"schema":"stepring.sweep/1",\n' >"$tmp/trunc.jsonl"
 bad "$tmp/trunc.jsonl" "$tmp/same.new"

@@ -204,6 +204,8 @@ struct opts {
 	bool any_machine, json;
 	const char *ignore[16]; /* --ignore: fields left out of the key */
 	int nignore;
+	char *copies[16];       /* the --ignore values they point into */
+	int ncopies;
 };
 
 static const struct opts *g_opts; /* for make_key */
@@ -880,15 +882,19 @@ int cmd_compare(int argc, char **argv)
 			o.json = true;
 		} else if (cli_opt(argc, argv, &i, "--ignore", &v)) {
 			char *save = NULL, *tok, *copy = strdup(v);
+			int before = o.nignore;
 
 			if (!copy)
 				cli_die("compare: out of memory");
+			if (o.ncopies == 16)
+				cli_die("--ignore: at most 16 times");
+			o.copies[o.ncopies++] = copy;
 			for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 				if (o.nignore == 16)
 					cli_die("--ignore: at most 16 fields");
-				o.ignore[o.nignore++] = tok; /* copy lives to the end */
+				o.ignore[o.nignore++] = tok;
 			}
-			if (!o.nignore)
+			if (o.nignore == before)
 				cli_die("--ignore: empty list");
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			cli_unknown("compare", argv[i]);
@@ -1068,6 +1074,8 @@ int cmd_compare(int argc, char **argv)
 out:
 	file_free(&fb);
 	file_free(&fn);
+	for (int i = 0; i < o.ncopies; i++)
+		free(o.copies[i]);
 	fflush(stdout);
 	return rc;
 }
