@@ -150,15 +150,21 @@ void sr__stats_shm_update_now(sr_pool *p)
 	sr_pool_stats st;
 	double lat[256];
 	uint32_t n = p->col.lat_n < 256 ? p->col.lat_n : 256;
-	uint64_t seq, now = sr__now_ns();
-	bool proc = s && (s->rss_bytes == 0 || now / PROC_EVERY_NS != s->now_ns / PROC_EVERY_NS);
-	uint64_t rss = proc ? rss_bytes() : 0, cpu = 0;
+	uint64_t seq, now, rss = 0, cpu = 0;
 	struct timespec ts;
+	bool proc;
 
 	if (!s)
 		return;
-	if (proc && clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
-		cpu = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* The process figures cost a system call or three: at most every
+	 * PROC_EVERY_NS of the block's clock (the writer reads its own words). */
+	now = sr__now_ns();
+	proc = s->rss_bytes == 0 || now / PROC_EVERY_NS != s->now_ns / PROC_EVERY_NS;
+	if (proc) {
+		rss = rss_bytes();
+		if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+			cpu = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
 	sr_pool_stats_get(p, &st);
 	memcpy(lat, p->col.lat_us, n * sizeof(double));
 	qsort(lat, n, sizeof(double), cmp_double);

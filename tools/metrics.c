@@ -236,16 +236,55 @@ static bool has_rates_v2(const struct metrics_pool *p)
 	return has_rates(p) && p->rates->has_v2;
 }
 
-static double g_envs(const struct metrics_pool *p) { return p->snap->agg.num_envs; }
-static double g_workers(const struct metrics_pool *p) { return p->snap->agg.num_threads; }
-static double g_batch(const struct metrics_pool *p) { return p->snap->agg.batch_size; }
-static double g_return(const struct metrics_pool *p) { return p->snap->agg.mean_return; }
-static double g_length(const struct metrics_pool *p) { return p->snap->agg.mean_length; }
-static double g_ring_cap(const struct metrics_pool *p) { return (double)p->snap->agg.ring_capacity; }
-static double g_ckpt_bytes(const struct metrics_pool *p) { return (double)p->snap->agg.ckpt_bytes; }
-static double g_rss(const struct metrics_pool *p) { return (double)p->snap->agg.rss_bytes; }
-static double g_sps(const struct metrics_pool *p) { return p->rates->steps_per_sec; }
-static double g_cpu_usage(const struct metrics_pool *p) { return p->rates->cpu_usage; }
+static double g_envs(const struct metrics_pool *p)
+{
+	return p->snap->agg.num_envs;
+}
+
+static double g_workers(const struct metrics_pool *p)
+{
+	return p->snap->agg.num_threads;
+}
+
+static double g_batch(const struct metrics_pool *p)
+{
+	return p->snap->agg.batch_size;
+}
+
+static double g_return(const struct metrics_pool *p)
+{
+	return p->snap->agg.mean_return;
+}
+
+static double g_length(const struct metrics_pool *p)
+{
+	return p->snap->agg.mean_length;
+}
+
+static double g_ring_cap(const struct metrics_pool *p)
+{
+	return (double)p->snap->agg.ring_capacity;
+}
+
+static double g_ckpt_bytes(const struct metrics_pool *p)
+{
+	return (double)p->snap->agg.ckpt_bytes;
+}
+
+static double g_rss(const struct metrics_pool *p)
+{
+	return (double)p->snap->agg.rss_bytes;
+}
+
+static double g_sps(const struct metrics_pool *p)
+{
+	return p->rates->steps_per_sec;
+}
+
+static double g_cpu_usage(const struct metrics_pool *p)
+{
+	return p->rates->cpu_usage;
+}
 
 static double g_uptime(const struct metrics_pool *p)
 {

@@ -65,8 +65,14 @@ int stats_find_live(char names[][256], int max);
  * breakdown: env = env time / threads, ring = ring time / threads, copy =
  * collect + send, caller = outside the pool's calls (the caller's own
  * work: its policy), wait = the rest (waiting for workers, wake-ups). */
-enum { STATS_SHARE_ENV, STATS_SHARE_RING, STATS_SHARE_COPY, STATS_SHARE_WAIT,
-       STATS_SHARE_CALLER, STATS_SHARES };
+enum {
+	STATS_SHARE_ENV,
+	STATS_SHARE_RING,
+	STATS_SHARE_COPY,
+	STATS_SHARE_WAIT,
+	STATS_SHARE_CALLER,
+	STATS_SHARES
+};
 extern const char *const stats_share_names[STATS_SHARES];
 
 /* Rates between two snapshots, on the block's own clock (now_ns). */
