@@ -18,7 +18,7 @@ fail() {
 	exit 1
 }
 run() { # run COST FILE: one sweep, appended
-	"$SR" sweep --env "spin:cost_us=$1" --envs 16 --threads 1 --bind none --seconds 1 \
+	"$SR" sweep --env "spin:cost_us=$1" --envs 16 --threads 1 --bind none --seconds 2 \
 		--out "$2" --append --no-progress >/dev/null || fail "sweep cost_us=$1"
 }
 skipped=0
