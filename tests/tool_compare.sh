@@ -199,5 +199,10 @@ grep -q "nested deeper than" <<<"$out" || fail "deep: $out"
 printf '{"bench":"pool","steps_per_sec":1e999}\n' >"$tmp/inf.jsonl"
 bad "$tmp/inf.jsonl" "$tmp/same.new"
 bad "$tmp" "$tmp/same.new" # a directory
+# A read that fails (not the input's fault): a run-time failure, exit 1.
+if [ -r /proc/self/mem ]; then
+	expect_rc 1 "$SR" compare /proc/self/mem "$tmp/same.new"
+	grep -q "Input/output error" <<<"$out" || fail "read error: $out"
+fi
 
 echo "ok"
