@@ -476,6 +476,7 @@ int sr_mpi_pool_create(MPI_Comm comm, const sr_pool_opts *opts, const sr_mpi_opt
 	mp->info.size = (uint32_t)size;
 	mp->info.local_rank = (uint32_t)lrank;
 	mp->info.local_size = (uint32_t)lsize;
+	sr__stats_shm_set_rank(mp->pool, (uint32_t)rank, (uint32_t)size); /* `stepring metrics` */
 	mp->info.num_envs = opts->num_envs;
 	mp->info.first_env = first;
 	mp->info.local_envs = nloc;

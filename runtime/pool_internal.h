@@ -644,6 +644,8 @@ void sr__stats_shm_update(sr_pool *p);
 /* The same at once (not every 64 batches): a fault is news. */
 void sr__stats_shm_update_now(sr_pool *p);
 void sr__stats_shm_close(sr_pool *p);
+/* An MPI pool's local pool: its rank and the ranks, into the block. */
+void sr__stats_shm_set_rank(sr_pool *p, uint32_t rank, uint32_t size);
 
 /* --- pool.c --- */
 /* Async: wait for the results in flight and drop them; sync: no-op. */

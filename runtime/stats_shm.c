@@ -9,14 +9,23 @@
  * acquire, copies, issues an acquire fence and re-reads seq.
  */
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pool_internal.h"
 #include "proc.h"
+
+/* Version 2 took words version 1 reserved: the layout is that of 1. */
+_Static_assert(offsetof(struct sr_stats_shm, workers) == 360 &&
+		       sizeof(struct sr_stats_shm) == 8552,
+	       "the statistics block's layout is ABI (stepring/stats.h)");
+
+#define PROC_EVERY_NS 250000000ull /* CPU time and RSS: about every 0.25 s */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -94,23 +103,75 @@ void sr__stats_shm_update(sr_pool *p)
 	sr__stats_shm_update_now(p);
 }
 
+/* The resident set of this process, bytes (0 if unknown). */
+static uint64_t rss_bytes(void)
+{
+	unsigned long long size, res;
+	char buf[128];
+	ssize_t n;
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if (sscanf(buf, "%llu %llu", &size, &res) != 2)
+		return 0;
+	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * The latencies recorded since the block last counted them (lat_count
+ * follows col.lat_n, modulo 2^32), added to lat_sum_ns. Updates come every
+ * 64 batches, so all of them are still in the 256 recent ones; if more
+ * were missed, those beyond the 256 count at their mean.
+ */
+static void fold_latencies(sr_pool *p, struct sr_stats_shm *s)
+{
+	const uint32_t cap = sizeof(p->col.lat_us) / sizeof(p->col.lat_us[0]);
+	uint32_t fresh = p->col.lat_n - (uint32_t)s->lat_count;
+	uint32_t m = fresh < cap ? fresh : cap;
+	double sum = 0;
+
+	for (uint32_t k = 0; k < m; k++)
+		sum += p->col.lat_us[(p->col.lat_n - 1 - k) % cap];
+	if (m)
+		sum *= (double)fresh / (double)m;
+	s->lat_count += fresh;
+	s->lat_sum_ns += (uint64_t)(sum * 1e3 + 0.5);
+}
+
 void sr__stats_shm_update_now(sr_pool *p)
 {
 	struct sr_stats_shm *s = p->shm.blk;
 	sr_pool_stats st;
 	double lat[256];
 	uint32_t n = p->col.lat_n < 256 ? p->col.lat_n : 256;
-	uint64_t seq;
+	uint64_t seq, now, rss = 0, cpu = 0;
+	struct timespec ts;
+	bool proc;
 
 	if (!s)
 		return;
+	/* The process figures cost a system call or three: at most every
+	 * PROC_EVERY_NS of the block's clock (the writer reads its own words). */
+	now = sr__now_ns();
+	proc = s->rss_bytes == 0 || now / PROC_EVERY_NS != s->now_ns / PROC_EVERY_NS;
+	if (proc) {
+		rss = rss_bytes();
+		if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+			cpu = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
 	sr_pool_stats_get(p, &st);
 	memcpy(lat, p->col.lat_us, n * sizeof(double));
 	qsort(lat, n, sizeof(double), cmp_double);
 	seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	s->now_ns = sr__now_ns();
+	s->now_ns = now;
 	s->steps = st.steps;
 	s->batches = p->stats.batches;
 	s->episodes = st.episodes;
@@ -122,6 +183,18 @@ void sr__stats_shm_update_now(sr_pool *p)
 	s->ring_cursor = sr_ring_cursor(p->ring.r);
 	s->nonfinite_rows = st.nonfinite_rows;
 	s->nonfinite_env = (uint64_t)(st.nonfinite_env + 1);
+	s->ns_env_step = st.ns_env_step;
+	s->ns_ring_publish = st.ns_ring_publish;
+	s->ns_collect = st.ns_collect;
+	s->ns_wait = st.ns_wait;
+	s->ns_send = st.ns_send;
+	fold_latencies(p, s);
+	if (proc) {
+		if (cpu)
+			s->cpu_ns = cpu;
+		if (rss)
+			s->rss_bytes = rss;
+	}
 	if (p->procs) {
 		struct sr__procs_stats ps;
 
@@ -135,12 +208,27 @@ void sr__stats_shm_update_now(sr_pool *p)
 	__atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
+void sr__stats_shm_set_rank(sr_pool *p, uint32_t rank, uint32_t size)
+{
+	struct sr_stats_shm *s = p->shm.blk;
+	uint64_t seq;
+
+	if (!s)
+		return;
+	/* Under the seqlock, like the other fields a reader snapshots. */
+	seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	s->mpi_rank = rank;
+	s->mpi_size = size;
+	__atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
 void sr__stats_shm_close(sr_pool *p)
 {
 	if (!p->shm.blk)
 		return;
-	p->col.lat_n = 1; /* force an update */
-	sr__stats_shm_update(p);
+	sr__stats_shm_update_now(p);
 	__atomic_store_n(&p->shm.blk->state, SR_STATS_STATE_ENDED, __ATOMIC_RELEASE);
 	for (uint32_t i = 0; i < p->cfg.num_threads && p->workers.w; i++)
 		p->workers.w[i].shm = NULL;

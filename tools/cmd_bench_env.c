@@ -253,6 +253,11 @@ int bench_env(int argc, char **argv)
 		       med.cpu_seconds / med.seconds);
 		if (world_ns > 0)
 			printf("\"world_step_ns\":%.1f,\"world_share\":%.3f,", world_ns, world_share);
+		/* Every run (sorted): the spread `stepring compare` weighs. */
+		printf("\"steps_per_sec_runs\":[");
+		for (long long r = 0; r < repeat; r++)
+			printf("%s%.0f", r ? "," : "", runs[r].steps_per_sec);
+		printf("],");
 		bench_json_machine(stdout);
 		printf(",\"build\":\"%s\"}\n", sr_build_info());
 	} else {

@@ -16,9 +16,11 @@
  * equals the one-rank hash for any number of ranks.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "cli_mpi.h"
@@ -47,7 +49,7 @@ static void rollout_usage(FILE *f)
 		"                        [--mode sync|async] [--batch B]\n"
 		"                        [--autoreset next|same|disabled] [--bind core|numa|none]\n"
 		"                        [--cpuset LIST] [--synthetic DESC] [--hash]\n"
-		"                        [--procs [--proc-inline]]\n"
+		"                        [--procs [--proc-inline]] [--ring-name NAME] [--seconds S]\n"
 		"Step N envs K times with actions from a seeded RNG per env. With --hash,\n"
 		"print one 64-bit hash of every obs, reward, terminated and truncated (per\n"
 		"env, in env order): the same for any --threads, --bind and --mode.\n"
@@ -58,7 +60,29 @@ static void rollout_usage(FILE *f)
 		"  --procs         worker processes instead of threads (docs/procs.md)\n"
 		"  --proc-inline   with --procs: worker 0's envs on this thread, in this\n"
 		"                  process (T - 1 processes; no crash isolation for them)\n"
-		"  --synthetic D   plan on an hwloc synthetic topology (no binding; tests)\n");
+		"  --synthetic D   plan on an hwloc synthetic topology (no binding; tests)\n"
+		"  --ring-name N   publish the pool's ring and statistics as N and N.stats in\n"
+		"                  /dev/shm, for 'stepring top' and 'stepring metrics' (under\n"
+		"                  mpirun: N-rR on rank R)\n"
+		"  --seconds S     stop after S seconds if the K steps are not done by then\n"
+		"                  (the hash then covers fewer steps); SIGINT and SIGTERM stop\n"
+		"                  it too, the pool removed cleanly\n");
+}
+
+static volatile sig_atomic_t roll_stop;
+
+static void roll_on_signal(int sig)
+{
+	(void)sig;
+	roll_stop = 1;
+}
+
+static uint64_t roll_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 struct roll {
@@ -103,8 +127,10 @@ int cmd_rollout(int argc, char **argv)
 	sr_pool_info pi;
 	sr_env_spec spec;
 	const sr_batch *b;
-	const char *v, *env = NULL, *mode = "sync";
-	uint64_t steps = 100, seed = 0, all, first_env, *hall = NULL;
+	const char *v, *env = NULL, *mode = "sync", *ring_name = NULL;
+	char rname[256];
+	uint64_t steps = 100, seed = 0, all, first_env, *hall = NULL, done = 0, t0, t_end = 0;
+	double seconds = 0;
 	struct cli_mpi_pool *mp;
 	uint32_t nglob;
 	bool hash = false;
@@ -158,6 +184,13 @@ int cmd_rollout(int argc, char **argv)
 			o.flags |= SR_POOL_F_PROCS; /* worker processes (docs/procs.md) */
 		} else if (cli_opt(argc, argv, &i, "--proc-inline", NULL)) {
 			o.flags |= SR_POOL_F_PROCS | SR_POOL_F_PROC_INLINE;
+		} else if (cli_opt(argc, argv, &i, "--ring-name", &v)) {
+			if (!v[0] || strlen(v) > 180 || strchr(v + (v[0] == '/'), '/'))
+				cli_die("--ring-name: '%s' is not a shm name (1 to 180 characters, "
+					"no '/' inside)", v);
+			ring_name = v;
+		} else if (cli_opt(argc, argv, &i, "--seconds", &v)) {
+			seconds = cli_double("--seconds", v, 0.001, 1e7);
 		} else {
 			cli_unknown("rollout", argv[i]);
 		}
@@ -183,6 +216,20 @@ int cmd_rollout(int argc, char **argv)
 				o.batch_size, o.num_envs);
 		o.batch_size = 0;
 	}
+	if (ring_name) {
+		/* One name per rank: ranks on one node share /dev/shm. */
+		if (cli_mpi_size() > 1)
+			snprintf(rname, sizeof(rname), "%s-r%d", ring_name, cli_mpi_rank());
+		else
+			snprintf(rname, sizeof(rname), "%s", ring_name);
+		o.flags |= SR_POOL_F_RING_NAME;
+		o.ring_name = rname;
+	}
+	if (ring_name || seconds > 0) {
+		/* A long run is stopped by a signal: remove the pool cleanly. */
+		signal(SIGINT, roll_on_signal);
+		signal(SIGTERM, roll_on_signal);
+	}
 	nglob = o.num_envs;
 	mp = cli_mpi_pool_create("rollout", &o, &p, &first_env);
 
@@ -203,6 +250,9 @@ int cmd_rollout(int argc, char **argv)
 		sr_rng_seed(&R.rng[e], seed ^ 0x5ca1ab1eull, first_env + e);
 	}
 
+	t0 = roll_now_ns();
+	if (seconds > 0)
+		t_end = t0 + (uint64_t)(seconds * 1e9);
 	err = sr_pool_reset(p, &b);
 	if (err)
 		goto fail;
@@ -210,7 +260,7 @@ int cmd_rollout(int argc, char **argv)
 		for (uint64_t t = 0;; t++) {
 			for (uint32_t i = 0; i < b->n; i++)
 				roll_row(&R, b, i);
-			if (t == steps)
+			if (t == steps || roll_stop || (t_end && roll_now_ns() >= t_end))
 				break;
 			for (uint32_t e = 0; e < R.n; e++)
 				roll_action(&R, e, acts + (size_t)e * R.asz);
@@ -222,7 +272,7 @@ int cmd_rollout(int argc, char **argv)
 		/* Every returned env is sent again (so enough stay in flight);
 		 * rows past an env's K-th step are not hashed. */
 		uint32_t left = R.n;
-		while (left) {
+		while (left && !roll_stop && !(t_end && roll_now_ns() >= t_end)) {
 			err = sr_pool_recv(p, &b);
 			if (err)
 				goto fail;
@@ -249,6 +299,7 @@ int cmd_rollout(int argc, char **argv)
 		all = fnv(all, &hall[e], sizeof(hall[e]));
 	free(hall);
 	sr_pool_stats_get(p, &st);
+	done = roll_now_ns() - t0;
 	if (cli_mpi_rank() != 0) {
 		/* rank 0 prints */
 	} else if (hash) {
@@ -262,6 +313,9 @@ int cmd_rollout(int argc, char **argv)
 		printf("\n");
 		printf("  episodes %llu  mean return %.3f  mean length %.1f (last 100)\n",
 		       (unsigned long long)st.episodes, st.mean_return, st.mean_length);
+		printf("  steps %llu in %.3f s: %.0f steps/s%s\n", (unsigned long long)st.steps,
+		       (double)done / 1e9, done ? (double)st.steps / ((double)done / 1e9) : 0.0,
+		       roll_stop ? " (stopped by a signal)" : "");
 		printf("  hash %016llx\n", (unsigned long long)all);
 	}
 	cli_mpi_pool_destroy(mp);

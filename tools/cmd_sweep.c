@@ -54,6 +54,8 @@ struct sweep {
 	uint32_t max_envs;
 	const char *out_path;
 	FILE *out;
+	bool append;          /* --append: add to --out instead of replacing it */
+	int repeat;           /* --repeat: passes over the grid */
 	bool progress;
 	int ranks, rank;      /* MPI: every rank runs each configuration at once */
 	/* results */
@@ -91,6 +93,9 @@ static void usage(FILE *f)
 		"  --bind B          core, numa or none (default core)\n"
 		"  --cpuset LIST     CPUs the workers may use, like taskset -c\n"
 		"  --out FILE        write one JSON line per configuration\n"
+		"  --append          add the lines to FILE instead of replacing it\n"
+		"  --repeat N        run the whole grid N times, one pass after the other\n"
+		"                    (needs an --envs list): repeats for 'stepring compare'\n"
 		"  --no-progress     no progress on stderr\n"
 		"\n"
 		"Plot a JSONL file: /usr/bin/python3 tools/plot_sweep.py FILE.jsonl\n");
@@ -187,7 +192,7 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 		"\"shares\":{\"env\":%.4f,\"ring\":%.4f,\"copy\":%.4f,\"policy\":%.4f,\"wait\":%.4f},"
 		"\"worker_shares\":{\"env\":%.4f,\"ring\":%.4f,\"copy\":%.4f,\"send\":%.4f,"
 		"\"policy\":%.4f,\"wait\":%.4f},"
-		"\"batches\":%llu,\"window_s\":%.4f,\"bound\":\"%s\"}}\n",
+		"\"batches\":%llu,\"window_s\":%.4f,\"bound\":\"%s\",",
 		r->steps_per_sec, r->raw_steps_per_sec, r->efficiency, r->p50_us, r->p90_us,
 		r->p99_us, r->cpu_pct, (unsigned long long)r->rss_kb, r->threads_used,
 		r->batch_groups, r->ns_env_step,
@@ -195,6 +200,14 @@ static void write_json(struct sweep *s, const struct bench_pool_cfg *c,
 		sh->copy, sh->policy, sh->wait, r->share_env, r->share_ring, r->share_copy,
 		r->share_send, r->share_policy, r->share_wait, (unsigned long long)r->batches,
 		r->seconds, tune_bound_name(tune_classify(sh)));
+	/* Each round's pool slice: the spread `stepring compare` weighs. */
+	fputs("\"rounds\":{\"steps_per_sec\":[", f);
+	for (uint32_t k = 0; k < r->nround_figs; k++)
+		fprintf(f, "%s%.1f", k ? "," : "", r->round_figs[k].steps_per_sec);
+	fputs("],\"p99_us\":[", f);
+	for (uint32_t k = 0; k < r->nround_figs; k++)
+		fprintf(f, "%s%.2f", k ? "," : "", r->round_figs[k].p99_us);
+	fputs("]}}}\n", f);
 	fflush(f);
 }
 
@@ -490,12 +503,23 @@ int cmd_sweep(int argc, char **argv)
 			s.cpuset = val;
 		} else if (cli_opt(argc, argv, &i, "--out", &val)) {
 			s.out_path = val;
+		} else if (cli_opt(argc, argv, &i, "--append", NULL)) {
+			s.append = true;
+		} else if (cli_opt(argc, argv, &i, "--repeat", &val)) {
+			s.repeat = (int)cli_int("--repeat", val, 1, 1000);
 		} else if (cli_opt(argc, argv, &i, "--no-progress", NULL)) {
 			s.progress = false;
 		} else {
 			cli_unknown("sweep", argv[i]);
 		}
 	}
+	if (s.repeat > 1 && !s.n_envs)
+		cli_die("sweep: --repeat needs an --envs list (auto picks its series from the "
+			"figures, so passes could differ)");
+	if (s.append && !s.out_path)
+		cli_die("sweep: --append needs --out FILE");
+	if (s.repeat < 1)
+		s.repeat = 1;
 	cli_env(s.env, &spec);
 	if (s.device == SR_DEVICE_CUDA && !sr_device_cuda_available(0))
 		cli_die("--device cuda: no CUDA device answers (a build without CUDA, no driver "
@@ -533,12 +557,12 @@ int cmd_sweep(int argc, char **argv)
 			s.out_path = NULL; /* rank 0 writes every rank's lines */
 	}
 	if (s.out_path) {
-		s.out = fopen(s.out_path, "w");
+		s.out = fopen(s.out_path, s.append ? "a" : "w");
 		if (!s.out)
 			cli_die("--out: cannot write '%s': %s", s.out_path, strerror(errno));
 	}
 	if (s.n_envs)
-		total = (unsigned)(s.n_envs * s.n_threads *
+		total = (unsigned)(s.n_envs * s.n_threads * s.repeat *
 				   ((s.sync ? 1 : 0) + (s.async ? (s.n_batch ? s.n_batch : 1) : 0)));
 	tune_progress_init(&pg, total, s.progress);
 
@@ -554,20 +578,23 @@ int cmd_sweep(int argc, char **argv)
 		tune_table_header(stdout);
 		fflush(stdout);
 	}
-	for (int m = 0; m < 2; m++) {
-		bool async = m == 1;
+	for (int pass = 0; pass < s.repeat; pass++) {
+		for (int m = 0; m < 2; m++) {
+			bool async = m == 1;
 
-		if ((async && !s.async) || (!async && !s.sync))
-			continue;
-		for (int t = 0; t < s.n_threads; t++) {
-			if (!async) {
-				run_series(&s, &pg, (uint32_t)s.threads[t], 0, false);
+			if ((async && !s.async) || (!async && !s.sync))
 				continue;
+			for (int t = 0; t < s.n_threads; t++) {
+				if (!async) {
+					run_series(&s, &pg, (uint32_t)s.threads[t], 0, false);
+					continue;
+				}
+				if (!s.n_batch)
+					run_series(&s, &pg, (uint32_t)s.threads[t], 0, true);
+				for (int b = 0; b < s.n_batch; b++)
+					run_series(&s, &pg, (uint32_t)s.threads[t],
+						   (uint32_t)s.batch[b], true);
 			}
-			if (!s.n_batch)
-				run_series(&s, &pg, (uint32_t)s.threads[t], 0, true);
-			for (int b = 0; b < s.n_batch; b++)
-				run_series(&s, &pg, (uint32_t)s.threads[t], (uint32_t)s.batch[b], true);
 		}
 	}
 	for (int m = 0; m < 2 && s.rank == 0; m++)
@@ -590,7 +617,8 @@ int cmd_sweep(int argc, char **argv)
 				s.out_path, strerror(e));
 			return 1;
 		}
-		printf("wrote %u JSON lines to %s (plot: /usr/bin/python3 tools/plot_sweep.py %s)\n",
+		printf("%s %u JSON lines to %s (plot: /usr/bin/python3 tools/plot_sweep.py %s)\n",
+		       s.append ? "appended" : "wrote",
 		       s.ranks > 1 ? s.runs * (unsigned)(s.ranks + 1) : s.runs, s.out_path,
 		       s.out_path);
 	}

@@ -3,25 +3,10 @@
  * process.
  *
  * DESIGN
- * A pool created with SR_POOL_F_RING_NAME publishes its statistics block
- * (include/stepring/stats.h) in the shared-memory segment "NAME.stats".
- * top reads it with pread(2), never through a mapping: nothing it does can
- * disturb the pool, and a segment truncated under it (by its owner, or a
- * planted one) gives a short read, not SIGBUS. Only segments owned by
- * top's own effective uid are read: another user's block is not trusted,
- * not even by root (a user could plant "x.stats" for root's top to pick).
- * Each refresh takes a snapshot:
- *   - the aggregate fields under the block's seqlock: pread `seq`, pread
- *     the fields, pread `seq` again; retry when the two differ or the
- *     first was odd (an update was in progress). Each pread is a system
- *     call, a full barrier for this process, and the kernel's copy reads
- *     the writer's stores in the order the writer's release fences give
- *     them, as a load from a mapping would;
- *   - the per-worker counters in one pread after that: they are
- *     monotonic 8-byte words, written with relaxed atomics, so a value may
- *     be a little stale but is never torn.
- * Rates are differences between two snapshots over the block's own clock
- * (now_ns), so they do not depend on when top happens to wake up.
+ * The block is read with the shared reader (tools/stats_read.c: pread,
+ * never a mapping; only our uid's blocks; the seqlock snapshot; liveness
+ * by the creator lock). Each refresh takes a snapshot; rates are
+ * differences between two snapshots over the block's own clock.
  *
  * The pool has ended, and top exits with status 0, when the block says
  * SR_STATS_STATE_ENDED, when the segment name is gone (the pool unlinks it
@@ -29,41 +14,23 @@
  * crash; the lock works across PID namespaces, a pid does not).
  *
  * Output: with stdout on a terminal, the screen is redrawn in place with
- * ANSI escapes; otherwise (or with --plain) one line per refresh.
+ * ANSI escapes; otherwise (or with --plain) one line per refresh. With
+ * --out FILE, each refresh also appends one JSON line (stepring.top/1) to
+ * FILE: the time series that tools/plot_timeline.py draws.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "stats_read.h"
 #include "stepring.h"
-#include "stepring/stats.h"
 
 int cmd_top(int argc, char **argv);
-
-#define SEG_SUFFIX ".stats"
-#define SHM_DIR "/dev/shm"
-
-struct snap {
-	sr_stats_shm agg; /* aggregate fields; workers[] not filled */
-	sr_stats_worker w[SR_STATS_MAX_WORKERS];
-	uint32_t nw;
-};
-
-struct top {
-	char seg[256]; /* shm name with the leading '/' */
-	char name[256]; /* ring name as the user knows it */
-	int fd;                  /* open read-only, never mapped */
-	sr_stats_shm id;         /* identity fields read at attach */
-};
 
 static volatile sig_atomic_t stop_flag;
 
@@ -77,6 +44,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stepring top [NAME] [--interval S] [--once] [--count N] [--plain]\n"
+		"                    [--out FILE.jsonl]\n"
 		"\n"
 		"Live view of a running pool's statistics (steps/s, batch latency P50/P99,\n"
 		"per-worker utilisation, ring fill, checkpoint state), read-only from shared\n"
@@ -86,179 +54,9 @@ static void usage(FILE *f)
 		"  --interval S  seconds between refreshes (default 1)\n"
 		"  --once        print one snapshot and exit\n"
 		"  --count N     exit after N refreshes\n"
-		"  --plain       one line per refresh even on a terminal\n");
-}
-
-/* "name", "/name", "name.stats" -> seg "/name.stats", name "name". */
-static void set_names(struct top *t, const char *arg)
-{
-	size_t n;
-
-	while (*arg == '/')
-		arg++;
-	n = strlen(arg);
-	if (n > strlen(SEG_SUFFIX) && !strcmp(arg + n - strlen(SEG_SUFFIX), SEG_SUFFIX))
-		n -= strlen(SEG_SUFFIX);
-	if (n == 0 || n > 200 || memchr(arg, '/', n))
-		cli_die("top: '%s' is not a valid pool name", arg);
-	snprintf(t->name, sizeof(t->name), "%.*s", (int)n, arg);
-	snprintf(t->seg, sizeof(t->seg), "/%.*s%s", (int)n, arg, SEG_SUFFIX);
-}
-
-/* Read @len bytes at @off of the block: 0, or -ENODATA when the segment
- * was truncated under us, -errno. */
-static int rd(const struct top *t, void *buf, size_t len, size_t off)
-{
-	ssize_t got = pread(t->fd, buf, len, (off_t)off);
-
-	if (got < 0)
-		return -errno;
-	return (size_t)got == len ? 0 : -ENODATA;
-}
-
-/* Open the segment read-only and check it. 0 or -errno with *why set. */
-static int attach(struct top *t, const char **why)
-{
-	struct stat st;
-	int fd;
-
-	t->fd = -1;
-	fd = shm_open(t->seg, O_RDONLY | O_NONBLOCK, 0);
-	if (fd < 0) {
-		int err = -errno;
-
-		*why = err == -ENOENT ? "no such segment"
-		       : err == -EACCES ? "permission denied (another user's segment)"
-					: strerror(-err);
-		return err;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		*why = "not a regular shared-memory file";
-		return -EPROTO;
-	}
-	if (st.st_uid != geteuid()) {
-		close(fd);
-		*why = "owned by another user (not trusted)";
-		return -EPERM;
-	}
-	if ((size_t)st.st_size < sizeof(sr_stats_shm)) {
-		close(fd);
-		*why = "segment too small for a statistics block";
-		return -EPROTO;
-	}
-	t->fd = fd;
-	if (rd(t, &t->id, offsetof(sr_stats_shm, workers), 0)) {
-		*why = "segment truncated while reading it";
-		goto err_close;
-	}
-	if (t->id.magic != SR_STATS_MAGIC) {
-		*why = "not a stepring statistics block (bad magic)";
-		goto err_close;
-	}
-	if (t->id.version != SR_STATS_VERSION) {
-		*why = "statistics block of another format version";
-		goto err_close;
-	}
-	return 0;
-
-err_close:
-	close(t->fd);
-	t->fd = -1;
-	return -EPROTO;
-}
-
-static void detach(struct top *t)
-{
-	if (t->fd >= 0)
-		close(t->fd);
-	t->fd = -1;
-}
-
-/* Does the pool still hold the block's creator lock? A block whose name
- * is gone belongs to a pool that ended; unknown: assume alive. */
-static bool pool_alive(const struct top *t)
-{
-	sr_ring_info info = {.size = sizeof(info)};
-	int err = sr_ring_probe(t->seg, &info);
-
-	if (err)
-		return err != -ENOENT;
-	return info.flags & SR_RING_INFO_ALIVE;
-}
-
-static bool seg_exists(const char *seg)
-{
-	int fd = shm_open(seg, O_RDONLY, 0);
-
-	if (fd < 0)
-		return errno != ENOENT;
-	close(fd);
-	return true;
-}
-
-/* Seqlock read of the aggregate fields, then the workers. Returns false if
- * no consistent copy was had in many tries (a writer that died mid-update
- * leaves seq odd forever) or the segment was truncated. */
-static bool snapshot(const struct top *t, struct snap *out)
-{
-	const size_t agg = offsetof(sr_stats_shm, workers);
-	bool ok = false;
-
-	for (int tries = 0; tries < 1000 && !ok; tries++) {
-		uint64_t s1, s2;
-
-		if (rd(t, &s1, sizeof(s1), offsetof(sr_stats_shm, seq)))
-			return false;
-		if (s1 & 1) {
-			struct timespec ts = {0, 1000};
-
-			nanosleep(&ts, NULL);
-			continue;
-		}
-		if (rd(t, &out->agg, agg, 0) ||
-		    rd(t, &s2, sizeof(s2), offsetof(sr_stats_shm, seq)))
-			return false;
-		ok = s2 == s1;
-	}
-	out->nw = out->agg.num_threads < SR_STATS_MAX_WORKERS ? out->agg.num_threads
-							      : SR_STATS_MAX_WORKERS;
-	if (out->nw && rd(t, out->w, out->nw * sizeof(sr_stats_worker), agg))
-		return false;
-	return ok;
-}
-
-/* Every live pool's name (auto-find). Returns the count; names in @names. */
-static int find_live(char names[][256], int max)
-{
-	DIR *d = opendir(SHM_DIR);
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
-		size_t len = strlen(e->d_name);
-		struct top t = {0};
-		const char *why;
-
-		if (len <= strlen(SEG_SUFFIX) ||
-		    strcmp(e->d_name + len - strlen(SEG_SUFFIX), SEG_SUFFIX) || len > 200)
-			continue;
-		/* Names with bytes a terminal would interpret are not ours. */
-		if (strspn(e->d_name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-				      "0123456789._-+=@,:") != len)
-			continue;
-		set_names(&t, e->d_name);
-		/* attach() refuses other users' blocks: only ours are found. */
-		if (attach(&t, &why) == 0) {
-			if (t.id.state == SR_STATS_STATE_RUNNING && pool_alive(&t) && n < max)
-				snprintf(names[n++], 256, "%s", t.name);
-			detach(&t);
-		}
-	}
-	closedir(d);
-	return n;
+		"  --plain       one line per refresh even on a terminal\n"
+		"  --out FILE    also append one JSON line per refresh to FILE (a time series;\n"
+		"                plot: /usr/bin/python3 tools/plot_timeline.py FILE)\n");
 }
 
 static const char *ckpt_name(uint32_t s)
@@ -288,60 +86,14 @@ static void human(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.0f", v);
 }
 
-/* Rates between @prev (NULL: since start) and @cur. */
-struct rates {
-	double steps_per_sec, avg_steps_per_sec;
-	double util[SR_STATS_MAX_WORKERS], wsps[SR_STATS_MAX_WORKERS];
-	double util_mean;
-	double pending_frac, replay_frac;
-	double uptime_s;
-};
-
-static void compute(const struct snap *prev, const struct snap *cur, struct rates *r)
-{
-	const sr_stats_shm *a = &cur->agg;
-	double dt, up = a->now_ns > a->start_ns ? (double)(a->now_ns - a->start_ns) / 1e9 : 0;
-	double sum = 0;
-
-	memset(r, 0, sizeof(*r));
-	r->uptime_s = up;
-	r->avg_steps_per_sec = up > 0 ? (double)a->steps / up : 0;
-	if (prev && cur->agg.now_ns > prev->agg.now_ns) {
-		dt = (double)(cur->agg.now_ns - prev->agg.now_ns) / 1e9;
-		r->steps_per_sec = (double)(a->steps - prev->agg.steps) / dt;
-	} else {
-		dt = up;
-		r->steps_per_sec = prev ? 0 : r->avg_steps_per_sec;
-	}
-	for (uint32_t i = 0; i < cur->nw; i++) {
-		uint64_t busy = cur->w[i].ns_busy, idle = cur->w[i].ns_idle, steps = cur->w[i].steps;
-
-		if (prev && i < prev->nw) {
-			busy -= prev->w[i].ns_busy;
-			idle -= prev->w[i].ns_idle;
-			steps -= prev->w[i].steps;
-		}
-		r->util[i] = busy + idle ? (double)busy / (double)(busy + idle) : 0;
-		r->wsps[i] = dt > 0 ? (double)steps / dt : 0;
-		sum += r->util[i];
-	}
-	r->util_mean = cur->nw ? sum / cur->nw : 0;
-	if (a->ring_capacity) {
-		uint64_t pend = a->ring_head >= a->ring_cursor ? a->ring_head - a->ring_cursor : 0;
-		uint64_t live = a->ring_head < a->ring_capacity ? a->ring_head : a->ring_capacity;
-
-		r->pending_frac = (double)pend / (double)a->ring_capacity;
-		r->replay_frac = (double)live / (double)a->ring_capacity;
-	}
-}
-
 /* Process workers: every worker a process, or worker 0 inline. */
 static const char *kind_name(const sr_stats_shm *a)
 {
 	return a->worker_kind == SR_STATS_WORKERS_PROCS_INLINE ? "inline" : "all";
 }
 
-static void print_plain(FILE *f, const struct top *t, const struct snap *s, const struct rates *r)
+static void print_plain(FILE *f, const struct stats_src *t, const struct stats_snap *s,
+			 const struct stats_rates *r)
 {
 	const sr_stats_shm *a = &s->agg;
 
@@ -364,7 +116,8 @@ static void print_plain(FILE *f, const struct top *t, const struct snap *s, cons
 	fflush(f);
 }
 
-static void print_screen(FILE *f, const struct top *t, const struct snap *s, const struct rates *r,
+static void print_screen(FILE *f, const struct stats_src *t, const struct stats_snap *s,
+			 const struct stats_rates *r,
 			 bool ansi)
 {
 	const sr_stats_shm *a = &s->agg;
@@ -416,30 +169,6 @@ static void print_screen(FILE *f, const struct top *t, const struct snap *s, con
 	fflush(f);
 }
 
-/* Has the pool ended? Sets *why. */
-static bool ended(const struct top *t, const char **why)
-{
-	uint32_t state;
-
-	if (rd(t, &state, sizeof(state), offsetof(sr_stats_shm, state))) {
-		*why = "the pool's statistics segment was truncated";
-		return true;
-	}
-	if (state == SR_STATS_STATE_ENDED) {
-		*why = "the pool ended";
-		return true;
-	}
-	if (!seg_exists(t->seg)) {
-		*why = "the pool's statistics segment is gone";
-		return true;
-	}
-	if (!pool_alive(t)) {
-		*why = "the pool's process is gone";
-		return true;
-	}
-	return false;
-}
-
 static void sleep_s(double s)
 {
 	struct timespec ts;
@@ -452,13 +181,14 @@ static void sleep_s(double s)
 
 int cmd_top(int argc, char **argv)
 {
-	struct top t = {.fd = -1};
-	struct snap *prev, *cur, *tmp;
-	struct rates r;
-	const char *val = NULL, *name = NULL, *why = NULL;
+	struct stats_src t = {.fd = -1};
+	struct stats_snap *prev, *cur, *tmp;
+	struct stats_rates r;
+	const char *val = NULL, *name = NULL, *why = NULL, *out_path = NULL;
 	double interval = 1.0;
 	long long count = 0;
 	bool once = false, plain = false, ansi, have_prev = false;
+	FILE *out = NULL;
 	int err;
 
 	for (int i = 1; i < argc; i++) {
@@ -473,6 +203,10 @@ int cmd_top(int argc, char **argv)
 			once = true;
 		} else if (cli_opt(argc, argv, &i, "--plain", NULL)) {
 			plain = true;
+		} else if (cli_opt(argc, argv, &i, "--out", &val)) {
+			if (!val[0])
+				cli_die("--out: empty file name");
+			out_path = val;
 		} else if (argv[i][0] == '-') {
 			cli_unknown("top", argv[i]);
 		} else if (!name) {
@@ -482,10 +216,11 @@ int cmd_top(int argc, char **argv)
 		}
 	}
 	if (name) {
-		set_names(&t, name);
+		if (stats_set_names(&t, name))
+			cli_die("top: '%s' is not a valid pool name", name);
 	} else {
 		char live[8][256];
-		int n = find_live(live, 8);
+		int n = stats_find_live(live, 8);
 
 		if (n == 0)
 			cli_die("top: no running pool publishes statistics (name one, or create "
@@ -493,11 +228,13 @@ int cmd_top(int argc, char **argv)
 		if (n > 1)
 			cli_die("top: %d pools are running (%s, %s%s); name one", n, live[0], live[1],
 				n > 2 ? ", ..." : "");
-		set_names(&t, live[0]);
+		stats_set_names(&t, live[0]);
 	}
-	err = attach(&t, &why);
+	err = stats_attach(&t, &why);
 	if (err)
 		cli_die("top: cannot attach to pool '%s' (%s): %s", t.name, t.seg + 1, why);
+	if (out_path && !(out = fopen(out_path, "a")))
+		cli_die("top: --out %s: %s", out_path, strerror(errno));
 
 	prev = calloc(1, sizeof(*prev));
 	cur = calloc(1, sizeof(*cur));
@@ -509,20 +246,29 @@ int cmd_top(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	for (long long n = 0;; n++) {
-		bool done = ended(&t, &why);
+		bool done = stats_ended(&t, &why);
 
-		if (!snapshot(&t, cur)) {
+		if (!stats_snapshot(&t, cur)) {
 			/* A writer stuck mid-update: only a dead owner does that. */
 			if (done)
 				break;
 			fprintf(stderr, "stepring: top: statistics of '%s' are not settling; retrying\n",
 				t.name);
 		} else {
-			compute(have_prev ? prev : NULL, cur, &r);
+			stats_rates(have_prev ? prev : NULL, cur, &r);
 			if (ansi || (once && !plain))
 				print_screen(stdout, &t, cur, &r, ansi);
 			else
 				print_plain(stdout, &t, cur, &r);
+			/* No update since the last refresh (a slow pool updates its
+			 * block every 64 batches): no sample for the series. */
+			if (out && (!have_prev || cur->agg.now_ns != prev->agg.now_ns)) {
+				struct timeval tv;
+
+				gettimeofday(&tv, NULL);
+				stats_sample_json(out, t.name, cur, &r,
+						  (double)tv.tv_sec + (double)tv.tv_usec / 1e6);
+			}
 			tmp = prev;
 			prev = cur;
 			cur = tmp;
@@ -532,10 +278,12 @@ int cmd_top(int argc, char **argv)
 			break;
 		sleep_s(interval);
 	}
-	if (why && !stop_flag && ended(&t, &why))
+	if (why && !stop_flag && stats_ended(&t, &why))
 		printf("top %s: %s\n", t.name, why);
+	if (out && fclose(out))
+		fprintf(stderr, "stepring: top: --out %s: %s\n", out_path, strerror(errno));
 	free(prev);
 	free(cur);
-	detach(&t);
+	stats_detach(&t);
 	return 0;
 }

@@ -17,7 +17,9 @@
 	X(checkpoint, "checkpoint files: verify, info, clean")                             \
 	X(sweep, "sweep num_envs / threads / batch and print a table")                     \
 	X(diagnose, "env-bound, policy-bound, copy-bound or sync-bound?")                  \
-	X(top, "live view of a running pool")
+	X(top, "live view of a running pool")                                             \
+	X(metrics, "Prometheus metrics of running pools (HTTP, textfile, time series)")    \
+	X(compare, "regression verdict between two sweep/bench JSONL files")
 
 #define X(name, help) int cmd_##name(int argc, char **argv);
 SR_CMDS(X)

@@ -17,6 +17,12 @@
  * block is fully allocated before it gets its name. Readers should read
  * only blocks owned by their own uid, with pread rather than a mapping
  * (`stepring top` does both): an owner may truncate a segment at any time.
+ *
+ * Versions. 1: the fields up to worker_kind. 2: the time breakdown, the
+ * sum and count of batch latencies, the process' CPU time and resident
+ * set, and the MPI rank, in words that version 1 reserved (and left zero):
+ * the layout and size did not change, so a reader of version 2 also reads
+ * version 1 blocks (SR_STATS_VERSION_MIN), with those fields absent.
  */
 #ifndef STEPRING_STATS_H
 #define STEPRING_STATS_H
@@ -24,7 +30,8 @@
 #include <stdint.h>
 
 #define SR_STATS_MAGIC 0x5354415453525453ull /* "STSRSTATS" */
-#define SR_STATS_VERSION 1u
+#define SR_STATS_VERSION 2u
+#define SR_STATS_VERSION_MIN 1u /* the oldest version a reader of this one reads */
 #define SR_STATS_MAX_WORKERS 256
 
 enum {
@@ -62,7 +69,7 @@ typedef struct sr_stats_shm {
 	double p50_us, p99_us;  /* batch latency over a recent window */
 	uint64_t ring_capacity, ring_head, ring_cursor;
 	uint32_t ckpt_state;    /* SR_CKPT_STATE_* (stepring/checkpoint.h) */
-	uint32_t reserved0;
+	uint32_t mpi_rank;      /* v2: the pool's rank in an MPI pool (mpi_size > 0) */
 	uint64_t ckpt_count;    /* checkpoints completed */
 	uint64_t ckpt_bytes;    /* bytes of the last checkpoint */
 	/* The finite check (SR_POOL_F_CHECK_FINITE): rows flagged
@@ -74,8 +81,18 @@ typedef struct sr_stats_shm {
 	 * died or hung, restarts, rows published as SR_SLOT_FAULT. */
 	uint64_t faults, restarts, fault_rows;
 	uint32_t worker_kind;   /* SR_STATS_WORKERS_* */
-	uint32_t reserved1;
-	uint64_t reserved[10];
+	uint32_t mpi_size;      /* v2: ranks of that MPI pool; 0: not part of one */
+	/* v2: sr_pool_stats' time breakdown (ns summed over workers / the
+	 * collector, include/stepring/pool.h). */
+	uint64_t ns_env_step, ns_ring_publish, ns_collect, ns_wait, ns_send;
+	/* v2: batch latencies (what p50_us / p99_us are taken from) counted and
+	 * summed since create: a latency summary's _count and _sum. */
+	uint64_t lat_count, lat_sum_ns;
+	/* v2: the pool's process (worker processes not included): CPU time
+	 * (CLOCK_PROCESS_CPUTIME_ID) and resident set, refreshed about every
+	 * 0.25 s. */
+	uint64_t cpu_ns, rss_bytes;
+	uint64_t reserved[1];
 	sr_stats_worker workers[SR_STATS_MAX_WORKERS];
 } sr_stats_shm;
 

@@ -653,6 +653,22 @@ static int run_pool_slice(struct run *x, double *rate)
 	return 0;
 }
 
+/* P99 of @n latencies (sorted in a copy: the window's P99 sorts them all
+ * at the end); 0 for none or when out of memory. */
+static double slice_p99(const float *lat, uint32_t n)
+{
+	float *c;
+	double v;
+
+	if (!n || !(c = malloc(n * sizeof(*c))))
+		return 0;
+	memcpy(c, lat, n * sizeof(*c));
+	qsort(c, n, sizeof(*c), cmp_float);
+	v = c[(uint64_t)n * 99 / 100];
+	free(c);
+	return v;
+}
+
 /* Round @k of the active window: a pool slice, the raw loop alone, the raw
  * loop on every worker's CPU (and in lockstep). 0 or -errno, with @r's
  * message set. */
@@ -661,11 +677,12 @@ static int run_round(struct run *x, uint32_t k, struct bench_pool_result *r)
 	const struct bench_pool_cfg *cfg = x->cfg;
 	struct round *q = &x->rounds[k];
 	uint64_t rs = x->raw.steps, rn = x->raw.ns;
-	uint32_t T = x->T;
-	double pool_rate, r1, rt;
+	uint32_t T = x->T, lat0 = x->d.nlat;
+	double pool_rate, r1, rt, p99;
 	int err;
 
 	err = run_pool_slice(x, &pool_rate);
+	p99 = err ? 0 : slice_p99(x->d.lat + lat0, x->d.nlat - lat0);
 	if (!err)
 		err = raw_loop(&x->spec, x->n_per, x->raw_slice, cfg->seed, &x->raw);
 	if (err)
@@ -705,7 +722,8 @@ static int run_round(struct run *x, uint32_t k, struct bench_pool_result *r)
 		r->round_figs[k] = (struct bench_round){
 			.efficiency = q->eff, .efficiency_parallel = q->effp,
 			.parallel_scaling = q->scal, .cpu_balance = q->bal,
-			.lockstep_scaling = q->lss, .efficiency_lockstep = q->lse};
+			.lockstep_scaling = q->lss, .efficiency_lockstep = q->lse,
+			.steps_per_sec = pool_rate, .p99_us = p99};
 		r->nround_figs = k + 1;
 	}
 	return 0;
@@ -1016,6 +1034,12 @@ void bench_pool_print_json(FILE *f, const struct bench_pool_cfg *c,
 			q->efficiency_parallel, q->parallel_scaling, q->cpu_balance,
 			q->lockstep_scaling, q->efficiency_lockstep);
 	}
+	fputs("],\"round_steps_per_sec\":[", f);
+	for (uint32_t k = 0; k < r->nround_figs; k++)
+		fprintf(f, "%s%.1f", k ? "," : "", r->round_figs[k].steps_per_sec);
+	fputs("],\"round_p99_us\":[", f);
+	for (uint32_t k = 0; k < r->nround_figs; k++)
+		fprintf(f, "%s%.2f", k ? "," : "", r->round_figs[k].p99_us);
 	fputs("],", f);
 	fprintf(f, "\"build\":\"%s\",", sr_build_info());
 	bench_json_machine(f);

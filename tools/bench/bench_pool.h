@@ -129,11 +129,14 @@ struct bench_pool_result {
 	uint32_t equal_rounds;
 	double efficiency_equal, efficiency_lockstep_equal;
 	/* Each round's ratios, in order (the first BENCH_MAX_ROUNDS; the
-	 * lockstep ones 0 when not measured, cpu_balance 0 with one thread). */
+	 * lockstep ones 0 when not measured, cpu_balance 0 with one thread),
+	 * and its pool slice's steps/s and batch latency P99 (0 when the slice
+	 * kept no latencies): the spread over rounds `stepring compare` uses. */
 	uint32_t nround_figs;
 	struct bench_round {
 		double efficiency, efficiency_parallel, parallel_scaling, cpu_balance,
 			lockstep_scaling, efficiency_lockstep;
+		double steps_per_sec, p99_us;
 	} round_figs[BENCH_MAX_ROUNDS];
 };
 
