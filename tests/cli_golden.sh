@@ -100,6 +100,8 @@ checkpoint clean --help
 sweep --help
 diagnose --help
 top --help
+metrics --help
+compare --help
 
 nosuch
 checkpoint
