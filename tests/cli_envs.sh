@@ -49,8 +49,9 @@ grep -q '^CartPole-v1 *cartpole *(4,) *Discrete(2) *500 *\[-4.8,4.8\] \[-inf,inf
 	fail "envs: CartPole line: $(grep CartPole "$TMP/out")"
 grep -q '^Pendulum-v1 .*Box(-2,2,(1,)) *200' "$TMP/out" || fail "envs: Pendulum line"
 expect 0 "envs --json" -- "$SR" envs --json
-n_envs=6 # and the 3 Box2D envs when built with Box2D
-"$SR" envs | grep -q '^LunarLander-v3 ' && n_envs=9
+n_envs=6 # and the 3 Box2D envs when built with Box2D, the 22 MuJoCo envs with MuJoCo
+"$SR" envs | grep -q '^LunarLander-v3 ' && n_envs=$((n_envs + 3))
+"$SR" envs | grep -q '^Hopper-v5 ' && n_envs=$((n_envs + 22))
 [ "$(wc -l <"$TMP/out")" -eq $n_envs ] || fail "envs --json: expected $n_envs lines"
 grep -q '"id":"Acrobot-v1".*"max_episode_steps":500' "$TMP/out" || fail "envs --json: Acrobot"
 expect 0 "envs --help" -- "$SR" envs --help
