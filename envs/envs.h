@@ -109,6 +109,10 @@ int sr__mujoco_reset_how(const sr_env_spec *spec, void *states, size_t n, void *
  * and contact counts now. */
 int sr__mujoco_sizes(const void *state, size_t *buffer_bytes, size_t *stack_bytes, int *nefc,
 		     int *ncon);
+/* Where save() puts its parts: a header, the state now, the last
+ * operation's inputs, the info terms (bytes each; in that order). */
+int sr__mujoco_save_layout(const sr_env_spec *spec, size_t *hdr, size_t *cur, size_t *pre,
+			   size_t *info);
 /* The embedded model file names in the envs' order, NULL past the end. */
 const char *sr__mujoco_xml_name(unsigned x);
 

@@ -712,6 +712,10 @@ static void clear_for_reset(const mjModel *m, mjData *d)
 	mju_zero(d->cacc, 6 * m->nbody);
 	mju_zero(d->cfrc_int, 6 * m->nbody);
 	mju_zero(d->cfrc_ext, 6 * m->nbody);
+	/* The world body's rows, which MuJoCo never writes after mj_makeData
+	 * (v4's observations include them): zero, as made. */
+	mju_zero(d->cinert, 10);
+	mju_zero(d->cvel, 6);
 	memset(d->warning, 0, sizeof(d->warning));
 }
 
@@ -1228,10 +1232,12 @@ static void mj_set_phys(const sr_env_spec *spec, void *state, const double *phys
 	finish_reset(e);
 }
 
+/* Finite and within MuJoCo's mjMAXVAL (1e10): mj_step resets a state
+ * beyond it (with a warning). */
 static bool all_finite(const double *x, int n)
 {
 	for (int i = 0; i < n; i++)
-		if (!isfinite(x[i]))
+		if (!(fabs(x[i]) <= mjMAXVAL))
 			return false;
 	return true;
 }
@@ -1243,7 +1249,8 @@ static int mj_check_state(const sr_env_spec *spec, const void *state)
 	if (!e || !e->d || !rng_ok(&e->rng))
 		return -EINVAL;
 	if (!all_finite(e->d->qpos, e->m->nq) || !all_finite(e->d->qvel, e->m->nv) ||
-	    !all_finite(e->d->qacc_warmstart, e->m->nv) || !isfinite(e->d->time))
+	    !all_finite(e->d->qacc_warmstart, e->m->nv) || !(e->d->time >= 0) ||
+	    !isfinite(e->d->time))
 		return -EINVAL;
 	return 0;
 }
@@ -1302,7 +1309,7 @@ static int mj_load(const sr_env_spec *spec, void *state, const void *buf, size_t
 	const mjModel *m;
 	struct save_hdr h;
 	const char *p = buf;
-	double cur[4 * 64 + 1];
+	double cur[256], pre[256];
 
 	if (!e || len < sizeof(h))
 		return -EINVAL;
@@ -1313,15 +1320,14 @@ static int mj_load(const sr_env_spec *spec, void *state, const void *buf, size_t
 	if (h.magic != SAVE_MAGIC || h.version != SAVE_VERSION || h.model_hash != e->mm->hash ||
 	    h.spec_hash != spec_hash(spec) || h.phase > PH_STEP || h.nq != (uint32_t)m->nq ||
 	    h.nv != (uint32_t)m->nv || h.na != (uint32_t)m->na || h.nu != (uint32_t)m->nu ||
-	    h.n_info != ni || h.rng.numpy > 1 || !rng_ok(&h.rng) || nc > sizeof(cur) / 8 ||
+	    h.n_info != ni || h.rng.numpy > 1 || !rng_ok(&h.rng) || e->npre > sizeof(pre) / 8 ||
 	    len != sizeof(h) + 8 * ((size_t)nc + e->npre + ni))
 		return -EINVAL;
 	memcpy(cur, p, 8 * (size_t)nc);
-	if (!all_finite(cur, (int)nc))
-		return -EINVAL;
-	memcpy(e->pre, p + 8 * (size_t)nc, 8 * (size_t)e->npre);
-	if (!all_finite(e->pre, (int)e->npre))
-		return -EINVAL;
+	memcpy(pre, p + 8 * (size_t)nc, 8 * (size_t)e->npre);
+	if (!all_finite(cur, (int)nc) || !all_finite(pre, (int)e->npre))
+		return -EINVAL; /* nothing changed yet */
+	memcpy(e->pre, pre, 8 * (size_t)e->npre);
 	e->rng = h.rng;
 	if (h.phase == PH_NONE) {
 		mj_resetData(m, e->d);
@@ -1343,7 +1349,7 @@ static int mj_load(const sr_env_spec *spec, void *state, const void *buf, size_t
 	}
 	e->phase = h.phase;
 	memcpy(e->info, p + 8 * ((size_t)nc + e->npre), 8 * (size_t)ni);
-	double now[4 * 64 + 1];
+	double now[256];
 	get_cur(m, e->d, now);
 	return memcmp(now, cur, 8 * (size_t)nc) ? -EINVAL : 0;
 }
@@ -1409,6 +1415,20 @@ int sr__mujoco_sizes(const void *state, size_t *buffer_bytes, size_t *stack_byte
 		*nefc = e->d->nefc;
 	if (ncon)
 		*ncon = e->d->ncon;
+	return 0;
+}
+
+int sr__mujoco_save_layout(const sr_env_spec *spec, size_t *hdr, size_t *cur, size_t *pre,
+			   size_t *info)
+{
+	const struct mj_def *def = sr__mj_def_of(spec);
+
+	if (!def)
+		return -EINVAL;
+	*hdr = sizeof(struct save_hdr);
+	*cur = 8 * (size_t)(def->nq + 2 * def->nv + 1);
+	*pre = *cur + 8 * (size_t)def->nu;
+	*info = 8 * (size_t)def->n_info;
 	return 0;
 }
 

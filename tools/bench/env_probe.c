@@ -60,6 +60,12 @@ const char *bench_mujoco_xml_name(unsigned x)
 {
 	return sr__mujoco_xml_name(x);
 }
+
+int bench_mujoco_save_layout(const sr_env_spec *spec, size_t *hdr, size_t *cur, size_t *pre,
+			     size_t *info)
+{
+	return sr__mujoco_save_layout(spec, hdr, cur, pre, info);
+}
 #else
 bool bench_is_mujoco(const sr_env_spec *spec)
 {
@@ -101,6 +107,12 @@ int bench_mujoco_sizes(const void *state, size_t *buffer_bytes, size_t *stack_by
 const char *bench_mujoco_xml_name(unsigned x)
 {
 	return NULL;
+}
+
+int bench_mujoco_save_layout(const sr_env_spec *spec, size_t *hdr, size_t *cur, size_t *pre,
+			     size_t *info)
+{
+	return -ENOSYS;
 }
 #endif
 

@@ -30,6 +30,8 @@ int bench_mujoco_reset_how(const sr_env_spec *spec, void *states, size_t n, void
 int bench_mujoco_sizes(const void *state, size_t *buffer_bytes, size_t *stack_bytes, int *nefc,
 		       int *ncon);
 const char *bench_mujoco_xml_name(unsigned x);
+int bench_mujoco_save_layout(const sr_env_spec *spec, size_t *hdr, size_t *cur, size_t *pre,
+			     size_t *info);
 
 /* n independent NumPy Generator(PCG64(seed)) streams. */
 typedef struct bench_np bench_np;
