@@ -564,6 +564,98 @@ static void test_save_load(void **st)
 	unmake(&b, y, 1);
 }
 
+/* The hash of a trace (obs, rewards, flags, info terms, qpos/qvel). */
+static uint64_t trace_hash(const sr_env_spec *sp, const struct trace *t)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	const struct {
+		const void *p;
+		size_t n;
+	} parts[] = {{t->obs, t->n * sp->obs_dim * 8}, {t->rew, t->n * 8}, {t->term, t->n},
+		     {t->info, t->n * 16 * 8}, {t->phys, t->n * sp->n_phys * 8}};
+
+	for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++)
+		for (size_t i = 0; i < parts[k].n; i++)
+			h = (h ^ ((const unsigned char *)parts[k].p)[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* Child mode: load the saves in @path into new instances of @env (another
+ * process: its own models, its own heap) and continue as the parent did. */
+static int load_child(const char *env, const char *path)
+{
+	sr_env_spec sp;
+	struct trace t;
+	unsigned char buf[2][8192];
+	size_t len[2];
+	FILE *f = fopen(path, "rb");
+
+	if (!f || sr_env_find(env, &sp) || fread(len, sizeof(len), 1, f) != 1 ||
+	    len[0] > sizeof(buf[0]) || len[1] > sizeof(buf[1]) ||
+	    fread(buf[0], 1, len[0], f) != len[0] || fread(buf[1], 1, len[1], f) != len[1])
+		return 2;
+	fclose(f);
+	char *x = aligned_alloc(64, 64);
+	if (!x || sr_env_create_instances(&sp, x, 2))
+		return 3;
+	for (int i = 0; i < 2; i++)
+		if (sp.load(&sp, x + i * 8, buf[i], len[i]))
+			return 4;
+	run_trace(&sp, x, 2, 40, 25, 9, 0, &t);
+	printf("%016llx\n", (unsigned long long)trace_hash(&sp, &t));
+	free_trace(&t);
+	sr_env_destroy_instances(&sp, x, 2);
+	free(x);
+	return 0;
+}
+
+/* Saved mid-episode here, loaded in another process: the same steps. */
+static void test_load_other_process(void **st)
+{
+	static const char *const envs[] = {"Ant-v5", "Humanoid-v5:frame_skip=3", "Reacher-v4"};
+	char path[256], cmd[600], out[64];
+
+	(void)st;
+	for (size_t e = 0; e < 3; e++) {
+		sr_env_spec sp;
+		struct trace t;
+		double obs[2 * 400];
+		unsigned char buf[2][8192];
+		size_t len[2];
+		assert_int_equal(sr_env_find(envs[e], &sp), 0);
+		char *x = make(&sp, 2);
+		sp.seed(&sp, x, 2, 31, 0);
+		sp.reset(&sp, x, 2, (float *)(void *)obs);
+		run_trace(&sp, x, 2, 17, 1000, 4, 0, &t);
+		free_trace(&t);
+		for (int i = 0; i < 2; i++)
+			assert_int_equal(sp.save(&sp, x + i * 8, buf[i], sizeof(buf[i]), &len[i]), 0);
+		const char *tmp = getenv("TMPDIR");
+		snprintf(path, sizeof(path), "%s/sr-mujoco-save-%d-%zu", tmp && tmp[0] ? tmp : "/tmp",
+			 (int)getpid(), e);
+		FILE *f = fopen(path, "wb");
+		assert_non_null(f);
+		assert_int_equal(fwrite(len, sizeof(len), 1, f), 1);
+		assert_int_equal(fwrite(buf[0], 1, len[0], f), len[0]);
+		assert_int_equal(fwrite(buf[1], 1, len[1], f), len[1]);
+		fclose(f);
+		run_trace(&sp, x, 2, 40, 25, 9, 0, &t);
+		char want[64];
+		snprintf(want, sizeof(want), "%016llx", (unsigned long long)trace_hash(&sp, &t));
+		free_trace(&t);
+		snprintf(cmd, sizeof(cmd), "/proc/%d/exe child '%s' '%s'", (int)getpid(), envs[e],
+			 path);
+		FILE *p = popen(cmd, "r");
+		assert_non_null(p);
+		assert_non_null(fgets(out, sizeof(out), p));
+		assert_int_equal(pclose(p), 0);
+		out[strcspn(out, "\n")] = '\0';
+		assert_string_equal(out, want);
+		unlink(path);
+		unmake(&sp, x, 2);
+	}
+}
+
 /* ---- batches and threads ------------------------------------------------------- */
 
 /* Instances seeded together or one by one, stepped in one batch or in
@@ -736,8 +828,10 @@ static void test_memory(void **st)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 4 && !strcmp(argv[1], "child"))
+		return load_child(argv[2], argv[3]);
 	for (size_t i = 0; i < sr_env_count(); i++)
 		if (bench_is_mujoco(sr_env_at(i)) && n_mj < 64)
 			mj_specs[n_mj++] = sr_env_at(i);
@@ -749,7 +843,8 @@ int main(void)
 		cmocka_unit_test(test_specs),	     cmocka_unit_test(test_params),
 		cmocka_unit_test(test_numpy_normal), cmocka_unit_test(test_kit_episodes),
 		cmocka_unit_test(test_param_episodes), cmocka_unit_test(test_fast_reset),
-		cmocka_unit_test(test_save_load),    cmocka_unit_test(test_batch_split),
+		cmocka_unit_test(test_save_load),    cmocka_unit_test(test_load_other_process),
+		cmocka_unit_test(test_batch_split),
 		cmocka_unit_test(test_threads),	     cmocka_unit_test(test_check_state),
 		cmocka_unit_test(test_memory),
 	};
