@@ -26,8 +26,8 @@ ok=1
 num() { # num REGEX TEXT: the first capture group of REGEX in TEXT
 	sed -nE "s/$1/\\1/p" <<<"$2" | head -1
 }
-echo "| env | policy | run | port return (sem) | ref return (sem) | diff / SE | port length | ref length | length diff | identical episodes |"
-echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| env | policy | run | port return (sem) | ref return (sem) | diff / SE | port length | ref length | length diff | length diff / SE | identical episodes |"
+echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for id in "${IDS[@]}"; do
 	for pol in random zero; do
 		ref="$STATS/${pol}_policy.csv"
@@ -48,6 +48,13 @@ for id in "${IDS[@]}"; do
 			pl=$(num '^port: .* length ([0-9.]+) .*' "$out")
 			rl=$(num '^ref: .* length ([0-9.]+) .*' "$out")
 			dl=$(num '^length: diff ([-+0-9.]+)%.*' "$out")
+			psd=$(num '^port: .* length [0-9.]+ \+- ([0-9.]+) .*' "$out")
+			rsd=$(num '^ref: .* length [0-9.]+ \+- ([0-9.]+) .*' "$out")
+			rn=$(num '^ref: .*\(([0-9]+) episodes\).*' "$out")
+			# the mean length's difference in standard errors of the difference
+			zl=$(awk -v a="$pl" -v b="$rl" -v sa="${psd:-0}" -v sb="${rsd:-0}" -v na="$N" \
+				-v nb="${rn:-$N}" 'BEGIN { se = sqrt(sa * sa / na + sb * sb / nb)
+				if (se > 0) printf "%.2f", (a - b) / se; else printf "%.2f", 0 }')
 			same=$(num '.*identical \(length and return to the bit\) ([0-9.]+)%.*' "$out")
 			if [ -z "$pr" ] || [ -z "$rr" ] || [ $rc -gt 1 ]; then
 				echo "| $id | $pol | $run | error: $(tail -1 <<<"$out") |"
@@ -64,7 +71,7 @@ for id in "${IDS[@]}"; do
 					if (z == "nan" || d == "nan") exit 1
 					exit !((z < 0 ? -z : z) <= 3 && (d < 0 ? -d : d) <= 10) }' || ok=0
 			fi
-			echo "| $id | $pol | $run | $pr ($ps) | $rr ($rs) | $z | $pl | $rl | $dl% | ${same}${same:+%} |" |
+			echo "| $id | $pol | $run | $pr ($ps) | $rr ($rs) | $z | $pl | $rl | $dl% | $zl | ${same}${same:+%} |" |
 				sed 's/|-%|/| - |/; s/| -% |/| - |/'
 		done
 	done

@@ -43,7 +43,7 @@ int sr__mj_asset_index(const char *name)
  * an unstable policy would otherwise print a line per reset. */
 static void warning_to_stderr(const char *msg)
 {
-	static _Atomic unsigned printed;
+	static unsigned printed; /* __atomic builtins: relaxed, a count only */
 
 	if (__atomic_fetch_add(&printed, 1, __ATOMIC_RELAXED) < 20)
 		fprintf(stderr, "stepring: MuJoCo warning: %s\n", msg);
