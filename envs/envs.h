@@ -26,6 +26,37 @@ extern "C" {
 #define SR_BOX2D_ENVS(X)
 #endif
 
+/* The MuJoCo envs (envs/mujoco/) exist when CMake found libmujoco 2.2.2
+ * (SR_HAVE_MUJOCO); without it their names give a "built without MuJoCo"
+ * error (registry.c). */
+#ifdef SR_HAVE_MUJOCO
+#define SR_MUJOCO_ENVS(X)                                                                  \
+	X(sr__env_halfcheetah)                                                             \
+	X(sr__env_halfcheetah_v4)                                                          \
+	X(sr__env_hopper)                                                                  \
+	X(sr__env_hopper_v4)                                                               \
+	X(sr__env_walker2d)                                                                \
+	X(sr__env_walker2d_v4)                                                             \
+	X(sr__env_ant)                                                                     \
+	X(sr__env_ant_v4)                                                                  \
+	X(sr__env_humanoid)                                                                \
+	X(sr__env_humanoid_v4)                                                             \
+	X(sr__env_humanoidstandup)                                                         \
+	X(sr__env_humanoidstandup_v4)                                                      \
+	X(sr__env_invertedpendulum)                                                        \
+	X(sr__env_invertedpendulum_v4)                                                     \
+	X(sr__env_inverteddoublependulum)                                                  \
+	X(sr__env_inverteddoublependulum_v4)                                               \
+	X(sr__env_reacher)                                                                 \
+	X(sr__env_reacher_v4)                                                              \
+	X(sr__env_swimmer)                                                                 \
+	X(sr__env_swimmer_v4)                                                              \
+	X(sr__env_pusher)                                                                  \
+	X(sr__env_pusher_v4)
+#else
+#define SR_MUJOCO_ENVS(X)
+#endif
+
 #define SR_BUILTIN_ENVS(X)                                                                 \
 	X(sr__env_cartpole)                                                                \
 	X(sr__env_pendulum)                                                                \
@@ -33,6 +64,7 @@ extern "C" {
 	X(sr__env_mountaincar_continuous)                                                  \
 	X(sr__env_acrobot)                                                                 \
 	SR_BOX2D_ENVS(X)                                                                   \
+	SR_MUJOCO_ENVS(X)                                                                  \
 	X(sr__env_spin)
 
 #define SR_ENV_DECLARE(sym) extern const sr_env_spec sym;
@@ -124,6 +156,37 @@ int sr__biped_configure(sr_env_spec *spec, const char *params);
  * the ns and world steps counted since the last call in *ns, *steps, then
  * counts from 0 when @on. Box2D builds only. */
 void sr__box2d_world_timing(int on, uint64_t *ns, uint64_t *steps);
+
+/* The MuJoCo envs' internals (envs/mujoco/; MuJoCo builds only). */
+/* True when @spec is one of the MuJoCo env types. */
+bool sr__is_mujoco(const sr_env_spec *spec);
+/* Gymnasium's constructor arguments: "ctrl_cost_weight=0.002,...". */
+int sr__mujoco_configure(sr_env_spec *spec, const char *params);
+/* The info terms of the last reset or step of one instance: their names
+ * (*names, Gymnasium's keys; arrays as key_0, key_1) and up to @cap values
+ * (NaN for a term the last call did not give: reset gives fewer). Returns
+ * the number of terms or -EINVAL. @state may be NULL (names only). */
+int sr__mujoco_info(const sr_env_spec *spec, const void *state, const char *const **names,
+		    double *values, size_t cap);
+/* The observation entries computed with sin/cos ([*first, *first + *count)). */
+int sr__mujoco_trig(const sr_env_spec *spec, uint32_t *first, uint32_t *count);
+/* Time the mj_step x frame_skip loops alone on this thread (bench env's
+ * ceiling): as sr__box2d_world_timing. */
+void sr__mujoco_physics_timing(int on, uint64_t *ns, uint64_t *steps);
+/* Reset n instances the ordinary way (how 0), through mj_resetData (1), or
+ * after filling each mjData buffer with garbage bytes (2): the tests'
+ * proof that the ordinary reset writes everything a step reads. */
+int sr__mujoco_reset_how(const sr_env_spec *spec, void *states, size_t n, void *obs, int how);
+/* One instance's mjData sizes: main buffer, stack (bytes), the constraint
+ * and contact counts now. */
+int sr__mujoco_sizes(const void *state, size_t *buffer_bytes, size_t *stack_bytes, int *nefc,
+		     int *ncon);
+/* Where save() puts its parts: a header, the state now, the last
+ * operation's inputs, the info terms (bytes each; in that order). */
+int sr__mujoco_save_layout(const sr_env_spec *spec, size_t *hdr, size_t *cur, size_t *pre,
+			   size_t *info);
+/* The embedded model file names in the envs' order, NULL past the end. */
+const char *sr__mujoco_xml_name(unsigned x);
 
 /* 2.0, read through a volatile so that pow(x, two) is not folded into x*x:
  * Gymnasium's x**2 is glibc pow, which differs from x*x by an ulp for a few

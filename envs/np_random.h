@@ -10,17 +10,22 @@
  *    next 32-bit draw (uniform() draws do not disturb that buffered half);
  *  - uniform(lo, hi) = lo + (hi - lo) * (53 random bits / 2^53);
  *  - integers(lo, hi) for hi - lo < 2^32: Lemire's multiply-shift on 32-bit
- *    draws, rejecting the few biased ones (NumPy's unmasked default).
+ *    draws, rejecting the few biased ones (NumPy's unmasked default);
+ *  - standard_normal(): NumPy's 256-level ziggurat (one 64-bit word per try:
+ *    8 bits of layer, a sign bit, 52 bits of |x|; the wedges and the tail
+ *    beyond r = 3.654... draw more), on the tables of envs/np_ziggurat.c.
  *
  * Used by every built-in env's rng=numpy parameter (so instance i seeded
  * with s draws what Gymnasium's env.reset(seed=s + i) draws: the initial
  * states of the classic-control envs, the Box2D envs' terrain, forces and
- * dispersion) and by `stepring envstats --paired` (Gymnasium's
- * action_space.seed(i) and sample() for Discrete and bounded Box spaces).
+ * dispersion, the MuJoCo envs' reset noise: uniform and standard_normal)
+ * and by `stepring envstats --paired` (Gymnasium's action_space.seed(i)
+ * and sample() for Discrete and bounded Box spaces).
  */
 #ifndef SR_NP_RANDOM_H
 #define SR_NP_RANDOM_H
 
+#include <math.h>
 #include <stdint.h>
 
 typedef unsigned __int128 sr_np_u128;
@@ -170,6 +175,74 @@ static inline int64_t sr_np_integers(sr_np_pcg64 *g, int64_t lo, int64_t hi)
 	uint32_t r;
 	SR_NP_LEMIRE32((uint32_t)(hi - lo), sr_np_next32(g), r);
 	return lo + (int64_t)r;
+}
+
+/* Generator.random(): 53 random bits / 2^53, in [0, 1). */
+static inline double sr_np_next_double(sr_np_pcg64 *g)
+{
+	return (double)(sr_np_next64(g) >> 11) * 0x1.0p-53;
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The ziggurat's tables (envs/np_ziggurat.c): per layer the bound of the
+ * fast test, the width per unit of |x| bits, the density at the edge. */
+extern const uint64_t sr__np_zig_ki[256];
+extern const double sr__np_zig_wi[256], sr__np_zig_fi[256];
+#ifdef __cplusplus
+}
+#endif
+
+/*
+ * Generator.standard_normal() with the 64-bit words of @next(@ctx): NumPy's
+ * ziggurat. A word is 8 bits of layer, then a sign bit, then 52 bits of |x|
+ * in units of the layer's width. Inside the layer's inner rectangle (the
+ * fast test, 99% of the words) that is the draw; layer 0's outside is the
+ * tail beyond r, drawn by Marsaglia's method on log1p of two uniforms (1 - U
+ * keeps log away from 0); the other layers' outside is a wedge, kept when a
+ * uniform height under the layer falls below the density. Any word source
+ * works: NumPy's PCG64 (sr_np_standard_normal) or another generator's.
+ */
+static inline double sr_np_normal_from(uint64_t (*next)(void *), void *ctx)
+{
+	const double r = 3.6541528853610088, inv_r = 0.27366123732975828;
+
+	for (;;) {
+		uint64_t w = next(ctx);
+		unsigned idx = (unsigned)(w & 0xff);
+		uint64_t rabs = (w >> 9) & 0x000fffffffffffffull;
+		double x = (double)rabs * sr__np_zig_wi[idx];
+
+		if ((w >> 8) & 1)
+			x = -x;
+		if (rabs < sr__np_zig_ki[idx])
+			return x;
+		if (idx == 0) {
+			for (;;) {
+				double u1 = (double)(next(ctx) >> 11) * 0x1.0p-53;
+				double u2 = (double)(next(ctx) >> 11) * 0x1.0p-53;
+				double xx = -inv_r * log1p(-u1), yy = -log1p(-u2);
+				if (yy + yy > xx * xx)
+					return ((rabs >> 8) & 1) ? -(r + xx) : r + xx;
+			}
+		}
+		double u = (double)(next(ctx) >> 11) * 0x1.0p-53;
+		if ((sr__np_zig_fi[idx - 1] - sr__np_zig_fi[idx]) * u + sr__np_zig_fi[idx] <
+		    exp(-0.5 * x * x))
+			return x;
+	}
+}
+
+static inline uint64_t sr_np__next64_cb(void *g)
+{
+	return sr_np_next64((sr_np_pcg64 *)g);
+}
+
+/* Generator.standard_normal() of @g. */
+static inline double sr_np_standard_normal(sr_np_pcg64 *g)
+{
+	return sr_np_normal_from(sr_np__next64_cb, g);
 }
 
 #endif

@@ -251,15 +251,68 @@ int sr_env_spec_upgrade(const sr_env_spec *in, sr_env_spec *out)
 	return 0;
 }
 
+#ifndef SR_HAVE_MUJOCO
+/* The MuJoCo env ids (v5, v4) and short names (v5; v4: name_v4), which
+ * this build lacks. */
+static const char *const mujoco_ids[][2] = {
+	{"HalfCheetah", "halfcheetah"},
+	{"Hopper", "hopper"},
+	{"Walker2d", "walker2d"},
+	{"Ant", "ant"},
+	{"Humanoid", "humanoid"},
+	{"HumanoidStandup", "humanoidstandup"},
+	{"InvertedPendulum", "invertedpendulum"},
+	{"InvertedDoublePendulum", "inverteddoublependulum"},
+	{"Reacher", "reacher"},
+	{"Swimmer", "swimmer"},
+	{"Pusher", "pusher"},
+};
+#define N_MUJOCO (sizeof(mujoco_ids) / sizeof(mujoco_ids[0]))
+
+/* Is @name (of @len bytes) a MuJoCo id or short name? */
+static bool mujoco_name(const char *name, size_t len)
+{
+	char buf[64];
+
+	for (size_t i = 0; i < N_MUJOCO; i++)
+		for (int v = 4; v <= 5; v++) {
+			const char *forms[2] = {buf, NULL};
+			char short_buf[64];
+			snprintf(buf, sizeof(buf), "%s-v%d", mujoco_ids[i][0], v);
+			snprintf(short_buf, sizeof(short_buf), v == 5 ? "%s" : "%s_v4",
+				 mujoco_ids[i][1]);
+			forms[1] = short_buf;
+			for (int f = 0; f < 2; f++)
+				if (strlen(forms[f]) == len && !strncmp(forms[f], name, len))
+					return true;
+		}
+	return false;
+}
+#endif
+
+/* The message lists every env by id and short name, the MuJoCo family in
+ * one line (22 ids would not fit the message). */
 static int list_known(int err, const char *name, size_t len)
 {
-	char buf[800];
+	char buf[1024];
 	size_t off = 0;
 
 	buf[0] = '\0';
-	for (size_t i = 0; i < N_BUILTIN && off < sizeof(buf); i++)
+	for (size_t i = 0; i < N_BUILTIN && off < sizeof(buf); i++) {
+#ifdef SR_HAVE_MUJOCO
+		if (sr__is_mujoco(builtin[i]))
+			continue;
+#endif
 		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%s (%s)", i ? ", " : "",
 					builtin[i]->id, builtin[i]->name);
+	}
+#ifdef SR_HAVE_MUJOCO
+	if (off < sizeof(buf))
+		snprintf(buf + off, sizeof(buf) - off, "; MuJoCo, as <Name>-v5 or -v4 "
+			 "(short names name, name_v4): HalfCheetah, Hopper, Walker2d, Ant, Humanoid, "
+			 "HumanoidStandup, InvertedPendulum, InvertedDoublePendulum, Reacher, "
+			 "Swimmer, Pusher");
+#endif
 	return sr__errorf(err, "unknown env '%.*s'; known: %s", (int)(len > 200 ? 200 : len), name,
 			  buf);
 }
@@ -297,6 +350,13 @@ int sr_env_find(const char *name, sr_env_spec *out)
 					  "env '%.*s' needs Box2D: this stepring was built without "
 					  "Box2D (install libbox2d-dev and rebuild)",
 					  (int)base_len, name);
+#endif
+#ifndef SR_HAVE_MUJOCO
+	if (mujoco_name(name, base_len))
+		return sr__errorf(-ENOTSUP,
+				  "env '%.*s' needs MuJoCo: this stepring was built without "
+				  "MuJoCo (install libmujoco-dev 2.2.2 and rebuild)",
+				  (int)base_len, name);
 #endif
 	return list_known(-ENOENT, name, base_len);
 }
@@ -449,6 +509,10 @@ int sr__env_configure(sr_env_spec *spec, const char *params)
 	if (spec->reset == sr__env_cartpole.reset || spec->reset == sr__env_pendulum.reset ||
 	    spec->reset == sr__env_mountaincar.reset || spec->reset == sr__env_acrobot.reset)
 		return sr__rng_configure(spec, params);
+#ifdef SR_HAVE_MUJOCO
+	if (sr__is_mujoco(spec))
+		return sr__mujoco_configure(spec, params);
+#endif
 	if (!strcmp(spec->name, "spin"))
 		return sr__spin_configure(spec, params);
 #ifdef SR_HAVE_BOX2D

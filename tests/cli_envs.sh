@@ -19,8 +19,9 @@ expect_line "envs: CartPole line" \
 	'^CartPole-v1 *cartpole *(4,) *Discrete(2) *500 *\[-4.8,4.8\] \[-inf,inf\]' "$T/out"
 expect_line "envs: Pendulum line" '^Pendulum-v1 .*Box(-2,2,(1,)) *200' "$T/out"
 expect_rc 0 "envs --json" -- "$SR" envs --json
-n_envs=6 # and the 3 Box2D envs when built with Box2D
-"$SR" envs | grep -q '^LunarLander-v3 ' && n_envs=9
+n_envs=6 # and the 3 Box2D envs when built with Box2D, the 22 MuJoCo envs with MuJoCo
+"$SR" envs | grep -q '^LunarLander-v3 ' && n_envs=$((n_envs + 3))
+"$SR" envs | grep -q '^Hopper-v5 ' && n_envs=$((n_envs + 22))
 expect_lines "envs --json: a line per env" $n_envs "$T/out"
 expect_line "envs --json: Acrobot" '"id":"Acrobot-v1".*"max_episode_steps":500' "$T/out"
 expect_rc 0 "envs --help" -- "$SR" envs --help

@@ -661,6 +661,76 @@ static void test_box2d_resume(void **st)
 	env_name = "CartPole-v1";
 }
 
+/*
+ * The MuJoCo envs (opaque state; float64 observations): K steps, a
+ * checkpoint, M more; another process restores it into a pool of another
+ * thread count and runs the same M steps: the same obs, rewards, flags and
+ * statistics; so does a pool of this process that ran elsewhere. Skipped
+ * while the pool refuses float64 observations, and in a build without
+ * MuJoCo.
+ */
+static void test_mujoco_resume(void **st)
+{
+	static const char *const envs[] = {"Hopper-v5", "Ant-v5",
+					   "Humanoid-v5:frame_skip=3,ctrl_cost_weight=0.2"};
+	const uint64_t k = 40, m = 60;
+	char path[300], want[128], got[128];
+	sr_env_spec spec;
+	sr_pool_opts po;
+	sr_pool *probe = NULL;
+
+	(void)st;
+	if (sr_env_find(envs[0], &spec)) {
+		print_message("built without MuJoCo: skipped\n");
+		return;
+	}
+	sr_pool_opts_init(&po);
+	po.env = envs[0];
+	po.num_envs = 2;
+	po.num_threads = 1;
+	po.bind = SR_BIND_NONE;
+	int err = sr_pool_create(&po, &probe);
+	sr_pool_destroy(probe);
+	if (err == -ENOTSUP && strstr(sr_last_error(), "not supported by the pool yet")) {
+		print_message("the pool refuses float64 observations: skipped (%s)\n",
+			      sr_last_error());
+		skip();
+	}
+	assert_int_equal(err, 0);
+	for (int e = 0; e < 3; e++) {
+		sr_ckpt_opts o;
+		sr_pool_stats ps;
+		const sr_batch *b;
+
+		env_name = envs[e];
+		snprintf(path, sizeof(path), "%s/mujoco-%d.ckpt", dir, e);
+		sr_pool *p = mk_pool(5, 2, 1u << 10, 0);
+		assert_non_null(p);
+		assert_int_equal(sr_pool_reset(p, &b), 0);
+		run(p, 0, k);
+		sr_ckpt_opts_init(&o);
+		o.flags = SR_CKPT_F_BACKEND;
+		o.backend = SR_CKPT_BACKEND_SYNC;
+		assert_int_equal(sr_pool_checkpoint(p, path, &o), 0);
+		uint64_t h = run(p, k, m);
+		sr_pool_stats_get(p, &ps);
+		snprintf(want, sizeof(want), "%016llx %llu %llu %.9g", (unsigned long long)h,
+			 (unsigned long long)ps.steps, (unsigned long long)ps.episodes,
+			 ps.mean_return);
+		run_child_env(path, 1, 5, k, m, got, sizeof(got));
+		got[strcspn(got, "\n")] = '\0';
+		assert_string_equal(got, want);
+		sr_pool *q = mk_pool(5, 3, 1u << 10, 0);
+		assert_int_equal(sr_pool_reset(q, &b), 0);
+		run(q, 300, 17);
+		assert_int_equal(sr_pool_restore(q, path), 0);
+		assert_true(run(q, k, m) == h);
+		sr_pool_destroy(q);
+		sr_pool_destroy(p);
+	}
+	env_name = "CartPole-v1";
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 8 && !strcmp(argv[1], "child")) {
@@ -676,6 +746,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_busy_and_failure),
 		cmocka_unit_test(test_async),
 		cmocka_unit_test(test_box2d_resume),
+		cmocka_unit_test(test_mujoco_resume),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

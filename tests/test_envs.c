@@ -338,8 +338,9 @@ static void test_find(void **st)
 					    "mountaincar_continuous", "acrobot", "spin"};
 	sr_env_spec a, b;
 
-	/* 6 plain-data envs, and the 3 Box2D ones when built with Box2D. */
-	size_t n_all = 6 + 3 * (size_t)SR_CONFIG_WITH_BOX2D;
+	/* 6 plain-data envs, the 3 Box2D ones when built with Box2D, the 22
+	 * MuJoCo ones when built with MuJoCo. */
+	size_t n_all = 6 + 3 * (size_t)SR_CONFIG_WITH_BOX2D + 22 * (size_t)SR_CONFIG_WITH_MUJOCO;
 	assert_int_equal(sr_env_count(), n_all);
 	assert_null(sr_env_at(n_all));
 	for (size_t i = 0; i < n_all; i++)

@@ -105,18 +105,22 @@ static void print_env(const sr_env_spec *s, bool json, const char *origin)
 		       s->name, origin);
 		for (uint32_t k = 0; k < s->obs_ndim; k++)
 			printf("%s%u", k ? "," : "", s->obs_shape[k]);
-		printf("],\"obs_bounds\":%s,\"action\":{\"kind\":\"%s\",\"n\":%u,\"dim\":%u,"
-		       "\"bounds\":%s},\"max_episode_steps\":%u,\"state_size\":%u}\n",
-		       bounds, s->act_kind == SR_SPACE_DISCRETE ? "discrete" : "box", s->act_n,
-		       s->act_dim, act_bounds, s->max_episode_steps, s->state_size);
+		printf("],\"obs_dtype\":\"%s\",\"obs_bounds\":%s,\"action\":{\"kind\":\"%s\","
+		       "\"n\":%u,\"dim\":%u,\"bounds\":%s},\"max_episode_steps\":%u,"
+		       "\"state_size\":%u}\n",
+		       sr_dtype_name(s->obs_dtype), bounds,
+		       s->act_kind == SR_SPACE_DISCRETE ? "discrete" : "box", s->act_n, s->act_dim,
+		       act_bounds, s->max_episode_steps, s->state_size);
 		return;
 	}
 	if (s->obs_dim <= 8)
 		fmt_bounds(bounds, sizeof(bounds), s->obs_low, s->obs_high, s->obs_dim, false);
 	else
 		snprintf(bounds, sizeof(bounds), "%s", s->obs_low ? "(per component)" : "unbounded");
-	printf("%-25s %-23s %-6s %-18s %5u  %s\n", s->id, s->name, shape, action,
-	       s->max_episode_steps, bounds);
+	/* Observations other than float32 say their dtype first. */
+	printf("%-25s %-25s %-6s %-19s %5u  %s%s%s\n", s->id, s->name, shape, action,
+	       s->max_episode_steps, s->obs_dtype ? sr_dtype_name(s->obs_dtype) : "",
+	       s->obs_dtype ? " " : "", bounds);
 }
 
 int cmd_envs(int argc, char **argv)
@@ -139,8 +143,8 @@ int cmd_envs(int argc, char **argv)
 	if (plugin && sr_env_load_plugin(plugin, &ps))
 		cli_die("%s", sr_last_error());
 	if (!json)
-		printf("%-25s %-23s %-6s %-18s %5s  %s\n", "ID", "NAME", "OBS", "ACTION",
-		       "STEPS", "OBS BOUNDS [low,high]");
+		printf("%-25s %-25s %-6s %-19s %5s  %s\n", "ID", "NAME", "OBS", "ACTION",
+		       "STEPS", "OBS [DTYPE] BOUNDS [low,high]");
 	for (size_t i = 0; i < sr_env_count(); i++)
 		print_env(sr_env_at(i), json, "builtin");
 	if (plugin)

@@ -46,7 +46,8 @@ static void usage(FILE *f)
 		"  --csv-out FILE  write the port's episodes in the reference format\n"
 		"  --paired        episode k uses Gymnasium's seed S+k (--seed S, default 0)\n"
 		"                  for the env (adds rng=numpy) and for the random actions\n"
-		"                  (NumPy's Generator(PCG64(S+k)), as action_space.seed);\n"
+		"                  (NumPy's Generator(PCG64(S+k)), as action_space.seed;\n"
+		"                  the zero policy reseeds only the env);\n"
 		"                  with --ref, also compare episode by episode (mean and SE\n"
 		"                  of the differences, shares of identical episodes)\n"
 		"  --trajectories FILE  replay a reference trajectory CSV (seed,t,action_*,\n"
@@ -363,7 +364,9 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 	if (batch > want)
 		batch = want;
 	char *states = aligned_alloc(64, (batch * spec->state_size + 63) / 64 * 64);
-	float *obs = malloc(batch * od * sizeof(float));
+	/* obs_dim elements of the env's dtype (float64 for MuJoCo); the
+	 * heuristics, which read them, are for float32 envs. */
+	float *obs = malloc(batch * sr_env_obs_size(spec));
 	double *rew = malloc(batch * sizeof(double)), *ret = calloc(batch, sizeof(double));
 	uint8_t *term = malloc(batch);
 	uint32_t *elapsed = calloc(batch, sizeof(uint32_t));
@@ -398,7 +401,7 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 			spec->seed(spec, st, 1, seed + ep_of[i], 0);
 			bench_np_seed(np, i, seed + ep_of[i]);
 		}
-		spec->reset(spec, st, 1, obs + i * od);
+		spec->reset(spec, st, 1, (float *)(void *)((char *)obs + i * sr_env_obs_size(spec)));
 		walker_h_init(&wh[i]);
 	}
 
@@ -455,7 +458,8 @@ static void run_episodes(const sr_env_spec *spec, enum policy pol, size_t want, 
 				spec->seed(spec, st, 1, seed + ep_of[i], 0);
 				bench_np_seed(np, i, seed + ep_of[i]);
 			}
-			spec->reset(spec, st, 1, obs + i * od);
+			spec->reset(spec, st, 1,
+				    (float *)(void *)((char *)obs + i * sr_env_obs_size(spec)));
 		}
 	}
 	out->n = want;
@@ -627,7 +631,7 @@ static void paired_report(const struct episodes *ep, uint64_t seed, const struct
 {
 	struct sample dret = {malloc(ep->n * sizeof(double)), 0};
 	struct sample dlen = {malloc(ep->n * sizeof(double)), 0};
-	size_t same_len = 0, same_ret = 0;
+	size_t same_len = 0, same_ret = 0, same_bits = 0;
 
 	if (!dret.v || !dlen.v)
 		cli_die("envstats: out of memory");
@@ -640,6 +644,7 @@ static void paired_report(const struct episodes *ep, uint64_t seed, const struct
 		dlen.v[dlen.n++] = ep->len.v[i] - rlen->v[j];
 		same_len += ep->len.v[i] == rlen->v[j];
 		same_ret += fabs(ep->ret.v[i] - rret->v[j]) < 0.01;
+		same_bits += ep->ret.v[i] == rret->v[j] && ep->len.v[i] == rlen->v[j];
 	}
 	if (dret.n < 2) {
 		printf("paired: no reference rows with seeds %llu..%llu (a seed column)\n",
@@ -649,9 +654,10 @@ static void paired_report(const struct episodes *ep, uint64_t seed, const struct
 		double z = sd > 0 ? mean_of(&dret) / (sd / sqrt(nn)) : 0;
 		printf("paired (%zu episodes of the same seeds): return diff %+.2f (sem %.2f) = "
 		       "%.1f SE, length diff %+.2f (sem %.2f); same length %.1f%%, return within "
-		       "0.01 %.1f%%\n",
+		       "0.01 %.1f%%, identical (length and return to the bit) %.1f%%\n",
 		       dret.n, mean_of(&dret), sd / sqrt(nn), z,
-		       mean_of(&dlen), sl / sqrt(nn), 100.0 * same_len / nn, 100.0 * same_ret / nn);
+		       mean_of(&dlen), sl / sqrt(nn), 100.0 * same_len / nn, 100.0 * same_ret / nn,
+		       100.0 * same_bits / nn);
 	}
 	free(dret.v);
 	free(dlen.v);
@@ -703,14 +709,18 @@ int cmd_envstats(int argc, char **argv)
 		cli_die("envstats: --policy: '%s' is not one of random, zero, heuristic", pol_s);
 	if (seed < 0)
 		seed = paired ? 0 : 1;
-	if (paired && pol != POL_RANDOM)
-		cli_die("envstats: --paired replays Gymnasium's random policy (--policy random)");
+	if (paired && pol == POL_HEURISTIC)
+		cli_die("envstats: --paired replays Gymnasium's random or zero policy (--policy "
+			"random|zero)");
 	char env_np[256];
 	if (paired && !strstr(env, "rng=")) { /* the env's draws as Gymnasium's */
 		snprintf(env_np, sizeof(env_np), "%s%srng=numpy", env, strchr(env, ':') ? "," : ":");
 		env = env_np;
 	}
 	cli_env(env, &spec);
+	if (traj && spec.obs_dtype != SR_DTYPE_FLOAT32)
+		cli_die("envstats: --trajectories compares float32 observations; for env '%s' (%s) "
+			"use stepring envcheck", spec.id, sr_dtype_name(spec.obs_dtype));
 	if (traj) {
 		trajectories(&spec, traj);
 		return 0;
