@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "envs.h"
 
 enum { P_COST_US, P_OBS_DIM, P_EP_LEN, P_ACT_N, P_COST_NS };

@@ -41,7 +41,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "stepring/ring.h"
 
 #define SR__RING_NAME_MAX 128

@@ -1,5 +1,5 @@
 /* Wrappers over the pool's planner and hwloc's GPU locality (placement.h). */
-#include "device_priv.h"
+#include "device_internal.h"
 #include "placement.h"
 #include "pool_internal.h"
 

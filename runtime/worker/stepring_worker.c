@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "proc.h"
+#include "proc_internal.h"
 
 int main(int argc, char **argv)
 {

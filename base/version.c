@@ -1,4 +1,4 @@
-#include "internal.h"
+#include "sr_base.h"
 
 #ifndef SR_BUILD_FLAGS
 #define SR_BUILD_FLAGS "unknown"

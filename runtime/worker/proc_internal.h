@@ -52,8 +52,8 @@
  *  The finite check's counters (nonfinite, nf_first, checks_finite) are
  *  written before done_gen's release (PC1) and read after its acquire.
  */
-#ifndef SR_PROC_H
-#define SR_PROC_H
+#ifndef SR_PROC_INTERNAL_H
+#define SR_PROC_INTERNAL_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -62,7 +62,7 @@
 #include <sched.h>
 #include <sys/types.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "stepring/env.h"
 #include "stepring/pool.h"
 #include "stepring/proc.h"

@@ -67,7 +67,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proc.h"
+#include "proc_internal.h"
 #include "ring_internal.h"
 #include "stepring/pool.h"
 

@@ -38,7 +38,7 @@
 #include <stdio.h>
 #include <stdatomic.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "stepring/pool.h"
 #include "stepring/device.h"
 #include "stepring/stats.h"

@@ -1,6 +1,6 @@
 /* Built without liburing: the io_uring writer is refused, and the job falls
  * back to the pwrite thread (ckpt_pwrite.c) with the same guarantees. */
-#include "internal.h"
+#include "sr_base.h"
 #include "ckpt_internal.h"
 
 int sr__ckpt_run_uring(sr__ckpt_job *j, const char **why)

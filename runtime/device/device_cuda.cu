@@ -36,9 +36,9 @@
 #include <string.h>
 
 #include "cuda_check.h"
-#include "device_priv.h"
+#include "device_internal.h"
 extern "C" {
-#include "internal.h" /* plain C declarations */
+#include "sr_base.h" /* plain C declarations */
 }
 
 #define COLS_ALIGN 256

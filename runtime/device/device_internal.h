@@ -5,8 +5,8 @@
  * stand-in device_nocuda.c). Plain C, usable from C++ (nvcc): no C11 atomics
  * in here; the backend sees batches by index only.
  */
-#ifndef SR_DEVICE_PRIV_H
-#define SR_DEVICE_PRIV_H
+#ifndef SR_DEVICE_INTERNAL_H
+#define SR_DEVICE_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>

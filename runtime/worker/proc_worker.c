@@ -39,7 +39,7 @@
 
 #include "ckpt_internal.h"
 #include "envs.h"
-#include "proc.h"
+#include "proc_internal.h"
 #include "ring_internal.h"
 #include "stepring/pool.h"
 

@@ -500,7 +500,7 @@ int sr__bind_self(const struct sr__plan_worker *w)
 #ifdef SR_HAVE_CUDA
 #include <hwloc/cudart.h>
 
-#include "device_priv.h" /* declares sr__bind_self_near_cuda */
+#include "device_internal.h" /* declares sr__bind_self_near_cuda */
 
 /* *@out gets the CPUs near CUDA device @dev (free it with
  * hwloc_bitmap_free). 0, -ENOSYS (no topology), -ENOMEM, -ENODEV (no such

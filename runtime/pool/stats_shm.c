@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
-#include "proc.h"
+#include "proc_internal.h"
 
 static int cmp_double(const void *a, const void *b)
 {

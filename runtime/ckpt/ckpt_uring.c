@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "ckpt_internal.h"
 
 struct slot {

@@ -1,6 +1,6 @@
 /* Internal helpers shared by stepring's .c files (sr__ prefix). */
-#ifndef SR_INTERNAL_H
-#define SR_INTERNAL_H
+#ifndef SR_BASE_H
+#define SR_BASE_H
 
 #include <errno.h>
 #include "stepring/common.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "ckpt_internal.h"
 
 static int write_piece(sr__ckpt_job *j, const struct sr__ckpt_piece *pc)

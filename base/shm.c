@@ -43,7 +43,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "sr_base.h"
 
 /* Where shm_open(3) puts its files on Linux. */
 static const char *shm_dir(void)

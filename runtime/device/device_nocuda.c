@@ -2,8 +2,8 @@
  * The CUDA backend in a build without CUDA: no GPU ever answers, and asking
  * for one explicitly says so. The host device serves the same API.
  */
-#include "device_priv.h"
-#include "internal.h"
+#include "device_internal.h"
+#include "sr_base.h"
 
 bool sr__cuda_available(int index)
 {

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sr_base.h"
 
 static _Thread_local char last_error[512];
 

@@ -54,7 +54,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "ckpt_internal.h"
 #include "pool_internal.h"
 #include "ring_internal.h"

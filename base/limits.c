@@ -22,7 +22,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "sr_base.h"
 
 #define MIB (1024.0 * 1024.0)
 

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device_priv.h"
+#include "device_internal.h"
 #include "pool_internal.h"
 #include "envs.h"
 

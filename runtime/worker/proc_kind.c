@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "pool_internal.h"
-#include "proc.h"
+#include "proc_internal.h"
 #include "ring_internal.h"
 
 static int procs_start(sr_pool *p, const sr_pool_opts *o)

@@ -4,7 +4,7 @@
  */
 #include <errno.h>
 
-#include "internal.h"
+#include "sr_base.h"
 
 SR_EXPORT int sr_mpi_env_range(uint64_t num_envs, uint32_t size, uint32_t rank, uint64_t *first,
 			       uint32_t *n);

@@ -38,8 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device_priv.h"
-#include "internal.h"
+#include "device_internal.h"
+#include "sr_base.h"
 
 struct sr__dbatch {
 	sr_device_batch pub; /* first member: container_of by cast */

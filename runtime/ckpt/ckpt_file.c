@@ -48,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "ckpt_internal.h"
 
 #if defined(__x86_64__)
