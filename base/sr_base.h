@@ -1,15 +1,45 @@
-/* Internal helpers shared by stepring's .c files (sr__ prefix). */
+/*
+ * The ground floor (base/): what every part of stepring may use, and the
+ * only internal header that envs/ and replay/ may include. Nothing here
+ * knows a pool, a ring, an env or a worker; everything above uses these
+ * instead of a copy of its own.
+ *
+ *  - errors (error.c): sr__errorf, sr__clear_error, behind sr_strerror()
+ *    and sr_last_error();
+ *  - resource limits in messages (limits.c);
+ *  - the version (version.c: sr_version(), sr_build_info());
+ *  - shared-memory segments (shm.c): room checks, whole-or-nothing
+ *    creation, the creator lock, the owner check;
+ *  - one clock (sr__now_ns), one futex wrapper (futex.c: sr__futex_wait,
+ *    sr__futex_wake, process-private or shared), align_up, cpu_relax, a
+ *    single writer's counter add, branch hints, the cache-line size, the
+ *    vector clones of hot loops, the finite check's bit tests.
+ *
+ * Plain C11 plus GNU builtins; the parts with C11 atomics are hidden from
+ * C++ (nvcc compiles device_cuda.cu with this header).
+ */
 #ifndef SR_BASE_H
 #define SR_BASE_H
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 #include "stepring/common.h"
+
+/* ---- errors (error.c) ----------------------------------------------------- */
 
 /* Record a detailed message for sr_last_error() and return @err (a negative
  * errno), so error paths read: return sr__errorf(-EINVAL, "bad %s", x); */
 int sr__errorf(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Forget the thread's last error message. */
 void sr__clear_error(void);
+
+/* ---- resource limits in messages (limits.c) ------------------------------ */
 
 /*
  * Resource limits in messages (limits.c). sr__thread_errorf: a failed
@@ -24,8 +54,10 @@ int sr__thread_errorf(int err, const char *what);
 int sr__spawn_errorf(int err, const char *what);
 bool sr__as_note(char *buf, size_t n, uint64_t want);
 
+/* ---- shared-memory segments (shm.c) -------------------------------------- */
+
 /*
- * Shared-memory segments (replay/shm.c): room checks before allocating,
+ * Shared-memory segments (shm.c): room checks before allocating,
  * whole-or-nothing creation, the creator lock that tells a live segment
  * from a leftover across PID namespaces, and the owner check of a reader.
  */
@@ -60,6 +92,46 @@ int sr__shm_in_use_name(const char *name);
 /* 0 when @st is a regular file owned by this effective uid, else -EPERM
  * or -EBADMSG with a message naming the owner. */
 int sr__shm_trusted(const struct stat *st, const char *what, const char *name);
+
+/* ---- clock, futex, small helpers ------------------------------------------- */
+
+/* The clock of every duration and deadline: CLOCK_MONOTONIC in
+ * nanoseconds (the vDSO: no system call). */
+static inline uint64_t sr__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * futex (futex.c). Wait while *@addr holds @val, at most @timeout_ms (0:
+ * no limit); the kernel rechecks the word, so a wake-up between the
+ * caller's last load and the wait is never lost. @shared: the word is in
+ * memory other processes map too (a command block); else the process's
+ * own (FUTEX_PRIVATE). Returns 0 (woken, or the word had changed:
+ * -EAGAIN is folded into 0), -ETIMEDOUT or -EINTR.
+ */
+#ifndef __cplusplus
+int sr__futex_wait(_Atomic uint32_t *addr, uint32_t val, uint32_t timeout_ms, bool shared);
+/* Wake up to @n waiters of @addr. */
+void sr__futex_wake(_Atomic uint32_t *addr, int n, bool shared);
+
+/* A counter with a single writer: a relaxed load and store (no locked
+ * read-modify-write); readers may see it a little stale. */
+static inline void sr__add_relaxed(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+#endif
+
+/* @x rounded up to a multiple of @a, a power of two. */
+static inline uint64_t sr__align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
 
 #define SR_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SR_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -96,6 +168,8 @@ int sr__shm_trusted(const struct stat *st, const char *what, const char *name);
 #define SR_VECTOR_CLONES
 #endif
 
+/* ---- the finite check's bit tests ------------------------------------------ */
+
 /*
  * The finite check (SR_POOL_F_CHECK_FINITE): a float is NaN or infinite
  * when its exponent bits are all ones. Integer tests on the bits: no
@@ -116,6 +190,23 @@ static inline uint32_t sr__nonfinite_f(float x)
 #define SR__NF_ENV_MASK ((1ull << 40) - 1)
 #define SR__NF_OBS (1ull << 40)
 #define SR__NF_REW (1ull << 41)
+
+#ifndef __cplusplus
+/* Offer env @env's row as the first non-finite one (@what: SR__NF_OBS |
+ * SR__NF_REW) to @first (a pool's, or a command block's): kept only if
+ * none was seen before (one compare-exchange from 0). Relaxed: the row's
+ * publish (release) orders it for whoever reads it after the row. Any
+ * thread. */
+static inline void sr__nonfinite_offer(_Atomic uint64_t *first, uint64_t env, uint64_t what)
+{
+	uint64_t zero = 0;
+
+	if (atomic_load_explicit(first, memory_order_relaxed))
+		return;
+	atomic_compare_exchange_strong_explicit(first, &zero, (env + 1) | what,
+						memory_order_relaxed, memory_order_relaxed);
+}
+#endif
 
 /* Whether any of @a[0 .. @n) is NaN or infinite. The exponent field plus
  * one carries into the sign bit exactly when it is all ones, so an or of

@@ -52,15 +52,10 @@ static _Thread_local struct {
 } room_cache;
 static _Atomic uint64_t next_ring_id = 1;
 
-static uint64_t align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) & ~(a - 1);
-}
-
 int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,
 		    struct sr__ring_hdr *h)
 {
-	uint64_t off = align_up(sizeof(*h), SR__RING_COL_ALIGN);
+	uint64_t off = sr__align_up(sizeof(*h), SR__RING_COL_ALIGN);
 	/* Bound the geometry so that no product below can overflow. */
 	if (capacity < 2 || (capacity & (capacity - 1)) || capacity > (1ull << 40) ||
 	    obs_dim == 0 || act_size == 0 || obs_dim > (1u << 24) || act_size > (1u << 24))
@@ -68,7 +63,7 @@ int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,
 #define COL(field, width)                                                                  \
 	do {                                                                               \
 		h->field = off;                                                            \
-		off = align_up(off + capacity * (uint64_t)(width), SR__RING_COL_ALIGN);    \
+		off = sr__align_up(off + capacity * (uint64_t)(width), SR__RING_COL_ALIGN);    \
 	} while (0)
 	COL(off_obs, 4ull * obs_dim);
 	COL(off_action, act_size);

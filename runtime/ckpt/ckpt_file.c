@@ -240,19 +240,6 @@ struct sr__ckpt_job {
 	uint64_t ns;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t align_up(uint64_t x)
-{
-	return (x + SR_CKPT_ALIGN - 1) & ~(uint64_t)(SR_CKPT_ALIGN - 1);
-}
-
 int sr__ckpt_fail(sr__ckpt_job *j, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -335,7 +322,7 @@ int sr__ckpt_produce(sr__ckpt_job *j, void *buf, struct sr__ckpt_piece *pc)
 	const struct sr__ckpt_src *s = &j->src[j->cur];
 	uint64_t rem = s->len - j->pos;
 	size_t n = rem < j->chunk ? (size_t)rem : j->chunk;
-	size_t padded = (size_t)align_up(n);
+	size_t padded = (size_t)sr__align_up(n, SR_CKPT_ALIGN);
 
 	const void *m = NULL;
 
@@ -400,7 +387,7 @@ static int run_job(sr__ckpt_job *j)
 {
 	const char *why = NULL;
 	int err, dfd;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = sr__now_ns();
 
 	if (j->set_nice) {
 		/* Lower the writer below the step loop; a thread's own nice value
@@ -462,11 +449,11 @@ static int run_job(sr__ckpt_job *j)
 				    j->dir, strerror(errno));
 		if (dfd >= 0)
 			close(dfd);
-		j->ns = now_ns() - t0;
+		j->ns = sr__now_ns() - t0;
 		return err;
 	}
 	close(dfd);
-	j->ns = now_ns() - t0;
+	j->ns = sr__now_ns() - t0;
 	return 0;
 
 fail:
@@ -475,7 +462,7 @@ fail:
 		j->fd = -1;
 	}
 	unlink(j->tmp);
-	j->ns = now_ns() - t0;
+	j->ns = sr__now_ns() - t0;
 	return err;
 }
 
@@ -565,7 +552,7 @@ int sr__ckpt_job_create(const char *path, const struct sr__ckpt_src *srcs, uint3
 		j->table[i].type = srcs[i].type;
 		j->table[i].offset = off;
 		j->table[i].length = srcs[i].len;
-		off += align_up(srcs[i].len);
+		off += sr__align_up(srcs[i].len, SR_CKPT_ALIGN);
 	}
 	j->trailer_off = off;
 	j->total = off + SR_CKPT_ALIGN;
@@ -997,12 +984,12 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
 		const struct sr__ckpt_entry *e = &f->table[i];
 		/* Every bound from the file is checked before it is used in
 		 * arithmetic: offset first (so trailer - offset cannot wrap),
-		 * then length against the room left (so align_up cannot wrap).
+		 * then length against the room left (so sr__align_up cannot wrap).
 		 * A 0-length section must lie inside the file too. */
 		if (e->type == 0 || e->offset % SR_CKPT_ALIGN || e->offset < prev_end ||
 		    e->offset > f->foot.trailer_offset ||
 		    e->length > f->foot.trailer_offset - e->offset ||
-		    align_up(e->length) > f->foot.trailer_offset - e->offset)
+		    sr__align_up(e->length, SR_CKPT_ALIGN) > f->foot.trailer_offset - e->offset)
 			return sr__errorf(-EBADMSG, "checkpoint: section %u (%s) lies outside the file",
 					  i, sr__ckpt_section_name(e->type));
 		for (uint32_t k = 0; k < i; k++)
@@ -1010,7 +997,7 @@ int sr__ckpt_verify_fd(int fd, struct sr__ckpt_file *f, sr_ckpt_info *info)
 				return sr__errorf(-EBADMSG,
 						  "checkpoint: section %s appears twice (%u and %u)",
 						  sr__ckpt_section_name(e->type), k, i);
-		prev_end = e->offset + align_up(e->length);
+		prev_end = e->offset + sr__align_up(e->length, SR_CKPT_ALIGN);
 	}
 
 	buf = malloc(bufsz);

@@ -91,23 +91,18 @@ int sr_device_describe(char *buf, size_t len)
 	return -ENODEV;
 }
 
-static size_t align64(size_t x)
-{
-	return (x + 63) & ~(size_t)63;
-}
-
 /* Host backend: one block per batch, each column 64-byte aligned. */
 static int host_alloc(struct sr_device *d)
 {
 	uint32_t rows = d->opts.max_rows;
 	size_t o_obs = 0;
-	size_t o_rew = o_obs + align64((size_t)rows * d->opts.obs_dim * sizeof(float));
-	size_t o_term = o_rew + align64((size_t)rows * sizeof(float));
-	size_t o_trunc = o_term + align64(rows);
-	size_t o_flags = o_trunc + align64(rows);
-	size_t o_id = o_flags + align64(rows);
-	size_t o_act = o_id + align64((size_t)rows * sizeof(uint32_t));
-	size_t total = o_act + align64((size_t)rows * d->act_size);
+	size_t o_rew = o_obs + sr__align_up((size_t)rows * d->opts.obs_dim * sizeof(float), 64);
+	size_t o_term = o_rew + sr__align_up((size_t)rows * sizeof(float), 64);
+	size_t o_trunc = o_term + sr__align_up(rows, 64);
+	size_t o_flags = o_trunc + sr__align_up(rows, 64);
+	size_t o_id = o_flags + sr__align_up(rows, 64);
+	size_t o_act = o_id + sr__align_up((size_t)rows * sizeof(uint32_t), 64);
+	size_t total = o_act + sr__align_up((size_t)rows * d->act_size, 64);
 
 	for (uint32_t i = 0; i < d->nb; i++) {
 		sr_device_batch *p = &d->b[i].pub;

@@ -87,11 +87,6 @@ extern "C" int sr__cuda_describe(int index, char *buf, size_t len)
 	return 0;
 }
 
-static size_t up(size_t x)
-{
-	return (x + COLS_ALIGN - 1) & ~(size_t)(COLS_ALIGN - 1);
-}
-
 extern "C" void sr__cuda_close(struct sr__cuda *c)
 {
 	if (!c)
@@ -129,7 +124,7 @@ static int open_batches(struct sr__cuda *c, sr_device_batch *pub)
 
 		for (int k = 0; k <= SR__NCOLS; k++) {
 			b->off[k] = total;
-			total += up(w[k]);
+			total += (size_t)sr__align_up(w[k], COLS_ALIGN);
 		}
 		CU(cudaMalloc((void **)&b->dev, total), "cudaMalloc of a device batch");
 		CU(cudaHostAlloc((void **)&b->host, total, cudaHostAllocDefault),

@@ -267,17 +267,6 @@ bool sr__check_finite_default(void)
 	return true;
 }
 
-void sr__nonfinite_first(sr_pool *p, uint32_t env, uint64_t what)
-{
-	uint64_t zero = 0;
-
-	if (atomic_load_explicit(&p->fin.first, memory_order_relaxed))
-		return;
-	/* Relaxed: the row's publish (release) orders it for the pool thread. */
-	atomic_compare_exchange_strong_explicit(&p->fin.first, &zero, ((uint64_t)env + 1) | what,
-						memory_order_relaxed, memory_order_relaxed);
-}
-
 uint64_t sr__nonfinite_rows(const sr_pool *p)
 {
 	uint64_t n = p->fin.pool_rows;
@@ -302,7 +291,7 @@ void sr__nonfinite_scan(sr_pool *p, uint64_t seq, uint32_t n)
 		if (!what)
 			continue;
 		p->ring.flags[s] |= SR_SLOT_NONFINITE;
-		sr__nonfinite_first(p, p->ring.env[s], what);
+		sr__nonfinite_offer(&p->fin.first, p->ring.env[s], what);
 		p->fin.pool_rows++;
 	}
 }

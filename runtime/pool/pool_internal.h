@@ -607,17 +607,11 @@ static inline uint32_t sr__worker_rows(const sr_pool *p, uint32_t w)
 void sr__grp_shifts(sr_pool *p, int32_t *shift);
 /* pool.c: mark group @g's envs in flight (1) or not (0). */
 void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v);
-void sr__futex_wait(_Atomic uint32_t *addr, uint32_t val);
-void sr__futex_wake(_Atomic uint32_t *addr);
-uint64_t sr__now_ns(void);
 
 /* --- collector.c: the finite check --- */
 /* SR__NF_ENV_MASK, SR__NF_OBS, SR__NF_REW: internal.h. */
 /* The default of the check: on, unless STEPRING_CHECK_FINITE=0. */
 bool sr__check_finite_default(void);
-/* Remember env @env's row as the first non-finite one (@what: SR__NF_OBS
- * | SR__NF_REW) unless one was seen before. Any thread. */
-void sr__nonfinite_first(sr_pool *p, uint32_t env, uint64_t what);
 /* Rows flagged SR_SLOT_NONFINITE so far (relaxed loads, any thread). */
 uint64_t sr__nonfinite_rows(const sr_pool *p);
 /* Process workers that do not check their own rows (a Python worker):

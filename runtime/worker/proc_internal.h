@@ -245,9 +245,6 @@ static inline void sr__spin_note(struct sr__spin *s, uint64_t ns)
 	s->avg_ns = s->avg_ns - s->avg_ns / 8 + ns / 8;
 }
 
-/* futex on shared memory (not _PRIVATE: other processes wait on it). */
-int sr__sfutex_wait(_Atomic uint32_t *addr, uint32_t val, uint32_t timeout_ms);
-void sr__sfutex_wake(_Atomic uint32_t *addr, int n);
 
 /* --- proc.c: the trainer's side --- */
 struct sr__procs;

@@ -159,7 +159,7 @@ static void after_wait(sr_pool *p, uint64_t seq, bool scan, uint64_t faults_befo
 		uint64_t f = sr__procs_nonfinite_first(p->procs);
 
 		if (f)
-			sr__nonfinite_first(p, (uint32_t)((f & SR__NF_ENV_MASK) - 1),
+			sr__nonfinite_offer(&p->fin.first, (f & SR__NF_ENV_MASK) - 1,
 					    f & ~SR__NF_ENV_MASK);
 	}
 	sr__procs_info(p->procs, &after);

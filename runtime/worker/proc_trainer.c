@@ -128,27 +128,15 @@ struct sr__procs {
 	uint64_t *xcap;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static size_t align_up(size_t x, size_t a)
-{
-	return (x + a - 1) & ~(a - 1);
-}
 
 size_t sr__proc_layout(struct sr__proc_hdr *h, uint32_t nworkers, uint32_t num_envs,
 		       uint32_t obs_dim, uint32_t act_size, size_t payload_len,
 		       const uint32_t *slice_n, size_t out_size)
 {
-	size_t off = align_up(sizeof(*h), 4096);
+	size_t off = sr__align_up(sizeof(*h), 4096);
 
 	h->off_workers = off;
-	off = align_up(off + (size_t)nworkers * sizeof(struct sr__proc_wrec), 4096);
+	off = sr__align_up(off + (size_t)nworkers * sizeof(struct sr__proc_wrec), 4096);
 	for (uint32_t w = 0; w < nworkers; w++) {
 		uint32_t cap = 1;
 
@@ -156,33 +144,33 @@ size_t sr__proc_layout(struct sr__proc_hdr *h, uint32_t nworkers, uint32_t num_e
 			cap <<= 1;
 		/* recorded by the caller into the worker records: its
 		 * episode queue, then its out area */
-		off = align_up(off + (size_t)cap * 2 * sizeof(double), 64);
-		off = align_up(off + out_size, 64);
+		off = sr__align_up(off + (size_t)cap * 2 * sizeof(double), 64);
+		off = sr__align_up(off + out_size, 64);
 	}
 	h->ncmds = 256;
-	h->cmd_size = (uint32_t)align_up(sizeof(struct sr__proc_crec) +
+	h->cmd_size = (uint32_t)sr__align_up(sizeof(struct sr__proc_crec) +
 					 (size_t)nworkers * sizeof(struct sr__proc_part), 64);
-	h->off_cmds = off = align_up(off, 4096);
+	h->off_cmds = off = sr__align_up(off, 4096);
 	off += (size_t)h->ncmds * h->cmd_size;
 	/* Ragged sends' env lists: twice the envs (sr__procs_ids). */
 	h->ids_cap = 2 * num_envs;
-	h->off_ids = off = align_up(off, 64);
+	h->off_ids = off = sr__align_up(off, 64);
 	off += (size_t)h->ids_cap * sizeof(uint32_t);
-	h->off_actions = off = align_up(off, 4096);
-	off = align_up(off + (size_t)num_envs * act_size, 64);
+	h->off_actions = off = sr__align_up(off, 4096);
+	off = sr__align_up(off + (size_t)num_envs * act_size, 64);
 	h->off_mask = off;
-	off = align_up(off + num_envs, 64);
+	off = sr__align_up(off + num_envs, 64);
 	h->off_final = off;
-	off = align_up(off + (size_t)num_envs * obs_dim * sizeof(float), 64);
+	off = sr__align_up(off + (size_t)num_envs * obs_dim * sizeof(float), 64);
 	h->off_seeds = off;
-	off = align_up(off + (size_t)num_envs * sizeof(uint64_t), 64);
+	off = sr__align_up(off + (size_t)num_envs * sizeof(uint64_t), 64);
 	h->off_smask = off;
-	off = align_up(off + num_envs, 64);
+	off = sr__align_up(off + num_envs, 64);
 	h->off_rpay = off;
-	off = align_up(off + SR_PROC_RESET_PAYLOAD_MAX, 64);
+	off = sr__align_up(off + SR_PROC_RESET_PAYLOAD_MAX, 64);
 	h->off_payload = off;
 	h->payload_len = payload_len;
-	off = align_up(off + payload_len, 4096);
+	off = sr__align_up(off + payload_len, 4096);
 	h->total_size = off;
 	return off;
 }
@@ -620,7 +608,7 @@ static bool wait_workers(struct sr__procs *P, uint32_t gen, uint32_t only)
 	 * wait, so not one for the spin's average either. */
 	if (all_done(P, gen, only))
 		return false;
-	t0 = now_ns();
+	t0 = sr__now_ns();
 	until = t0 + sr__spin_budget(&P->spin);
 	spinning = until > t0;
 	for (uint32_t i = 0; !all_done(P, gen, only); i++) {
@@ -628,7 +616,7 @@ static bool wait_workers(struct sr__procs *P, uint32_t gen, uint32_t only)
 
 		if (spinning) {
 			sr__cpu_relax();
-			if ((i & 31) != 31 || now_ns() < until)
+			if ((i & 31) != 31 || sr__now_ns() < until)
 				continue;
 			spinning = false;
 		}
@@ -636,11 +624,11 @@ static bool wait_workers(struct sr__procs *P, uint32_t gen, uint32_t only)
 		atomic_store_explicit(&h->trainer_sleeping, 1, memory_order_seq_cst);
 		ev = atomic_load_explicit(&h->done_evt, memory_order_seq_cst);
 		if (!all_done(P, gen, only))
-			sr__sfutex_wait(&h->done_evt, ev, TICK_MS);
+			sr__futex_wait(&h->done_evt, ev, TICK_MS, true);
 		atomic_store_explicit(&h->trainer_sleeping, 0, memory_order_relaxed);
 		for (uint32_t w = P->first; w < P->nworkers; w++) {
 			struct sr__proc_wrec *r = sr__proc_wrec(h, w);
-			uint64_t now = now_ns(), el;
+			uint64_t now = sr__now_ns(), el;
 			bool booting, hung = false;
 			int st = 0;
 
@@ -670,7 +658,7 @@ static bool wait_workers(struct sr__procs *P, uint32_t gen, uint32_t only)
 		}
 	}
 	if (!any)
-		sr__spin_note(&P->spin, now_ns() - t0);
+		sr__spin_note(&P->spin, sr__now_ns() - t0);
 	return any;
 }
 
@@ -867,7 +855,7 @@ uint32_t sr__procs_post(struct sr__procs *P)
 		any_sleeping |= atomic_load_explicit(&sr__proc_wrec(h, w)->sleeping,
 						     memory_order_seq_cst) != 0;
 	if (any_sleeping)
-		sr__sfutex_wake(&h->go, INT_MAX);
+		sr__futex_wake(&h->go, INT_MAX, true);
 	return P->gen;
 }
 
@@ -998,12 +986,12 @@ int sr__procs_worker(const struct sr__procs *P, uint32_t w, struct sr__procs_wst
 static void stop_all(struct sr__procs *P)
 {
 	struct sr__proc_hdr *h = P->h;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = sr__now_ns();
 	bool left = false;
 
 	atomic_store_explicit(&h->stop, 1, memory_order_relaxed);
 	atomic_store_explicit(&h->go, ++P->gen, memory_order_seq_cst); /* PC0 */
-	sr__sfutex_wake(&h->go, INT_MAX);
+	sr__futex_wake(&h->go, INT_MAX, true);
 	/* A second for a clean exit, then SIGKILL: a hung env ends here too. */
 	do {
 		int st;
@@ -1021,7 +1009,7 @@ static void stop_all(struct sr__procs *P)
 			struct timespec ts = {0, 1000000};
 			nanosleep(&ts, NULL);
 		}
-	} while (left && now_ns() - t0 < 1000000000ull);
+	} while (left && sr__now_ns() - t0 < 1000000000ull);
 	for (uint32_t w = 0; w < P->nworkers; w++) {
 		int st;
 
@@ -1191,7 +1179,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 		memcpy(h->obs_shape, s->obs_shape, sizeof(h->obs_shape));
 		memcpy(h->params, s->params, sizeof(h->params));
 	}
-	off = h->off_workers + align_up((size_t)o->nworkers * sizeof(struct sr__proc_wrec), 4096);
+	off = h->off_workers + sr__align_up((size_t)o->nworkers * sizeof(struct sr__proc_wrec), 4096);
 	for (uint32_t w = 0, e = 0; w < o->nworkers; w++) {
 		struct sr__proc_wrec *r = sr__proc_wrec(h, w);
 		uint32_t cap = 1;
@@ -1202,10 +1190,10 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 		r->n_envs = o->slice_n[w];
 		r->eps_cap = cap;
 		r->off_eps = off;
-		off = align_up(off + (size_t)cap * 2 * sizeof(double), 64);
+		off = sr__align_up(off + (size_t)cap * 2 * sizeof(double), 64);
 		r->off_out = o->out_size ? off : 0;
 		r->out_size = o->out_size;
-		off = align_up(off + o->out_size, 64);
+		off = sr__align_up(off + o->out_size, 64);
 		e += o->slice_n[w];
 	}
 	if (o->payload_len)
@@ -1239,7 +1227,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 			goto fail;
 	}
 	/* Wait until every worker has built its envs, or one failed. */
-	t0 = now_ns();
+	t0 = sr__now_ns();
 	for (uint32_t w = P->first; w < o->nworkers;) {
 		struct sr__proc_wrec *r = sr__proc_wrec(h, w);
 		int st = 0;
@@ -1250,7 +1238,7 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 		}
 		bool dead = ended(P, w, &st);
 
-		if (dead || (now_ns() - t0) / 1000000u > BOOT_TIMEOUT_MS) {
+		if (dead || (sr__now_ns() - t0) / 1000000u > BOOT_TIMEOUT_MS) {
 			char why[SR__PROC_ERR_MAX + 128];
 
 			if (!dead)
@@ -1282,11 +1270,6 @@ fail:
 
 #define XREC 32u /* struct sr__ckpt_env_rec, as include/stepring/proc.h lays it out */
 _Static_assert(sizeof(struct sr__ckpt_env_rec) == XREC, "exchange record size");
-
-static uint64_t pad8(uint64_t x)
-{
-	return (x + 7) & ~(uint64_t)7;
-}
 
 /* The exchange segment holds at least @len bytes, mapped here. The
  * workers are idle (between commands): each maps the new size at its
@@ -1327,7 +1310,7 @@ static int xchg_layout(struct sr__procs *P, const uint64_t *cap)
 		/* A worker program that does not know the command leaves it. */
 		r->xchg_status = -ENOTSUP;
 		atomic_store_explicit(&r->err_len, 0, memory_order_relaxed);
-		off += (size_t)align_up((size_t)cap[w], 4096);
+		off += (size_t)sr__align_up((size_t)cap[w], 4096);
 	}
 	err = xchg_reserve(P, off ? off : 4096);
 	return err;
@@ -1393,11 +1376,11 @@ static int xchg_parse(struct sr__procs *P, uint32_t w, struct sr__env_recs *out)
 		goto bad;
 	memcpy(out->env + r->first_env, a, n * XREC);
 	for (uint64_t i = 0; i < n; i++) {
-		if (len[i] > used - off || pad8(len[i]) > used - off)
+		if (len[i] > used - off || sr__align_up(len[i], 8) > used - off)
 			goto bad;
 		out->rec[r->first_env + i] = a + off;
 		out->len[r->first_env + i] = len[i];
-		off += pad8(len[i]);
+		off += sr__align_up(len[i], 8);
 	}
 	return 0;
 bad:
@@ -1424,7 +1407,7 @@ int sr__procs_save(struct sr__procs *P, struct sr__env_recs *out)
 
 			if (!P->xcap[w])
 				P->xcap[w] = (uint64_t)r->n_envs *
-						     (XREC + 8 + pad8(P->h->state_size)) + 4096;
+						     (XREC + 8 + sr__align_up(P->h->state_size, 8)) + 4096;
 			before[w] = r->restarts;
 		}
 		err = xchg_layout(P, P->xcap);
@@ -1482,7 +1465,7 @@ int sr__procs_load(struct sr__procs *P, const struct sr__env_recs *in, uint64_t 
 
 		cap[w] = (uint64_t)r->n_envs * (XREC + 8);
 		for (uint32_t i = 0; i < r->n_envs; i++)
-			cap[w] += pad8(in->len[r->first_env + i]);
+			cap[w] += sr__align_up(in->len[r->first_env + i], 8);
 		before[w] = r->restarts;
 	}
 	err = xchg_layout(P, cap);
@@ -1499,8 +1482,8 @@ int sr__procs_load(struct sr__procs *P, const struct sr__env_recs *in, uint64_t 
 
 			memcpy(a + n * XREC + i * 8, &l, 8);
 			memcpy(a + off, in->rec[r->first_env + i], l);
-			memset(a + off + l, 0, pad8(l) - l);
-			off += pad8(l);
+			memset(a + off + l, 0, sr__align_up(l, 8) - l);
+			off += sr__align_up(l, 8);
 		}
 	}
 	err = run_xchg(P, SR_PROC_CMD_LOAD, 0);

@@ -25,7 +25,6 @@
  */
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/futex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +32,6 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,36 +59,6 @@ struct sr_proc_worker {
 	uint8_t *xmap;
 	size_t xlen;
 };
-
-int sr__sfutex_wait(_Atomic uint32_t *addr, uint32_t val, uint32_t timeout_ms)
-{
-	struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
-
-	if (syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, val, timeout_ms ? &ts : NULL, NULL,
-		    0))
-		return -errno;
-	return 0;
-}
-
-void sr__sfutex_wake(_Atomic uint32_t *addr, int n)
-{
-	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, n, NULL, NULL, 0);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void add_relaxed(_Atomic uint64_t *c, uint64_t v)
-{
-	/* Single writer: a relaxed load and store; readers may be stale. */
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-			      memory_order_relaxed);
-}
 
 uint64_t sr_proc_seed(uint64_t seed, uint32_t index, uint32_t restarts)
 {
@@ -139,7 +107,7 @@ int sr__proc_worker_local(struct sr__proc_hdr *h, sr_ring *ring, uint32_t idx,
 	w->trainer = getpid();
 	w->local = true;
 	w->xfd = -1;
-	w->idle_t0 = now_ns();
+	w->idle_t0 = sr__now_ns();
 	if (info)
 		fill_info(w, info);
 	*out = w;
@@ -149,15 +117,15 @@ int sr__proc_worker_local(struct sr__proc_hdr *h, sr_ring *ring, uint32_t idx,
 int sr__proc_worker_local_run(sr_proc_worker *w, sr_proc_inline_fn fn, void *arg,
 			      const sr_proc_info *info, const sr_proc_cmd *cmd)
 {
-	uint64_t t0 = now_ns(), t1;
+	uint64_t t0 = sr__now_ns(), t1;
 	int rc;
 
-	add_relaxed(&w->rec->ns_idle, t0 - w->idle_t0);
+	sr__add_relaxed(&w->rec->ns_idle, t0 - w->idle_t0);
 	rc = fn(arg, w, info, cmd);
-	t1 = now_ns();
+	t1 = sr__now_ns();
 	if (!rc)
-		add_relaxed(&w->rec->steps, cmd->n);
-	add_relaxed(&w->rec->ns_env, t1 - t0);
+		sr__add_relaxed(&w->rec->steps, cmd->n);
+	sr__add_relaxed(&w->rec->ns_env, t1 - t0);
 	w->idle_t0 = t1;
 	/* Only the trainer's thread reads this record's done_gen. */
 	atomic_store_explicit(&w->rec->done_gen, cmd->gen, memory_order_relaxed);
@@ -229,7 +197,7 @@ err_free:
 
 void sr_proc_worker_ready(sr_proc_worker *w)
 {
-	w->idle_t0 = now_ns();
+	w->idle_t0 = sr__now_ns();
 	atomic_store_explicit(&w->rec->state, SR__PW_READY, memory_order_release);
 }
 
@@ -271,7 +239,7 @@ int sr_proc_worker_wait(sr_proc_worker *w, sr_proc_cmd *cmd)
 {
 	struct sr__proc_hdr *h = w->h;
 	uint32_t g;
-	uint64_t t0 = w->idle_t0 ? w->idle_t0 : now_ns();
+	uint64_t t0 = w->idle_t0 ? w->idle_t0 : sr__now_ns();
 	uint64_t until = t0 + sr__spin_budget(&w->spin);
 	bool spinning = until > t0;
 
@@ -282,14 +250,14 @@ int sr_proc_worker_wait(sr_proc_worker *w, sr_proc_cmd *cmd)
 			break;
 		if (spinning) {
 			sr__cpu_relax();
-			if ((i & 31) != 31 || now_ns() < until)
+			if ((i & 31) != 31 || sr__now_ns() < until)
 				continue;
 			spinning = false;
 		}
 		/* PC2: announce, then re-check the word before sleeping. */
 		atomic_store_explicit(&w->rec->sleeping, 1, memory_order_seq_cst);
 		if (atomic_load_explicit(&h->go, memory_order_seq_cst) == w->last_go &&
-		    sr__sfutex_wait(&h->go, w->last_go, 200) == -ETIMEDOUT &&
+		    sr__futex_wait(&h->go, w->last_go, 200, true) == -ETIMEDOUT &&
 		    getppid() != w->trainer) {
 			atomic_store_explicit(&w->rec->sleeping, 0, memory_order_relaxed);
 			return -ESHUTDOWN;
@@ -301,9 +269,9 @@ int sr_proc_worker_wait(sr_proc_worker *w, sr_proc_cmd *cmd)
 		return -ESHUTDOWN;
 	/* The commands up to g are posted: run them in order, one a call. */
 	w->last_go++;
-	w->busy_t0 = now_ns();
+	w->busy_t0 = sr__now_ns();
 	sr__spin_note(&w->spin, w->busy_t0 - t0);
-	add_relaxed(&w->rec->ns_idle, w->busy_t0 - t0);
+	sr__add_relaxed(&w->rec->ns_idle, w->busy_t0 - t0);
 	sr__proc_cmd_of(h, w->index, w->last_go, cmd);
 	return 0;
 }
@@ -312,12 +280,12 @@ void sr_proc_worker_done(sr_proc_worker *w, uint64_t steps, uint64_t ns_env)
 {
 	struct sr__proc_hdr *h = w->h;
 	struct sr__proc_crec *r = sr__proc_crec(h, w->last_go);
-	uint64_t t = now_ns();
+	uint64_t t = sr__now_ns();
 
-	add_relaxed(&w->rec->steps, steps);
-	add_relaxed(&w->rec->ns_env, ns_env);
+	sr__add_relaxed(&w->rec->steps, steps);
+	sr__add_relaxed(&w->rec->ns_env, ns_env);
 	if (t > w->busy_t0 + ns_env)
-		add_relaxed(&w->rec->ns_ring, t - w->busy_t0 - ns_env);
+		sr__add_relaxed(&w->rec->ns_ring, t - w->busy_t0 - ns_env);
 	w->idle_t0 = t;
 	/* PC2: one wake-up of the trainer per command. done_left is counted
 	 * down before done_gen (after done_gen the record may be rewritten,
@@ -334,7 +302,7 @@ void sr_proc_worker_done(sr_proc_worker *w, uint64_t steps, uint64_t ns_env)
 		return;
 	atomic_fetch_add_explicit(&h->done_evt, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&h->trainer_sleeping, memory_order_seq_cst))
-		sr__sfutex_wake(&h->done_evt, 1);
+		sr__futex_wake(&h->done_evt, 1, true);
 }
 
 void sr_proc_worker_episode(sr_proc_worker *w, double ret, uint64_t len)
@@ -597,17 +565,14 @@ static void cw_flag(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t s, 
 		uint64_t what = (sr__nonfinite_any(c->c_obs + (s + i) * c->od, c->od) ? SR__NF_OBS
 										 : 0) |
 				(rew_too && sr__nonfinite_f(c->c_rew[s + i]) ? SR__NF_REW : 0);
-		uint64_t zero = 0;
 
 		if (!what)
 			continue;
 		c->c_flags[s + i] |= SR_SLOT_NONFINITE;
-		if (!k++ && !atomic_load_explicit(&h->nf_first, memory_order_relaxed))
-			atomic_compare_exchange_strong_explicit(
-				&h->nf_first, &zero, ((uint64_t)c->in.first_env + lo + i + 1) | what,
-				memory_order_relaxed, memory_order_relaxed);
+		if (!k++)
+			sr__nonfinite_offer(&h->nf_first, (uint64_t)c->in.first_env + lo + i, what);
 	}
-	add_relaxed(&c->w->rec->nonfinite, k);
+	sr__add_relaxed(&c->w->rec->nonfinite, k);
 }
 
 /* Reset local envs [lo, lo + n) (all, or where mask[env]) into the slots
@@ -818,7 +783,7 @@ static void cw_step(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
 	const uint8_t *done = c->done + lo;
 	double *rew = c->rew + lo;
 	const size_t ssz = c->spec.state_size;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = sr__now_ns();
 	uint32_t i = 0;
 
 	/* Env calls: runs of live envs in one call; an env whose episode
@@ -841,7 +806,7 @@ static void cw_step(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
 		c->c_term[s0 + j] = 0;
 		i = j + 1;
 	}
-	*ns_env += now_ns() - t0;
+	*ns_env += sr__now_ns() - t0;
 	cw_book(c, lo, n, q0, acts);
 }
 
@@ -944,18 +909,13 @@ void sr__cworker_close(struct sr__cworker *c)
 
 #define XREC sizeof(struct sr__ckpt_env_rec)
 
-static size_t pad8(size_t x)
-{
-	return (x + 7) & ~(size_t)7;
-}
-
 /* Every env's record: its state bytes (an opaque env: what save() writes)
  * and its bookkeeping, as the thread workers' checkpoint takes them. */
 static void cw_save(struct sr__cworker *c, sr_proc_worker *w)
 {
 	const sr_env_spec *sp = &c->spec;
 	const bool opq = sr_env_is_opaque(sp);
-	const size_t each = pad8(opq ? sp->save_max : sp->state_size);
+	const size_t each = sr__align_up(opq ? sp->save_max : sp->state_size, 8);
 	size_t cap, off = (size_t)c->n * (XREC + 8);
 	uint8_t *a;
 	void *area;
@@ -1000,9 +960,9 @@ static void cw_save(struct sr__cworker *c, sr_proc_worker *w)
 		} else {
 			memcpy(a + off, state_of(c, i), sp->state_size);
 		}
-		memset(a + off + len, 0, pad8(len) - len);
+		memset(a + off + len, 0, sr__align_up(len, 8) - len);
 		memcpy(a + (size_t)c->n * XREC + (size_t)i * 8, &len, 8);
-		off += pad8(len);
+		off += sr__align_up(len, 8);
 	}
 	sr_proc_worker_xchg_end(w, 0, off, NULL);
 }
@@ -1079,7 +1039,7 @@ static void cw_load(struct sr__cworker *c, sr_proc_worker *w)
 			err = -EBADMSG;
 			goto fail;
 		}
-		off += pad8((size_t)len);
+		off += sr__align_up((size_t)len, 8);
 	}
 	c->staged = true;
 	sr_proc_worker_xchg_end(w, 0, 0, NULL);
@@ -1128,7 +1088,7 @@ int sr__cworker_run(void *arg, sr_proc_worker *w, const sr_proc_info *info,
 	struct sr__cworker *c = arg;
 	const uint32_t e0 = c->in.first_env;
 	const unsigned char *acts = cmd->actions;
-	uint64_t ns_env = 0, t0 = now_ns();
+	uint64_t ns_env = 0, t0 = sr__now_ns();
 
 	(void)info;
 	c->ns_env = 0;
@@ -1171,7 +1131,7 @@ int sr__cworker_run(void *arg, sr_proc_worker *w, const sr_proc_info *info,
 	if (cmd->kind == SR_PROC_CMD_STEP)
 		cw_extras(c);
 	else
-		ns_env = now_ns() - t0;
+		ns_env = sr__now_ns() - t0;
 	c->ns_env = ns_env;
 	/* R1: the rows' columns before the consumer sees them. */
 	sr_ring_publish(c->in.ring, cmd->row, cmd->n);

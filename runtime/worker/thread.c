@@ -36,49 +36,16 @@
  * Hot path: no lock, no allocation, no system call except futex for
  * sleeping and waking a sleeper; clock reads are per slice (vDSO).
  */
-#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "pool_internal.h"
 #include "ring_internal.h"
 
-uint64_t sr__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void sr__futex_wait(_Atomic uint32_t *addr, uint32_t val)
-{
-	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
-}
-
-void sr__futex_wake(_Atomic uint32_t *addr)
-{
-	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-static inline void add_relaxed(_Atomic uint64_t *c, uint64_t v)
-{
-	/* Single writer: a relaxed load + store is enough; readers may be stale. */
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-			      memory_order_relaxed);
-}
-
 /* ---------------------------------------------------------------------- */
 /* Memory of a worker                                                      */
 /* ---------------------------------------------------------------------- */
-
-static size_t align64(size_t x)
-{
-	return (x + 63) & ~(size_t)63;
-}
 
 static inline unsigned char *state_of(struct sr__worker *w, uint32_t loc)
 {
@@ -94,29 +61,29 @@ static int worker_alloc(struct sr__worker *w)
 	size_t ns = n + (p->rb.on ? p->cfg.max_slice / 2 : 0);
 	/* 8-byte columns first, then 4-byte, then bytes; each 64-aligned. */
 	size_t o_states = 0;
-	size_t o_prev = align64(o_states + n * p->cfg.spec.state_size);
-	size_t o_eret = align64(o_prev + n * sizeof(uint64_t));
-	size_t o_elen = align64(o_eret + n * sizeof(double));
-	size_t o_rew = align64(o_elen + n * sizeof(uint64_t));
-	size_t o_dseq = align64(o_rew + n * sizeof(double));
-	size_t o_el = align64(o_dseq + ns * sizeof(uint64_t));
-	size_t o_run = align64(o_el + n * sizeof(uint32_t));
-	size_t o_dloc = align64(o_run + 3 * n * sizeof(uint32_t));
-	size_t o_fix = align64(o_dloc + ns * sizeof(uint32_t));
-	size_t o_done = align64(o_fix + 2 * ns * sizeof(uint32_t));
-	size_t o_dterm = align64(o_done + n);
-	size_t o_dtrunc = align64(o_dterm + n);
-	size_t o_need = align64(o_dtrunc + n);
-	size_t o_mark = align64(o_need + ns);
-	size_t o_eps = align64(o_mark + n), o_q, total;
+	size_t o_prev = sr__align_up(o_states + n * p->cfg.spec.state_size, 64);
+	size_t o_eret = sr__align_up(o_prev + n * sizeof(uint64_t), 64);
+	size_t o_elen = sr__align_up(o_eret + n * sizeof(double), 64);
+	size_t o_rew = sr__align_up(o_elen + n * sizeof(uint64_t), 64);
+	size_t o_dseq = sr__align_up(o_rew + n * sizeof(double), 64);
+	size_t o_el = sr__align_up(o_dseq + ns * sizeof(uint64_t), 64);
+	size_t o_run = sr__align_up(o_el + n * sizeof(uint32_t), 64);
+	size_t o_dloc = sr__align_up(o_run + 3 * n * sizeof(uint32_t), 64);
+	size_t o_fix = sr__align_up(o_dloc + ns * sizeof(uint32_t), 64);
+	size_t o_done = sr__align_up(o_fix + 2 * ns * sizeof(uint32_t), 64);
+	size_t o_dterm = sr__align_up(o_done + n, 64);
+	size_t o_dtrunc = sr__align_up(o_dterm + n, 64);
+	size_t o_need = sr__align_up(o_dtrunc + n, 64);
+	size_t o_mark = sr__align_up(o_need + ns, 64);
+	size_t o_eps = sr__align_up(o_mark + n, 64), o_q, total;
 	unsigned char *m;
 
 	while (qcap < n)
 		qcap <<= 1;
 	while (ecap < ns)
 		ecap <<= 1;
-	o_q = align64(o_eps + ecap * 2 * sizeof(double));
-	total = align64(o_q + qcap * sizeof(uint32_t));
+	o_q = sr__align_up(o_eps + ecap * 2 * sizeof(double), 64);
+	total = sr__align_up(o_q + qcap * sizeof(uint32_t), 64);
 	m = aligned_alloc(64, total);
 	if (!m)
 		return -ENOMEM;
@@ -326,10 +293,10 @@ static uint32_t flag_nonfinite(struct sr__worker *w, struct sr__worker *x, uint3
 			continue;
 		p->ring.flags[s + i] |= SR_SLOT_NONFINITE;
 		if (!k)
-			sr__nonfinite_first(p, w->first_env + lo + i, what);
+			sr__nonfinite_offer(&p->fin.first, w->first_env + lo + i, what);
 		k++;
 	}
-	add_relaxed(&x->nonfinite, k);
+	sr__add_relaxed(&x->nonfinite, k);
 	return k;
 }
 
@@ -730,7 +697,7 @@ static void notify_recv(sr_pool *p)
 {
 	atomic_fetch_add_explicit(&p->wake.evt, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&p->wake.sleeping, memory_order_seq_cst))
-		sr__futex_wake(&p->wake.evt);
+		sr__futex_wake(&p->wake.evt, 1, false);
 }
 
 /*
@@ -778,9 +745,9 @@ static uint64_t run_group(struct sr__worker *w, uint64_t k, uint64_t t0)
 	t1 = sr__now_ns();
 	/* Counters before grp_done: a sync call that returns has every
 	 * worker's steps counted (stats, checkpoints). */
-	add_relaxed(&w->steps, n);
-	add_relaxed(&w->ns_env, ns_env);
-	add_relaxed(&w->ns_ring, (t1 - t0) - ns_env);
+	sr__add_relaxed(&w->steps, n);
+	sr__add_relaxed(&w->ns_env, ns_env);
+	sr__add_relaxed(&w->ns_ring, (t1 - t0) - ns_env);
 	publish_shm(w);
 	w->grp_next = k + 1;
 	/* GD0: release pairs with the acquire in grp_done (GD1): the
@@ -908,9 +875,9 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 	sr_ring_publish(p->ring.r, seq0, k);
 	notify_recv(p);
 	t1 = sr__now_ns();
-	add_relaxed(&w->steps, k);
-	add_relaxed(&w->ns_env, ns_env);
-	add_relaxed(&w->ns_ring, (t1 - t0) - ns_env);
+	sr__add_relaxed(&w->steps, k);
+	sr__add_relaxed(&w->ns_env, ns_env);
+	sr__add_relaxed(&w->ns_ring, (t1 - t0) - ns_env);
 	return k;
 }
 
@@ -930,7 +897,7 @@ static void inline_account(struct sr__worker *w, uint64_t now)
 			atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
 
 	if (w->mark_ns && now - w->mark_ns > busy - w->mark_busy)
-		add_relaxed(&w->ns_idle, (now - w->mark_ns) - (busy - w->mark_busy));
+		sr__add_relaxed(&w->ns_idle, (now - w->mark_ns) - (busy - w->mark_busy));
 	w->mark_ns = now;
 	w->mark_busy = busy;
 }
@@ -952,7 +919,7 @@ static uint32_t wait_go(struct sr__worker *w, uint32_t seen)
 		v = atomic_load_explicit(&w->go, memory_order_seq_cst);
 		if (v != seen)
 			break;
-		sr__futex_wait(&w->go, seen);
+		sr__futex_wait(&w->go, seen, 0, false);
 	}
 	atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
 	return v;
@@ -983,7 +950,7 @@ static void *worker_main(void *arg)
 
 		seen = wait_go(w, seen);
 		t = sr__now_ns();
-		add_relaxed(&w->ns_idle, t - t0);
+		sr__add_relaxed(&w->ns_idle, t - t0);
 		/* Ordered by G1's acquire. */
 		if (atomic_load_explicit(&p->workers.stop, memory_order_relaxed))
 			break;
@@ -1017,7 +984,7 @@ static void kick(struct sr__worker *w)
 {
 	atomic_fetch_add_explicit(&w->go, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst))
-		sr__futex_wake(&w->go);
+		sr__futex_wake(&w->go, 1, false);
 }
 
 static int thread_start(sr_pool *p, const sr_pool_opts *o)
@@ -1375,7 +1342,7 @@ static void wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t a
 		atomic_store_explicit(&p->wake.sleeping, 1, memory_order_seq_cst);
 		v = atomic_load_explicit(&p->wake.evt, memory_order_seq_cst);
 		if (!ready(p, arg))
-			sr__futex_wait(&p->wake.evt, v);
+			sr__futex_wait(&p->wake.evt, v, 0, false);
 		atomic_store_explicit(&p->wake.sleeping, 0, memory_order_relaxed);
 	}
 }
