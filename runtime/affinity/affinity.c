@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool_internal.h"
+#include "affinity_internal.h"
+#include "stepring/pool.h"  /* enum sr_bind */
+#include "stepring/stats.h" /* SR_STATS_MAX_WORKERS */
 
 #define MAX_NODES 1024
 
@@ -500,8 +502,6 @@ int sr__bind_self(const struct sr__plan_worker *w)
 #ifdef SR_HAVE_CUDA
 #include <hwloc/cudart.h>
 
-#include "device_internal.h" /* declares sr__bind_self_near_cuda */
-
 /* *@out gets the CPUs near CUDA device @dev (free it with
  * hwloc_bitmap_free). 0, -ENOSYS (no topology), -ENOMEM, -ENODEV (no such
  * GPU, or hwloc does not know where it is). */
@@ -553,5 +553,16 @@ int sr__bind_self_near_cuda(int dev, char *buf, size_t len)
 		hwloc_bitmap_list_snprintf(buf, len, set);
 	hwloc_bitmap_free(set);
 	return err;
+}
+#else
+/* No CUDA in this build: no GPU has local CPUs. */
+int sr__cuda_local_cpus(int dev, char *buf, size_t len)
+{
+	return -ENOSYS;
+}
+
+int sr__bind_self_near_cuda(int dev, char *buf, size_t len)
+{
+	return -ENOSYS;
 }
 #endif

@@ -203,6 +203,32 @@ const char *sr__ckpt_section_name(uint32_t type)
 	}
 }
 
+/* ---- env records (struct sr__env_recs) ---------------------------------- */
+
+int sr__env_recs_alloc(struct sr__env_recs *r, uint32_t n)
+{
+	size_t m = n ? n : 1;
+
+	memset(r, 0, sizeof(*r));
+	r->n = n;
+	r->env = calloc(m, sizeof(*r->env));
+	r->rec = calloc(m, sizeof(*r->rec));
+	r->len = calloc(m, sizeof(*r->len));
+	if (!r->env || !r->rec || !r->len) {
+		sr__env_recs_free(r);
+		return sr__errorf(-ENOMEM, "checkpoint: out of memory");
+	}
+	return 0;
+}
+
+void sr__env_recs_free(struct sr__env_recs *r)
+{
+	free(r->env);
+	free(r->rec);
+	free(r->len);
+	memset(r, 0, sizeof(*r));
+}
+
 /* ---- the job ------------------------------------------------------------- */
 
 _Atomic uint64_t sr__ckpt_fault_at = UINT64_MAX;

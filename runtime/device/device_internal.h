@@ -68,14 +68,6 @@ int sr__cuda_actions(struct sr__cuda *c, uint32_t bi, uint32_t n, const void *sr
  * 0 or -errno. */
 int sr__cuda_d2h(int index, void *dst, const void *src, size_t len);
 
-/* Bind the calling thread to the CPUs near CUDA device @dev (hwloc's CUDA
- * helper, in affinity.c; -ENOSYS without CUDA); @buf gets the list. */
-int sr__bind_self_near_cuda(int dev, char *buf, size_t len);
-/* The CPUs near CUDA device @dev as a list (hwloc's CUDA helper, in
- * affinity.c): 0, -ENOSYS (no CUDA in this build, no topology), -ENODEV
- * (no such GPU, or hwloc does not know where it is). */
-int sr__cuda_local_cpus(int dev, char *buf, size_t len);
-
 #ifdef __cplusplus
 }
 #endif

@@ -49,13 +49,3 @@ int sr__cuda_d2h(int index, void *dst, const void *src, size_t len)
 {
 	return sr__errorf(-ENOSYS, "device: no CUDA in this build");
 }
-
-int sr__bind_self_near_cuda(int dev, char *buf, size_t len)
-{
-	return -ENOSYS;
-}
-
-int sr__cuda_local_cpus(int dev, char *buf, size_t len)
-{
-	return -ENOSYS;
-}

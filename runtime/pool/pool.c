@@ -672,7 +672,8 @@ static int cmd_send(sr_pool *p, uint32_t g, const void *actions, const uint8_t *
 			memcpy(c->acts_buf, actions, (size_t)p->cfg.batch_size * p->cfg.act_size);
 			c->acts = c->acts_buf;
 		}
-		sr__grp_shifts(p, c->shift);
+		if (p->workers.kind->shares)
+			p->workers.kind->shares(p, c->shift);
 	}
 	return p->workers.kind->send(p);
 }
@@ -699,16 +700,6 @@ static int sync_cmd(sr_pool *p, const void *actions, const uint8_t *mask,
 		return err;
 	lat_record(p, t0, t);
 	return cerr;
-}
-
-/* Batch groups: mark group @g's envs in flight (1) or not (0). */
-void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v)
-{
-	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
-		const struct sr__worker *w = &p->workers.w[i];
-
-		memset(p->flight.inflight + w->first_env + g * w->grp_m, v, w->grp_m);
-	}
 }
 
 /* The group whose envs @ids are, in batch row order, or -1. */
@@ -1002,12 +993,6 @@ int sr_pool_recv(sr_pool *p, const sr_batch **out)
 	return err;
 }
 
-void sr__pool_quiesce(sr_pool *p)
-{
-	if (p->cfg.async)
-		sr__collect_drain(p);
-}
-
 int sr_pool_info_get(const sr_pool *p, sr_pool_info *info)
 {
 	sr_pool_info o;
@@ -1033,81 +1018,5 @@ int sr_pool_info_get(const sr_pool *p, sr_pool_info *info)
 	if (size > sizeof(o))
 		memset((char *)info + sizeof(o), 0, size - sizeof(o));
 	info->size = size;
-	return 0;
-}
-
-int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_stats *out)
-{
-	const struct sr__worker *w;
-
-	if (!p || !out)
-		return sr__errorf(-EINVAL, "sr_pool_worker_stats_get: NULL argument");
-	if (worker >= p->cfg.num_threads)
-		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker,
-				  p->cfg.num_threads);
-	w = &p->workers.w[worker];
-	memset(out, 0, sizeof(*out));
-	/* Relaxed: counters written by the worker alone (see worker.c). */
-	out->steps = atomic_load_explicit(&w->steps, memory_order_relaxed);
-	out->ns_env_step = atomic_load_explicit(&w->ns_env, memory_order_relaxed);
-	out->ns_ring_publish = atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
-	out->ns_idle = atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
-	out->first_env = w->first_env;
-	out->num_envs = w->n_envs;
-	out->rows = sr__worker_rows(p, worker);
-	/* -ENOENT: not bound to one CPU (the calling thread unless bound). */
-	out->cpu = (worker == 0 && p->workers.first_thread && !p->place.caller_bound) ||
-				   w->cpu < 0 || !p->place.plan->w[worker].cpus[0]
-			   ? -ENOENT
-			   : w->cpu;
-	if (p->workers.kind->worker_info)
-		p->workers.kind->worker_info(p, worker, out);
-	return 0;
-}
-
-int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
-{
-	uint32_t k;
-	double r = 0, l = 0;
-
-	if (!p || !out)
-		return sr__errorf(-EINVAL, "sr_pool_stats_get: NULL argument");
-	memset(out, 0, sizeof(*out));
-	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
-		struct sr__worker *w = &p->workers.w[i];
-		out->steps += atomic_load_explicit(&w->steps, memory_order_relaxed);
-		out->ns_env_step += atomic_load_explicit(&w->ns_env, memory_order_relaxed);
-		out->ns_ring_publish += atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
-		if (i >= p->workers.first_thread)
-			out->ns_wait += atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
-	}
-	out->ns_collect = p->col.ns_collect;
-	out->ns_wait += p->col.ns_wait;
-	out->ns_send = p->col.ns_send;
-	out->episodes = p->stats.episodes;
-	k = p->stats.episodes < SR__EPWIN ? (uint32_t)p->stats.episodes : SR__EPWIN;
-	for (uint32_t i = 0; i < k; i++) {
-		r += p->stats.ret[i];
-		l += p->stats.len[i];
-	}
-	out->mean_return = k ? r / k : 0.0;
-	out->mean_length = k ? l / k : 0.0;
-	out->nonfinite_rows = sr__nonfinite_rows(p);
-	{
-		uint64_t f = atomic_load_explicit(&p->fin.first, memory_order_relaxed);
-
-		out->nonfinite_env = f ? (int64_t)(f & SR__NF_ENV_MASK) - 1 : -1;
-	}
-	out->check_finite = p->fin.on;
-	return 0;
-}
-
-int sr_pool_faults_get(const sr_pool *p, sr_pool_faults *out)
-{
-	if (!p || !out)
-		return sr__errorf(-EINVAL, "sr_pool_faults_get: NULL argument");
-	memset(out, 0, sizeof(*out));
-	if (p->workers.kind->faults)
-		p->workers.kind->faults(p, out);
 	return 0;
 }

@@ -37,270 +37,17 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdatomic.h>
+#include <string.h>
 
+#include "affinity_internal.h"
 #include "sr_base.h"
-#include "stepring/pool.h"
 #include "stepring/device.h"
+#include "stepring/pool.h"
 #include "stepring/stats.h"
-
-/*
- * Placement plan (affinity.c, the only file that includes hwloc.h).
- * Worker w runs on plan->w[w]; worker 0 is the calling thread, which the
- * pool does not bind (its entry says where it should live).
- */
-struct sr__plan_worker {
-	int32_t cpu;    /* OS index of the PU it is bound to (bind core), or -1 */
-	int32_t core;   /* logical index of its core, or -1 (bind none) */
-	int32_t numa;   /* OS index of its NUMA node, or -1 */
-	int32_t pack;   /* logical index of its package, or -1 */
-	char cpus[256]; /* cpuset it is bound to, as a list ("0-7"), "" = unbound */
-};
-
-struct sr__plan {
-	uint32_t nthreads; /* workers planned */
-	uint32_t ncores;   /* cores with at least one allowed PU */
-	uint32_t npus;     /* allowed PUs */
-	uint32_t nnuma;    /* NUMA nodes holding allowed PUs */
-	uint32_t bind;     /* enum sr_bind */
-	char allowed[256]; /* allowed cpuset as a list */
-	char near[256];    /* CPUs near the batch's device as given, or "" */
-	char warning[256]; /* non-fatal remark ("2 threads per core"), or "" */
-	struct sr__plan_worker w[]; /* nthreads */
-};
-
-/*
- * Compute the placement plan. @topology: NULL for this machine, an hwloc
- * synthetic description ("pack:2 numa:2 core:8 pu:2") or the path of an
- * hwloc XML export (ends in ".xml"). @cpuset: NULL or a list like "0-3,8"
- * restricting the PUs (like taskset -c). @num_threads: 0 = one per allowed
- * physical core. Workers are spread over the NUMA nodes in proportion to
- * their allowed cores, then over cores in order; more threads than cores
- * use the second PU of each core (warning), more threads than PUs is
- * -EINVAL. @near: NULL or a list of the CPUs near the device the batches
- * go to (a GPU's local CPUs): worker 0 (the calling thread, which is the
- * collector) is then the planned worker that runs there, the first one in
- * plan order, by exchanging two entries (the spread is unchanged); with
- * no planned worker there, plan->warning says so. Ignored with bind none.
- * Pure: reads the topology, binds nothing. Returns 0, -EINVAL (bad
- * description, cpuset, near list, thread count), -ENOMEM; *@out is freed
- * with sr__plan_free().
- */
-int sr__plan_compute(const char *topology, const char *cpuset, const char *near,
-		     uint32_t num_threads, uint32_t bind, struct sr__plan **out);
-void sr__plan_free(struct sr__plan *plan);
-/* Print the plan as text, one line per worker. */
-void sr__plan_print(const struct sr__plan *plan, FILE *f);
-/* Bind the calling thread as worker @w of @plan says (no-op for bind none
- * or empty cpus). 0 or -errno (the pool treats failure as a warning). */
-int sr__bind_self(const struct sr__plan_worker *w);
-/* The CPUs worker @w of a plan is bound to, as a cpu_set_t (empty: not
- * bound). 0, -EINVAL, -ENOMEM. */
-int sr__plan_cpuset(const struct sr__plan_worker *w, cpu_set_t *out);
+#include "worker_internal.h"
 
 #define SR__EPWIN 100 /* episode statistics window */
 #define SR__DRAIN_MIN 128 /* async: a worker thread's drains are not capped below this */
-
-/* Entries of an async queue: env index, plus this bit for "reset it". */
-#define SR__Q_RESET 0x80000000u
-
-/* An env's reset with bounds (Gymnasium's reset options; envs.h). */
-typedef void (*sr__reset_fn)(const sr_env_spec *spec, void *states, size_t n, const double *b,
-			     float *obs);
-
-/*
- * Worker command k of the pool thread (worker.c; collector.c, "Batch
- * groups"), in p->cmds.rec[k % p->cmds.ngroups]: a sync step, reset or reset mask
- * (a sync pool has one group), or an async batch group's step or reset.
- * Written before the release store of p->cmds.sent = k + 1; the slot is
- * rewritten for command k + G only after every worker has finished
- * command k (its batch was received).
- */
-struct sr__grp_cmd {
-	/* Each record on lines of its own (pool.c create_commands): the
-	 * workers read one while the pool thread writes the next. */
-	_Alignas(SR_CACHELINE) uint32_t g; /* group: every worker's local envs
-					    * [g * m, (g + 1) * m) */
-	uint32_t reset;      /* 1: reset those envs, 0: step them */
-	uint64_t seq;        /* first slot of the group's batch_size contiguous slots */
-	const unsigned char *acts; /* step: batch_size * act_size, in batch row order:
-				    * acts_buf (async), or the caller's array (sync:
-				    * the call returns after the command is done) */
-	const uint8_t *mask; /* reset: NULL (every env), or one byte per env of the
-			      * pool: 0 = observed only, a SR_SLOT_PAD slot (sync) */
-	/* reset with reset options (sr_pool_reset_ex): the env's bounded
-	 * reset and its bounds; NULL: spec.reset. */
-	sr__reset_fn reset_fn;
-	double reset_b[2];
-	unsigned char *acts_buf; /* async: the command's copy of the actions */
-	int32_t *shift;      /* num_threads: rebalancing's boundaries for this
-			      * command (see sr__rebalance.shift), fixed at its send */
-	uint32_t kgen;       /* the worker kind's own number for the command
-			      * (process workers: its record in the command block) */
-};
-
-/*
- * A kind of worker: the seam between the pool and what steps its envs.
- *
- * A worker is a thing that receives commands and publishes slots, in sync
- * and in async mode alike:
- *  - commands (sync steps, resets and reset masks; async batch groups):
- *    the pool thread reserves a command's slots on the ring and writes the
- *    command (p->cmds.rec[k % ngroups]: a step with actions, or a reset,
- *    optionally masked), then `send`s it; the workers step or reset their
- *    envs straight into their rows of those slots and publish them (the
- *    ring's R1); `wait` returns when command k is done and every one of its
- *    rows is published, and the collector then consumes them. Several
- *    commands may be in flight (batch groups: one per group).
- *  - ragged async sends (envs that are not a whole group): `send_envs`
- *    hands the workers a set of envs with their actions; each env's result
- *    row is published in the ring when it is stepped, and the collector
- *    returns rows in ring order, calling `advance` while the row it needs
- *    next is not published.
- * Finished episodes come back through `episodes`. The pool (pool.c,
- * collector.c), its statistics and its teardown go through p->workers.kind only.
- *
- * Kinds:
- *  - sr__kind_thread (worker.c): worker 0 inline on the pool thread,
- *    workers 1..T-1 pthreads bound by the placement plan, sleeping on
- *    their go word; envs in this process. Ragged sends go through per-env
- *    SPSC queues and a per-env action mailbox.
- *  - sr__kind_proc (pool_procs.c): worker processes attached to the ring
- *    and to a command block in shared memory (runtime/proc.h), worker 0
- *    optionally inline; every command and every ragged send is a record
- *    of the block's command ring; a worker that dies or hangs is a fault:
- *    its rows are published as SR_SLOT_FAULT and it is restarted.
- * A pool member on another MPI rank would be one more kind.
- */
-struct sr__env_recs;
-struct sr__worker_kind {
-	const char *name;
-	/* The envs' states live in this process (sr__env_state): checkpoints,
-	 * reset seeds and reset options need it. */
-	bool local_state;
-	/* Start the workers: each one's envs created and seeded, ready for
-	 * commands. 0 or -errno (stop still runs, from sr_pool_destroy). */
-	int (*start)(sr_pool *p, const sr_pool_opts *o);
-	/* Send command p->cmds.issued, written by the caller, and count it
-	 * issued. 0, or -errno when the workers cannot take it (process
-	 * workers past their restart budget: nothing was issued). Pool thread. */
-	int (*send)(sr_pool *p);
-	/* Wait until command @k is done and its rows published; *@t: the
-	 * clock at the end. 0, or -errno when the command faulted (its rows
-	 * are published all the same, some as SR_SLOT_FAULT). Pool thread. */
-	int (*wait)(sr_pool *p, uint64_t k, uint64_t *t);
-	/* Async, a ragged send: step envs @ids[0 .. @n) with @actions (in the
-	 * same order, act_size bytes each), or with @actions NULL reset them;
-	 * @ids NULL: envs 0 .. n-1. The pool has checked the ids and the
-	 * actions and marked the envs in flight. 0 or -errno (nothing sent).
-	 * Pool thread. */
-	int (*send_envs)(sr_pool *p, const void *actions, const uint32_t *ids, uint32_t n);
-	/* Async recv and drain: the collector needs ring slot @pos. Run up to
-	 * @max envs of the work queued for an inline worker 0 and return how
-	 * many (> 0); with none to run, wait until slot @pos is published
-	 * (or, process workers, until the oldest command in flight is done)
-	 * and return 0, adding the wait to *@tw; -errno when the workers
-	 * failed for good. Pool thread. */
-	int (*advance)(sr_pool *p, uint64_t pos, uint32_t max, uint64_t *tw);
-	/* Merge the episodes the workers finished into p->stats. Pool thread. */
-	void (*episodes)(sr_pool *p);
-	/* Stop the workers and free what start made (a partial start too). */
-	void (*stop)(sr_pool *p);
-	/* Optional (NULL: nothing to add): worker @w's process id and
-	 * restarts into @out; the pool's faults into @out (zeroed by the
-	 * caller). */
-	void (*worker_info)(const sr_pool *p, uint32_t w, sr_pool_worker_stats *out);
-	void (*faults)(const sr_pool *p, sr_pool_faults *out);
-	/* Checkpoints of envs that live in the workers (local_state false;
-	 * NULL: none). ckpt_save: every env's state record and bookkeeping,
-	 * in env order (ckpt_internal.h). ckpt_load: put them in the workers,
-	 * all or none, and @steps as the step count. Pool thread, quiescent. */
-	int (*ckpt_save)(sr_pool *p, struct sr__env_recs *out);
-	int (*ckpt_load)(sr_pool *p, const struct sr__env_recs *in, uint64_t steps);
-	/* Optional, kinds without local_state (NULL: sr_pool_reset_ex refuses
-	 * seeds and options): the next command, a reset, carries @o's seeds,
-	 * seed mask and payload, and with @b (the parsed SR_RESET_F_OPTIONS)
-	 * the reset options, to the workers; @o was checked (NULL: forget
-	 * them, the reset was not sent). Pool thread. */
-	void (*reset_next)(sr_pool *p, const sr_pool_reset_opts *o, const double *b);
-};
-extern const struct sr__worker_kind sr__kind_thread, sr__kind_proc;
-
-struct sr__worker {
-	/* --- read-mostly, set at create --- */
-	struct sr_pool *pool;
-	uint32_t index;
-	uint32_t first_env;
-	uint32_t n_envs;
-	int32_t cpu;      /* bound CPU (bind core) or -1 */
-	pthread_t thread; /* unused for worker 0 (inline) */
-	bool started;
-	uint32_t *q;      /* async queue entries (see below) */
-	uint32_t q_mask;
-	uint32_t grp_m;   /* envs of this worker in each group, >= 1 (batch_size >=
-			   * threads; sync: its slice); 0: no groups */
-	uint32_t grp_off; /* ... and the batch row of the first of them */
-
-	/* Memory owned by the worker, allocated by its own thread after it is
-	 * bound (first touch puts it on the worker's NUMA node). */
-	void *mem;                  /* one allocation holding everything below */
-	unsigned char *states;      /* n_envs * spec.state_size */
-	/* Per-env bookkeeping, index i - first_env (see OWNERSHIP). */
-	uint64_t *prev_seq;         /* ring seq of the env's last slot (SR_RING_NO_PREV after reset) */
-	uint32_t *elapsed;          /* steps since the last reset: TimeLimit truncation */
-	uint8_t *done;              /* the last step ended the episode (terminated | truncated) */
-	uint8_t *done_term;         /* ... by termination (DISABLED mode repeats it) */
-	uint8_t *done_trunc;        /* ... by truncation */
-	double *ep_ret;             /* return of the current episode so far */
-	uint64_t *ep_len;           /* its length */
-	uint8_t *need;              /* bookkeeping scratch: rows that need the slow path */
-	double *reward_scratch;     /* n_envs: the env writes double rewards */
-	uint32_t *run_env;          /* 3 * n_envs: async drain runs (lo, len, seq offset) */
-	uint8_t *mark;              /* n_envs: async drain, envs popped (1 step, 2 reset) */
-	uint32_t *done_loc;         /* n_envs: SAME_STEP envs that finished this slice */
-	uint64_t *done_seq;         /* ... and their slot sequences */
-	uint32_t *fix;              /* 2 * n_envs: bookkeeping, the rows that need more */
-	int alloc_err;
-
-	/* --- finished episodes: SPSC, this worker produces (release on
-	 * eps_head), the pool thread merges (acquire). Capacity >= n_envs:
-	 * between two merges an env finishes at most one episode. --- */
-	double *eps;               /* 2 per entry: return, length */
-	uint32_t eps_mask;
-	_Alignas(SR_CACHELINE) _Atomic uint32_t eps_head;
-	uint32_t eps_tail_seen;    /* worker's copy of eps_tail (reloaded when full) */
-	uint64_t eps_dropped;      /* never expected; counted, not stored */
-	_Alignas(SR_CACHELINE) _Atomic uint32_t eps_tail; /* written by the pool thread */
-
-	/* --- async queue: single producer (pool thread), single consumer
-	 * (this worker). Free-running indices; capacity >= n_envs, and an env
-	 * is never queued twice, so it cannot overflow. q and q_mask are
-	 * with the read-mostly fields above. --- */
-	uint32_t q_next; /* pool thread: next entry to write; published as q_head at the kick */
-	_Alignas(SR_CACHELINE) _Atomic uint32_t q_head; /* written by the pool thread */
-	_Alignas(SR_CACHELINE) _Atomic uint32_t q_tail; /* written by the worker */
-
-	/* --- commands this worker has finished. grp_next is
-	 * its own (the pool thread's for inline worker 0); grp_done is stored
-	 * (release) after the group's rows are published, for recv. --- */
-	uint64_t grp_next;
-	_Alignas(SR_CACHELINE) _Atomic uint64_t grp_done;
-
-	/* --- wake-up word: the pool thread bumps it (release) after setting
-	 * a command; the worker futex-waits on it. --- */
-	_Alignas(SR_CACHELINE) _Atomic uint32_t go;
-	_Atomic uint32_t sleeping; /* worker is (about to be) in futex_wait(go) */
-
-	/* --- counters, written by this worker only (relaxed), read by
-	 * stats and the shm block --- */
-	_Alignas(SR_CACHELINE) _Atomic uint64_t steps;
-	_Atomic uint64_t ns_env;   /* inside spec->step / reset */
-	_Atomic uint64_t ns_ring;  /* reserve, bookkeeping, publish */
-	_Atomic uint64_t ns_idle;  /* spinning or sleeping; inline worker 0: not stepping */
-	_Atomic uint64_t nonfinite; /* rows it flagged SR_SLOT_NONFINITE */
-	uint64_t mark_ns, mark_busy; /* inline worker 0: wall clock and busy time at the last account */
-	sr_stats_worker *shm;      /* this worker's slot in the stats block, or NULL */
-	char pad_end[SR_CACHELINE];
-};
 
 /*
  * Commands to the workers (worker.c; pool.c writes them): command k is
@@ -550,7 +297,6 @@ struct sr_pool {
 
 	/* --- process workers (SR_POOL_F_PROCS, pool_procs.c), or NULL --- */
 	struct sr__procs *procs;
-	uint8_t *procs_mark;      /* async: num_envs, a ragged send's envs (scratch) */
 
 	struct sr__stats_block shm; /* the stats block in shared memory */
 };
@@ -587,10 +333,14 @@ int sr__pool_knobs_parse(const char *s, uint32_t *out);
 /* sr_pool_create with @knobs instead of the environment's. */
 int sr__pool_create_knobs(const sr_pool_opts *o, uint32_t knobs, sr_pool **out);
 
-/* --- worker.c (the thread kind's internals) --- */
-/* The state of env @env (in its owner worker's memory): the pool thread may
- * touch it between commands only. */
-void *sr__env_state(sr_pool *p, uint32_t env);
+/* The state of env @env of a kind with local_state (in its owner worker's
+ * memory): the pool thread may touch it between commands only. */
+static inline void *sr__env_state(sr_pool *p, uint32_t env)
+{
+	struct sr__worker *w = &p->workers.w[p->place.env_worker[env]];
+
+	return w->states + (size_t)(env - w->first_env) * p->cfg.spec.state_size;
+}
 /* Envs worker @w steps now in each round of the commands (each sync
  * step; async, one command per group): its envs and the shifts at its two
  * ends; relaxed loads, any thread. */
@@ -602,11 +352,16 @@ static inline uint32_t sr__worker_rows(const sr_pool *p, uint32_t w)
 
 	return (uint32_t)((int32_t)p->workers.w[w].n_envs + per * (hi - lo));
 }
-/* The boundaries for the next step command (rebalancing looks every
- * SR__RB_EVERY of them), into @shift (num_threads). Pool thread only. */
-void sr__grp_shifts(sr_pool *p, int32_t *shift);
-/* pool.c: mark group @g's envs in flight (1) or not (0). */
-void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v);
+/* Batch groups (pool.c sends, collector.c receives): mark group @g's envs
+ * in flight (1) or not (0). */
+static inline void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v)
+{
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
+		const struct sr__worker *w = &p->workers.w[i];
+
+		memset(p->flight.inflight + w->first_env + g * w->grp_m, v, w->grp_m);
+	}
+}
 
 /* --- collector.c: the finite check --- */
 /* SR__NF_ENV_MASK, SR__NF_OBS, SR__NF_REW: internal.h. */
@@ -639,9 +394,12 @@ void sr__stats_shm_update(sr_pool *p);
 void sr__stats_shm_update_now(sr_pool *p);
 void sr__stats_shm_close(sr_pool *p);
 
-/* --- pool.c --- */
 /* Async: wait for the results in flight and drop them; sync: no-op. */
-void sr__pool_quiesce(sr_pool *p);
+static inline void sr__pool_quiesce(sr_pool *p)
+{
+	if (p->cfg.async)
+		sr__collect_drain(p);
+}
 
 /* --- pool_ckpt.c --- */
 /* Wait for this pool's checkpoint in flight and free p->ckpt. */

@@ -349,30 +349,6 @@ static bool foreign(const sr_pool *p)
 	return (p->cfg.spec.flags & SR_ENV_F_FOREIGN) != 0;
 }
 
-int sr__env_recs_alloc(struct sr__env_recs *r, uint32_t n)
-{
-	size_t m = n ? n : 1;
-
-	memset(r, 0, sizeof(*r));
-	r->n = n;
-	r->env = calloc(m, sizeof(*r->env));
-	r->rec = calloc(m, sizeof(*r->rec));
-	r->len = calloc(m, sizeof(*r->len));
-	if (!r->env || !r->rec || !r->len) {
-		sr__env_recs_free(r);
-		return sr__errorf(-ENOMEM, "checkpoint: out of memory");
-	}
-	return 0;
-}
-
-void sr__env_recs_free(struct sr__env_recs *r)
-{
-	free(r->env);
-	free(r->rec);
-	free(r->len);
-	memset(r, 0, sizeof(*r));
-}
-
 /* The bytes per env of the env_states section for the records @er the
  * workers handed over, each checked against the env: a plain env's is
  * its state, an opaque env's at most save_max, a foreign env's at most

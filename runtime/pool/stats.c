@@ -1,6 +1,10 @@
 /*
- * The pool's statistics block in shared memory (include/stepring/stats.h),
- * published as "<ring_name>.stats" when the pool has a ring name.
+ * The pool's statistics: the queries of include/stepring/pool.h
+ * (sr_pool_stats_get, sr_pool_worker_stats_get, sr_pool_faults_get), and
+ * the statistics block in shared memory (include/stepring/stats.h),
+ * published as "<ring_name>.stats" when the pool has a ring name. What
+ * only the workers know (pids, restarts, faults, what they are) comes from
+ * the worker kind's ops.
  *
  * Writers: the pool thread (aggregates, under the seqlock) and each worker
  * (its own sr_stats_worker, relaxed stores, see worker.c). The seqlock:
@@ -16,7 +20,6 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
-#include "proc_internal.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -122,16 +125,8 @@ void sr__stats_shm_update_now(sr_pool *p)
 	s->ring_cursor = sr_ring_cursor(p->ring.r);
 	s->nonfinite_rows = st.nonfinite_rows;
 	s->nonfinite_env = (uint64_t)(st.nonfinite_env + 1);
-	if (p->procs) {
-		struct sr__procs_stats ps;
-
-		sr__procs_info(p->procs, &ps);
-		s->faults = ps.faults;
-		s->restarts = ps.restarts;
-		s->fault_rows = ps.fault_rows;
-		s->worker_kind = sr__procs_inline(p->procs) ? SR_STATS_WORKERS_PROCS_INLINE
-							   : SR_STATS_WORKERS_PROCS;
-	}
+	if (p->workers.kind->stats_block)
+		p->workers.kind->stats_block(p, s);
 	__atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
@@ -150,4 +145,82 @@ void sr__stats_shm_close(sr_pool *p)
 	p->shm.fd = -1;
 	free(p->shm.name);
 	p->shm.blk = NULL;
+}
+
+/* ---- the queries ---------------------------------------------------------- */
+
+int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_stats *out)
+{
+	const struct sr__worker *w;
+
+	if (!p || !out)
+		return sr__errorf(-EINVAL, "sr_pool_worker_stats_get: NULL argument");
+	if (worker >= p->cfg.num_threads)
+		return sr__errorf(-EINVAL, "worker %u: the pool has %u", worker,
+				  p->cfg.num_threads);
+	w = &p->workers.w[worker];
+	memset(out, 0, sizeof(*out));
+	/* Relaxed: counters written by the worker alone (see worker.c). */
+	out->steps = atomic_load_explicit(&w->steps, memory_order_relaxed);
+	out->ns_env_step = atomic_load_explicit(&w->ns_env, memory_order_relaxed);
+	out->ns_ring_publish = atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
+	out->ns_idle = atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
+	out->first_env = w->first_env;
+	out->num_envs = w->n_envs;
+	out->rows = sr__worker_rows(p, worker);
+	/* -ENOENT: not bound to one CPU (the calling thread unless bound). */
+	out->cpu = (worker == 0 && p->workers.first_thread && !p->place.caller_bound) ||
+				   w->cpu < 0 || !p->place.plan->w[worker].cpus[0]
+			   ? -ENOENT
+			   : w->cpu;
+	if (p->workers.kind->worker_info)
+		p->workers.kind->worker_info(p, worker, out);
+	return 0;
+}
+
+int sr_pool_stats_get(const sr_pool *p, sr_pool_stats *out)
+{
+	uint32_t k;
+	double r = 0, l = 0;
+
+	if (!p || !out)
+		return sr__errorf(-EINVAL, "sr_pool_stats_get: NULL argument");
+	memset(out, 0, sizeof(*out));
+	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
+		struct sr__worker *w = &p->workers.w[i];
+		out->steps += atomic_load_explicit(&w->steps, memory_order_relaxed);
+		out->ns_env_step += atomic_load_explicit(&w->ns_env, memory_order_relaxed);
+		out->ns_ring_publish += atomic_load_explicit(&w->ns_ring, memory_order_relaxed);
+		if (i >= p->workers.first_thread)
+			out->ns_wait += atomic_load_explicit(&w->ns_idle, memory_order_relaxed);
+	}
+	out->ns_collect = p->col.ns_collect;
+	out->ns_wait += p->col.ns_wait;
+	out->ns_send = p->col.ns_send;
+	out->episodes = p->stats.episodes;
+	k = p->stats.episodes < SR__EPWIN ? (uint32_t)p->stats.episodes : SR__EPWIN;
+	for (uint32_t i = 0; i < k; i++) {
+		r += p->stats.ret[i];
+		l += p->stats.len[i];
+	}
+	out->mean_return = k ? r / k : 0.0;
+	out->mean_length = k ? l / k : 0.0;
+	out->nonfinite_rows = sr__nonfinite_rows(p);
+	{
+		uint64_t f = atomic_load_explicit(&p->fin.first, memory_order_relaxed);
+
+		out->nonfinite_env = f ? (int64_t)(f & SR__NF_ENV_MASK) - 1 : -1;
+	}
+	out->check_finite = p->fin.on;
+	return 0;
+}
+
+int sr_pool_faults_get(const sr_pool *p, sr_pool_faults *out)
+{
+	if (!p || !out)
+		return sr__errorf(-EINVAL, "sr_pool_faults_get: NULL argument");
+	memset(out, 0, sizeof(*out));
+	if (p->workers.kind->faults)
+		p->workers.kind->faults(p, out);
+	return 0;
 }

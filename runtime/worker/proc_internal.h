@@ -266,6 +266,8 @@ struct sr__procs_opts {
 	const void *payload;
 	size_t payload_len;
 	size_t out_size;             /* each worker's out area (sr_pool_worker_out) */
+	bool ragged;                 /* ragged commands will be written (an async pool):
+				      * sr__procs_env_mark is there */
 	/* Worker 0 inline: its envs are stepped on the calling thread, in this
 	 * process, between posting a command and waiting for the processes.
 	 * inline_fn NULL: the C env of spec (the same code as stepring-worker). */
@@ -310,6 +312,10 @@ uint32_t sr__procs_post(struct sr__procs *P);
  * (num_envs bytes, for a record with has_mask). */
 void *sr__procs_actions(struct sr__procs *P);
 uint8_t *sr__procs_mask(struct sr__procs *P);
+/* Ragged commands (sr__procs_opts.ragged): num_envs bytes, all 0, for the
+ * caller that builds a command's env lists in env order (it leaves them 0
+ * again). */
+uint8_t *sr__procs_env_mark(struct sr__procs *P);
 /* The last command posted. */
 uint32_t sr__procs_gen(const struct sr__procs *P);
 /* @n contiguous entries of the ids area for the command being written;

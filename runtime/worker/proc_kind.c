@@ -96,6 +96,7 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	po.payload = o->worker_payload;
 	po.payload_len = o->worker_payload ? o->worker_payload_len : 0;
 	po.out_size = o->worker_out_size;
+	po.ragged = p->cfg.async;
 	err = sr__procs_create(&po, &p->procs);
 	free(slice);
 	free(cpus);
@@ -104,11 +105,6 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	if (p->cfg.keep_final) {
 		free(p->side.final_env);
 		p->side.final_env = sr__procs_final(p->procs);
-	}
-	if (p->cfg.async) {
-		p->procs_mark = calloc(p->cfg.num_envs, 1);
-		if (!p->procs_mark)
-			return sr__errorf(-ENOMEM, "out of memory");
 	}
 	return 0;
 }
@@ -256,7 +252,7 @@ static int procs_send_envs(sr_pool *p, const void *actions, const uint32_t *ids,
 	const uint32_t T = p->cfg.num_threads;
 	const size_t asz = p->cfg.act_size;
 	unsigned char *mb = sr__procs_actions(p->procs);
-	uint8_t *mark = p->procs_mark;
+	uint8_t *mark = sr__procs_env_mark(p->procs);
 	struct sr__proc_crec *r;
 	uint32_t *list = NULL, off = 0, row = 0;
 	uint64_t seq;
@@ -343,8 +339,6 @@ static void procs_stop(sr_pool *p)
 	if (p->procs)
 		p->side.final_env = NULL; /* it was the command block's */
 	p->procs = NULL;
-	free(p->procs_mark);
-	p->procs_mark = NULL;
 }
 
 static void procs_worker_info(const sr_pool *p, uint32_t w, sr_pool_worker_stats *out)
@@ -366,6 +360,8 @@ static void procs_faults(const sr_pool *p, sr_pool_faults *out)
 {
 	struct sr__procs_stats st;
 
+	if (!p->procs)
+		return; /* not started yet, or stopped (the stats block's last update) */
 	sr__procs_info(p->procs, &st);
 	out->faults = st.faults;
 	out->restarts = st.restarts;
@@ -409,6 +405,20 @@ int sr_pool_worker_out(const sr_pool *p, uint32_t worker, void **out, size_t *si
 	return 0;
 }
 
+static void procs_stats_block(const sr_pool *p, struct sr_stats_shm *s)
+{
+	struct sr__procs_stats ps;
+
+	if (!p->procs)
+		return;
+	sr__procs_info(p->procs, &ps);
+	s->faults = ps.faults;
+	s->restarts = ps.restarts;
+	s->fault_rows = ps.fault_rows;
+	s->worker_kind = sr__procs_inline(p->procs) ? SR_STATS_WORKERS_PROCS_INLINE
+						    : SR_STATS_WORKERS_PROCS;
+}
+
 static void procs_reset_next(sr_pool *p, const sr_pool_reset_opts *o, const double *b)
 {
 	sr__procs_reset_next(p->procs, o, b);
@@ -426,6 +436,7 @@ const struct sr__worker_kind sr__kind_proc = {
 	.stop = procs_stop,
 	.worker_info = procs_worker_info,
 	.faults = procs_faults,
+	.stats_block = procs_stats_block,
 	.ckpt_save = procs_ckpt_save,
 	.ckpt_load = procs_ckpt_load,
 	.reset_next = procs_reset_next,

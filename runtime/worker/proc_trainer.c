@@ -126,6 +126,9 @@ struct sr__procs {
 	uint8_t *xmap;
 	size_t xlen;
 	uint64_t *xcap;
+	/* Ragged sends (sr__procs_opts.ragged): a byte per env, zero between
+	 * uses (sr__procs_env_mark). */
+	uint8_t *mark;
 };
 
 
@@ -769,6 +772,11 @@ void *sr__procs_actions(struct sr__procs *P)
 	return (char *)P->h + P->h->off_actions;
 }
 
+uint8_t *sr__procs_env_mark(struct sr__procs *P)
+{
+	return P->mark;
+}
+
 uint8_t *sr__procs_mask(struct sr__procs *P)
 {
 	return (uint8_t *)P->h + P->h->off_mask;
@@ -1056,6 +1064,7 @@ void sr__procs_destroy(struct sr__procs *P)
 	free(P->dead);
 	free(P->dead_st);
 	free(P->dead_hung);
+	free(P->mark);
 	free(P);
 }
 
@@ -1096,7 +1105,10 @@ int sr__procs_create(const struct sr__procs_opts *o, struct sr__procs **out)
 	P->dead_st = calloc(o->nworkers, sizeof(int));
 	P->dead_hung = calloc(o->nworkers, sizeof(bool));
 	P->xcap = calloc(o->nworkers, sizeof(uint64_t));
-	if (!P->pid || !P->ready_at || !P->dead || !P->dead_st || !P->dead_hung || !P->xcap) {
+	if (o->ragged)
+		P->mark = calloc(o->num_envs, 1);
+	if (!P->pid || !P->ready_at || !P->dead || !P->dead_st || !P->dead_hung || !P->xcap ||
+	    (o->ragged && !P->mark)) {
 		err = sr__errorf(-ENOMEM, "out of memory");
 		goto fail;
 	}

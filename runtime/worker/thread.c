@@ -150,13 +150,6 @@ static inline uint64_t le64(uint64_t v)
 #endif
 }
 
-void *sr__env_state(sr_pool *p, uint32_t env)
-{
-	struct sr__worker *w = &p->workers.w[p->place.env_worker[env]];
-
-	return state_of(w, env - w->first_env);
-}
-
 /* The first index >= @i below @n whose byte in @a is not 0, or @n:
  * eight bytes at a time (done flags are rare: usually one load per 8). */
 static inline uint32_t next_set(const uint8_t *a, uint32_t i, uint32_t n)
@@ -1250,7 +1243,8 @@ static int thread_advance(sr_pool *p, uint64_t pos, uint32_t max, uint64_t *tw)
 	return 0;
 }
 
-void sr__grp_shifts(sr_pool *p, int32_t *shift)
+/* The kind's shares: rebalancing's boundaries for the next step command. */
+static void thread_shares(sr_pool *p, int32_t *shift)
 {
 	if (p->rb.on)
 		rebalance(p);
@@ -1376,6 +1370,7 @@ const struct sr__worker_kind sr__kind_thread = {
 	.local_state = true,
 	.start = thread_start,
 	.send = grp_publish,
+	.shares = thread_shares,
 	.wait = thread_wait,
 	.send_envs = thread_send_envs,
 	.advance = thread_advance,
