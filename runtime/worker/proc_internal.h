@@ -388,6 +388,27 @@ int sr__procs_save(struct sr__procs *P, struct sr__env_recs *out);
  * of a worker that died: restarted). @steps: the step count to restore. */
 int sr__procs_load(struct sr__procs *P, const struct sr__env_recs *in, uint64_t steps);
 
+/* --- proc_worker.c: the worker's side of the block (stepring/proc.h) --- */
+/* The handle of sr_proc_worker_open, or of sr__proc_worker_local. */
+struct sr_proc_worker {
+	struct sr__proc_hdr *h;
+	size_t len;
+	struct sr__proc_wrec *rec;
+	sr_ring *ring;
+	uint32_t index;
+	uint32_t last_go;
+	pid_t trainer;
+	struct sr__spin spin;
+	uint64_t idle_t0; /* when it last started waiting */
+	uint64_t busy_t0; /* when the command in hand arrived */
+	bool local;       /* the inline slice: block and ring are the trainer's */
+	/* The exchange segment of SAVE / LOAD: its descriptor (the trainer's
+	 * for a local handle, not owned), mapped at the size it had then. */
+	int xfd;
+	uint8_t *xmap;
+	size_t xlen;
+};
+
 /* --- proc_worker.c: a worker handle in this process (the inline slice) --- */
 /* Command @gen as worker @idx sees it (after PC0's acquire). */
 void sr__proc_cmd_of(struct sr__proc_hdr *h, uint32_t idx, uint32_t gen, sr_proc_cmd *cmd);
