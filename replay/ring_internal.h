@@ -121,6 +121,35 @@ struct sr_ring {
 	char name[SR__RING_NAME_MAX]; /* "/sr-foo" */
 };
 
+/*
+ * A ring's columns, cached by a writer (a pool, a process worker): every
+ * row range it touches goes through them. Set once (sr__ring_cols_get),
+ * read-only after, by every thread; the slots they point into are ordered
+ * by the ring's protocol (reserve, publish R1, consume: stepring/ring.h).
+ */
+struct sr__ring_cols {
+	sr_ring *r;
+	uint64_t cap; /* slots, a power of two */
+	float *obs, *rew;
+	uint8_t *act, *term, *trunc, *flags;
+	uint32_t *env;
+	uint64_t *prev;
+};
+
+static inline void sr__ring_cols_get(sr_ring *r, struct sr__ring_cols *c)
+{
+	c->r = r;
+	c->cap = r->cap;
+	c->obs = r->obs;
+	c->rew = r->reward;
+	c->act = r->action;
+	c->term = r->terminated;
+	c->trunc = r->truncated;
+	c->flags = r->flags;
+	c->env = r->env_id;
+	c->prev = r->prev;
+}
+
 /* Column layout for a geometry: fills the off_* and total_size of @h.
  * Returns 0 or -EINVAL (overflow). */
 int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,

@@ -333,15 +333,7 @@ static int create_ring(sr_pool *p, const sr_pool_opts *o)
 	err = sr_ring_create(&ro, &p->ring.r);
 	if (err)
 		return err;
-	p->ring.cap = sr_ring_capacity(p->ring.r);
-	p->ring.obs = sr_ring_obs_col(p->ring.r);
-	p->ring.act = sr_ring_action_col(p->ring.r);
-	p->ring.rew = sr_ring_reward_col(p->ring.r);
-	p->ring.term = sr_ring_terminated_col(p->ring.r);
-	p->ring.trunc = sr_ring_truncated_col(p->ring.r);
-	p->ring.flags = sr_ring_flags_col(p->ring.r);
-	p->ring.env = sr_ring_env_id_col(p->ring.r);
-	p->ring.prev = sr_ring_prev_col(p->ring.r);
+	sr__ring_cols_get(p->ring.r, &p->ring);
 	return 0;
 }
 
@@ -456,6 +448,22 @@ static void create_slices(sr_pool *p, const sr_pool_opts *o)
 		   !(p->cfg.knobs & SR__KNOB_NO_REBALANCE) && !(o->flags & SR_POOL_F_PROCS);
 }
 
+/* The settings the workers step with (struct sr__book). */
+static void create_book(sr_pool *p)
+{
+	const uint32_t maxs = p->cfg.spec.max_episode_steps;
+
+	p->cfg.book.spec = &p->cfg.spec;
+	p->cfg.book.od = p->cfg.obs_dim;
+	/* truncated <=> elapsed + 1 >= maxs <=> elapsed >= maxs - 1 */
+	p->cfg.book.trunc_at = maxs ? maxs - 1 : UINT32_MAX;
+	p->cfg.book.asz = p->cfg.act_size;
+	p->cfg.book.autoreset = p->cfg.autoreset;
+	p->cfg.book.check = p->fin.on;
+	p->cfg.book.final = p->cfg.keep_final ? p->side.final_env : NULL;
+	p->cfg.book.nf_first = &p->fin.first;
+}
+
 /* Everything but the validation and the allocation of @p itself. */
 static int create_steps(sr_pool *p, const sr_pool_opts *o)
 {
@@ -472,6 +480,7 @@ static int create_steps(sr_pool *p, const sr_pool_opts *o)
 		err = create_commands(p, o);
 	if (err)
 		return err;
+	create_book(p);
 	create_slices(p, o);
 	err = sr__collector_open(p);
 	if (!err && (o->flags & SR_POOL_F_RING_NAME))

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "affinity_internal.h"
+#include "ring_internal.h"
 #include "sr_base.h"
 #include "stepring/device.h"
 #include "stepring/pool.h"
@@ -203,23 +204,9 @@ struct sr__pool_cfg {
 	uint32_t obs_dim;
 	uint32_t spin_iters;    /* spin before futex_wait */
 	uint32_t max_slice;     /* the most envs any worker owns */
+	struct sr__book book;   /* stepping's settings (thread workers: book_pvt.h) */
 };
 
-/*
- * The ring and its columns (pool.c at create; read-only after, by every
- * thread). The column pointers are cached because every row range a
- * worker or the collector touches goes through them. The slots they
- * point into are ordered by the ring's protocol (reserve, publish R1,
- * consume: stepring/ring.h), not by this part.
- */
-struct sr__ring_cols {
-	sr_ring *r;
-	uint64_t cap; /* slots, a power of two */
-	float *obs, *rew;
-	uint8_t *act, *term, *trunc, *flags;
-	uint32_t *env;
-	uint64_t *prev;
-};
 
 /*
  * The workers (worker.c for threads, pool_procs.c for processes). kind, w
@@ -339,7 +326,7 @@ static inline void *sr__env_state(sr_pool *p, uint32_t env)
 {
 	struct sr__worker *w = &p->workers.w[p->place.env_worker[env]];
 
-	return w->states + (size_t)(env - w->first_env) * p->cfg.spec.state_size;
+	return w->slice.states + (size_t)(env - w->first_env) * p->cfg.spec.state_size;
 }
 /* Envs worker @w steps now in each round of the commands (each sync
  * step; async, one command per group): its envs and the shifts at its two

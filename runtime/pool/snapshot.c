@@ -491,7 +491,7 @@ static int save_opaque(const sr_pool *p, const struct sr__worker *wk, uint8_t *s
 	for (uint32_t i = 0; i < wk->n_envs; i++) {
 		uint8_t *rec = states + (size_t)(wk->first_env + i) * rb;
 		size_t len = 0;
-		int err = s->save(s, wk->states + (size_t)i * s->state_size, rec + 8, s->save_max,
+		int err = s->save(s, wk->slice.states + (size_t)i * s->state_size, rec + 8, s->save_max,
 				  &len);
 		if (err || len > s->save_max)
 			return sr__errorf(err ? err : -EOVERFLOW,
@@ -516,18 +516,11 @@ static int snap_envs(const sr_pool *p, uint8_t *states, struct sr__ckpt_env_rec 
 			if (err)
 				return err;
 		} else {
-			memcpy(states + (size_t)wk->first_env * ssz, wk->states,
+			memcpy(states + (size_t)wk->first_env * ssz, wk->slice.states,
 			       (size_t)wk->n_envs * ssz);
 		}
 		for (uint32_t i = 0; i < wk->n_envs; i++) {
-			struct sr__ckpt_env_rec *er = &recs[wk->first_env + i];
-			er->prev_seq = wk->prev_seq[i];
-			er->elapsed = wk->elapsed[i];
-			er->done = wk->done[i];
-			er->term = wk->done_term[i];
-			er->trunc = wk->done_trunc[i];
-			er->ep_ret = wk->ep_ret[i];
-			er->ep_len = wk->ep_len[i];
+			sr__slice_rec_get(&wk->slice, i, &recs[wk->first_env + i]);
 		}
 	}
 	return 0;
@@ -1198,21 +1191,13 @@ static void restore_apply(sr_pool *p, const struct restore_in *in)
 		struct sr__worker *wk = &p->workers.w[w];
 		size_t ssz = p->cfg.spec.state_size;
 		if (in->loaded) /* swap handles: the old instances go to in->loaded */
-			swap_bytes(wk->states, in->loaded + (size_t)wk->first_env * ssz,
+			swap_bytes(wk->slice.states, in->loaded + (size_t)wk->first_env * ssz,
 				   (size_t)wk->n_envs * ssz);
 		else
-			memcpy(wk->states, in->states + (size_t)wk->first_env * ssz,
+			memcpy(wk->slice.states, in->states + (size_t)wk->first_env * ssz,
 			       (size_t)wk->n_envs * ssz);
-		for (uint32_t i = 0; i < wk->n_envs; i++) {
-			const struct sr__ckpt_env_rec *er = &in->envs[wk->first_env + i];
-			wk->prev_seq[i] = er->prev_seq;
-			wk->elapsed[i] = er->elapsed;
-			wk->done[i] = er->done;
-			wk->done_term[i] = er->term;
-			wk->done_trunc[i] = er->trunc;
-			wk->ep_ret[i] = er->ep_ret;
-			wk->ep_len[i] = er->ep_len;
-		}
+		for (uint32_t i = 0; i < wk->n_envs; i++)
+			sr__slice_rec_put(&wk->slice, i, &in->envs[wk->first_env + i]);
 		/* Worker step counters are per worker; the total is what counts. */
 		atomic_store_explicit(&wk->steps, w == 0 ? in->ss.steps : 0, memory_order_relaxed);
 	}
@@ -1457,17 +1442,12 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 				continue;
 			er = &envs[g - ps.first_env];
 			if (inst) /* swap handles: the old instance goes to inst */
-				swap_bytes(wk->states + (size_t)i * ssz, inst + (g - lo) * ssz, ssz);
+				swap_bytes(wk->slice.states + (size_t)i * ssz, inst + (g - lo) * ssz, ssz);
 			else
-				memcpy(wk->states + (size_t)i * ssz, states + (g - ps.first_env) * rb,
+				memcpy(wk->slice.states + (size_t)i * ssz, states + (g - ps.first_env) * rb,
 				       ssz);
-			wk->prev_seq[i] = SR_RING_NO_PREV;
-			wk->elapsed[i] = er->elapsed;
-			wk->done[i] = er->done;
-			wk->done_term[i] = er->term;
-			wk->done_trunc[i] = er->trunc;
-			wk->ep_ret[i] = er->ep_ret;
-			wk->ep_len[i] = er->ep_len;
+			sr__slice_rec_put(&wk->slice, i, er);
+			wk->slice.prev_seq[i] = SR_RING_NO_PREV; /* its slots are not in this ring */
 		}
 	}
 	err = (int)(hi - lo);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "book_pvt.h"
 #include "ckpt_internal.h"
 #include "envs.h"
 #include "proc_internal.h"
@@ -28,23 +29,14 @@ struct sr__cworker {
 	sr_proc_worker *w;
 	sr_proc_info in;
 	sr_env_spec spec;
-	uint32_t n, od, maxs;
-	size_t asz;
-	uint64_t mask; /* ring capacity - 1 */
-	float *c_obs, *c_rew;
-	uint8_t *c_act, *c_term, *c_trunc, *c_flags;
-	uint32_t *c_env;
-	uint64_t *c_prev;
-	unsigned char *states;
-	uint64_t *prev_seq, *ep_len, *done_seq;
-	uint32_t *elapsed, *done_loc;
-	uint8_t *done, *done_term, *done_trunc, *need;
-	uint32_t *fix;   /* 2 * n: rows that need more than the column loops */
-	double *ep_ret, *rew;
+	uint32_t n;
+	struct sr__book book;    /* the pool's settings, as the block says (book_pvt.h) */
+	struct sr__ring_cols rc; /* the ring's columns */
+	struct sr__slice slice;  /* its envs */
+	struct sr__book_x bx;    /* its scratch, same-step list, counter, episode queue */
 	uint64_t ns_env; /* of the last command */
-	uint32_t nd;     /* SAME_STEP: envs of the command that ended (done_loc, done_seq) */
+	uint32_t nd;     /* SAME_STEP: envs of the command that ended (bx.done_loc, done_seq) */
 	uint32_t made;   /* opaque instances created */
-	bool check;      /* the finite check is on */
 	/* LOAD: the records kept aside until COMMIT (stage: n states, opaque
 	 * envs: instances made and loaded here). */
 	bool staged;
@@ -54,7 +46,7 @@ struct sr__cworker {
 
 static unsigned char *state_of(struct sr__cworker *c, uint32_t i)
 {
-	return c->states + (size_t)i * c->spec.state_size;
+	return sr__book_state(&c->book, &c->slice, i);
 }
 
 /* The env this pool steps: by name or plugin path, then the trainer's
@@ -83,28 +75,31 @@ static int cw_alloc(struct sr__cworker *c)
 {
 	size_t n = c->n ? c->n : 1;
 
-	c->states = calloc(n, c->spec.state_size);
-	c->prev_seq = calloc(n, sizeof(uint64_t));
-	c->ep_len = calloc(n, sizeof(uint64_t));
-	c->done_seq = calloc(n, sizeof(uint64_t));
-	c->elapsed = calloc(n, sizeof(uint32_t));
-	c->done_loc = calloc(n, sizeof(uint32_t));
-	c->done = calloc(n, 1);
-	c->done_term = calloc(n, 1);
-	c->done_trunc = calloc(n, 1);
-	c->ep_ret = calloc(n, sizeof(double));
-	c->rew = calloc(n, sizeof(double));
-	c->need = calloc(n, 1);
-	c->fix = calloc(2 * n, sizeof(uint32_t));
-	if (!c->states || !c->prev_seq || !c->ep_len || !c->done_seq || !c->elapsed ||
-	    !c->done_loc || !c->done || !c->done_term || !c->done_trunc || !c->ep_ret || !c->rew ||
-	    !c->need || !c->fix)
+	struct sr__slice *sl = &c->slice;
+	struct sr__book_x *x = &c->bx;
+
+	sl->states = calloc(n, c->spec.state_size);
+	sl->prev_seq = calloc(n, sizeof(uint64_t));
+	sl->ep_len = calloc(n, sizeof(uint64_t));
+	sl->elapsed = calloc(n, sizeof(uint32_t));
+	sl->done = calloc(n, 1);
+	sl->done_term = calloc(n, 1);
+	sl->done_trunc = calloc(n, 1);
+	sl->ep_ret = calloc(n, sizeof(double));
+	sl->rew = calloc(n, sizeof(double));
+	x->done_seq = calloc(n, sizeof(uint64_t));
+	x->done_loc = calloc(n, sizeof(uint32_t));
+	x->need = calloc(n, 1);
+	x->fix = calloc(2 * n, sizeof(uint32_t));
+	if (!sl->states || !sl->prev_seq || !sl->ep_len || !sl->elapsed || !sl->done ||
+	    !sl->done_term || !sl->done_trunc || !sl->ep_ret || !sl->rew || !x->done_seq ||
+	    !x->done_loc || !x->need || !x->fix)
 		return sr__errorf(-ENOMEM, "worker: out of memory for %u envs", c->n);
 	/* Opaque envs (a physics world per instance) are created here, as
 	 * the thread workers do; the process's exit frees them. */
 	if (sr_env_is_opaque(&c->spec))
 		for (uint32_t i = 0; i < c->n; i++) {
-			int err = c->spec.create(&c->spec, c->states + (size_t)i * c->spec.state_size);
+			int err = c->spec.create(&c->spec, state_of(c, i));
 
 			if (err)
 				return sr__errorf(err < 0 ? err : -ENOMEM,
@@ -120,22 +115,22 @@ static void cw_drop_stage(struct sr__cworker *c);
 static void cw_free(struct sr__cworker *c)
 {
 	cw_drop_stage(c);
-	if (c->states && sr_env_is_opaque(&c->spec))
+	if (c->slice.states && sr_env_is_opaque(&c->spec))
 		for (uint32_t i = 0; i < c->made; i++)
-			c->spec.destroy(&c->spec, c->states + (size_t)i * c->spec.state_size);
-	free(c->states);
-	free(c->prev_seq);
-	free(c->ep_len);
-	free(c->done_seq);
-	free(c->elapsed);
-	free(c->done_loc);
-	free(c->done);
-	free(c->done_term);
-	free(c->done_trunc);
-	free(c->ep_ret);
-	free(c->rew);
-	free(c->need);
-	free(c->fix);
+			c->spec.destroy(&c->spec, state_of(c, i));
+	free(c->slice.states);
+	free(c->slice.prev_seq);
+	free(c->slice.ep_len);
+	free(c->slice.elapsed);
+	free(c->slice.done);
+	free(c->slice.done_term);
+	free(c->slice.done_trunc);
+	free(c->slice.ep_ret);
+	free(c->slice.rew);
+	free(c->bx.done_seq);
+	free(c->bx.done_loc);
+	free(c->bx.need);
+	free(c->bx.fix);
 }
 
 static void cw_seed(struct sr__cworker *c)
@@ -146,7 +141,7 @@ static void cw_seed(struct sr__cworker *c)
 		return;
 	if (!c->in.restarts) {
 		/* As the thread workers do: instance i from (seed, e0 + i). */
-		c->spec.seed(&c->spec, c->states, c->n, c->in.seed, e0);
+		c->spec.seed(&c->spec, c->slice.states, c->n, c->in.seed, e0);
 	} else {
 		for (uint32_t i = 0; i < c->n; i++)
 			c->spec.seed(&c->spec, state_of(c, i), 1,
@@ -154,59 +149,30 @@ static void cw_seed(struct sr__cworker *c)
 				     e0 + i);
 	}
 	for (uint32_t i = 0; i < c->n; i++) {
-		c->prev_seq[i] = SR_RING_NO_PREV;
+		c->slice.prev_seq[i] = SR_RING_NO_PREV;
 		/* After a restart every env starts over: the next step resets
 		 * it (NEXT_STEP, SAME_STEP), or it repeats a truncated pad row
 		 * until the trainer resets it (DISABLED). */
-		c->done[i] = c->done_trunc[i] = c->in.restarts ? 1 : 0;
+		c->slice.done[i] = c->slice.done_trunc[i] = c->in.restarts ? 1 : 0;
 	}
-}
-
-/*
- * The finite check, slow part (runtime/collector.c, "Finite check"; the
- * same rule as the thread workers' flag_nonfinite): rows of local envs
- * [lo, lo + n) in the slots from @s (no wrap), where a vector pass found a
- * NaN or an infinity: flag each such row, count it on this worker's
- * record (its single writer) and offer the first one's env to the
- * block's nf_first. @rew_too: 0 for reset rows (reward 0 by
- * construction). Published with the rows (R1), read by the trainer after
- * done_gen (PC1).
- */
-static void cw_flag(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t s, bool rew_too)
-{
-	struct sr__proc_hdr *h = c->w->h;
-	uint32_t k = 0;
-
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t what = (sr__nonfinite_any(c->c_obs + (s + i) * c->od, c->od) ? SR__NF_OBS
-										 : 0) |
-				(rew_too && sr__nonfinite_f(c->c_rew[s + i]) ? SR__NF_REW : 0);
-
-		if (!what)
-			continue;
-		c->c_flags[s + i] |= SR_SLOT_NONFINITE;
-		if (!k++)
-			sr__nonfinite_offer(&h->nf_first, (uint64_t)c->in.first_env + lo + i, what);
-	}
-	sr__add_relaxed(&c->w->rec->nonfinite, k);
 }
 
 /* Reset local envs [lo, lo + n) (all, or where mask[env]) into the slots
- * from @q0; the others are observed into pad rows. */
+ * from @q0; the others are observed into pad rows (sr__book_reset_rows). */
 static void cw_reset(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
 		     const sr_proc_cmd *cmd)
 {
 	const sr_env_spec *sp = &c->spec;
-	const uint32_t e0 = c->in.first_env, rf = cmd->reset_flags;
+	const uint32_t e0 = c->in.first_env, rf = cmd->reset_flags, od = c->book.od;
 	const uint8_t *mask = cmd->mask;
 	/* A reset of sr_pool_reset_ex reseeds each env it resets, then resets
 	 * it within its options, as the thread pool does (sr_pool_reset_ex,
-	 * worker.c reset_range): the same rows. */
+	 * worker/thread.c reset_range): the same rows. */
 	const struct sr__reset_opt *ro = (rf & SR_RESET_F_OPTIONS) ? sr__env_reset_opt(sp) : NULL;
 
 	for (uint32_t k = 0; k < n; k++) {
 		const uint32_t i = lo + k;
-		uint64_t q = q0 + k, s = q & c->mask;
+		float *obs = c->rc.obs + ((q0 + k) & (c->rc.cap - 1)) * od;
 		bool on = !mask || mask[e0 + i];
 
 		if (on && (rf & SR_RESET_F_SEED))
@@ -214,260 +180,42 @@ static void cw_reset(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0
 		else if (on && (rf & SR_RESET_F_SEEDS) && (!cmd->seed_mask || cmd->seed_mask[e0 + i]))
 			sp->seed(sp, state_of(c, i), 1, cmd->seeds[e0 + i], 0);
 		if (on && ro)
-			ro->reset(sp, state_of(c, i), 1, cmd->reset_b, c->c_obs + s * c->od);
+			ro->reset(sp, state_of(c, i), 1, cmd->reset_b, obs);
 		else if (on)
-			sp->reset(sp, state_of(c, i), 1, c->c_obs + s * c->od);
+			sp->reset(sp, state_of(c, i), 1, obs);
 		else
-			sp->observe(sp, state_of(c, i), c->c_obs + s * c->od);
-		memset(c->c_act + s * c->asz, 0, c->asz);
-		c->c_env[s] = e0 + i;
-		c->c_rew[s] = 0.0f;
-		c->c_term[s] = 0;
-		c->c_trunc[s] = 0;
-		if (on) {
-			c->ep_ret[i] = 0;
-			c->ep_len[i] = 0;
-			c->c_flags[s] = SR_SLOT_FIRST;
-			c->c_prev[s] = SR_RING_NO_PREV;
-			c->prev_seq[i] = q;
-			c->elapsed[i] = 0;
-			c->done[i] = c->done_term[i] = c->done_trunc[i] = 0;
-		} else {
-			c->c_flags[s] = SR_SLOT_PAD;
-			c->c_prev[s] = c->prev_seq[i];
-		}
+			sp->observe(sp, state_of(c, i), obs);
 	}
-	if (c->check && n &&
-	    SR_UNLIKELY(sr__nonfinite_any(c->c_obs + (q0 & c->mask) * c->od, (size_t)n * c->od)))
-		cw_flag(c, lo, n, q0 & c->mask, false);
+	sr__book_reset_rows(&c->book, &c->rc, &c->slice, e0, lo, n, q0, mask, &c->bx);
 }
 
 /*
- * Ring bookkeeping of a step of local envs [lo, lo + n) into the slots
- * from @q0 (no wrap), as runtime/worker.c's bookkeep() does it for thread
- * workers: reward, truncation (TimeLimit), flags, env id, prev link,
- * action, the finite check. First straight-line loops over whole columns
- * (no branches: the compiler vectorizes them) do what a live env needs and
- * mark in need[] the rows that need more: envs whose episode ended last
- * step (not stepped now: reset or observed, reward 0 and terminated 0)
- * and envs that end now. Then those rows only. Envs of SAME_STEP that
- * ended are listed (c->nd) for cw_extras.
+ * Step local envs [lo, lo + n) into the slots from @q0 (consecutive, no
+ * wrap: the pool reserves a command's rows with SR_RESERVE_CONTIG); @acts:
+ * env lo's action, the others' after it (the mailbox, row = env): the env
+ * calls, then the ring bookkeeping, as the thread workers do
+ * (book_pvt.h). Envs of SAME_STEP that ended are listed (c->nd) for
+ * cw_extras.
  */
 SR_VECTOR_CLONES
-static void cw_book(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
-		    const unsigned char *acts)
-{
-	const uint64_t s = q0 & c->mask;
-	const uint32_t od = c->od, env0 = c->in.first_env + lo;
-	const uint32_t trunc_at = c->maxs ? c->maxs - 1 : UINT32_MAX;
-	const uint32_t autoreset = c->in.autoreset;
-	/* Locals: byte stores may alias anything, so fields read through @c
-	 * would be reloaded after every store. */
-	uint32_t *restrict c_env = c->c_env + s;
-	uint8_t *restrict c_term = c->c_term + s;
-	uint8_t *restrict c_trunc = c->c_trunc + s;
-	uint8_t *restrict c_flags = c->c_flags + s;
-	float *restrict c_rew = c->c_rew + s;
-	uint64_t *restrict c_prev = c->c_prev + s;
-	const double *restrict rew = c->rew + lo;
-	uint64_t *restrict prev_seq = c->prev_seq + lo;
-	uint32_t *restrict elapsed = c->elapsed + lo;
-	uint8_t *restrict done = c->done + lo;
-	uint8_t *restrict done_term = c->done_term + lo;
-	uint8_t *restrict done_trunc = c->done_trunc + lo;
-	double *restrict ep_ret = c->ep_ret + lo;
-	uint64_t *restrict ep_len = c->ep_len + lo;
-	uint8_t *restrict need = c->need;
-	uint32_t *restrict fa = c->fix, *restrict fb = c->fix + n;
-	uint32_t na = 0, nb = 0;
-	uint8_t any = 0;
-
-	memcpy(c->c_act + s * c->asz, acts, (size_t)n * c->asz);
-	memset(c_flags, 0, n);
-	for (uint32_t i = 0; i < n; i++) {
-		c_env[i] = env0 + i;
-		c_rew[i] = (float)rew[i];
-		ep_len[i]++;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		/* A NaN or infinite reward never enters the episode's return:
-		 * its bits are masked to +0.0f (an and, not a branch). */
-		float r = c_rew[i];
-		uint32_t b;
-
-		memcpy(&b, &r, sizeof(b));
-		b &= sr__nonfinite_f(r) - 1u;
-		memcpy(&r, &b, sizeof(r));
-		ep_ret[i] += r;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		uint8_t t = c_term[i] != 0, tr = elapsed[i] >= trunc_at;
-
-		c_trunc[i] = tr;
-		c_term[i] = t;
-		need[i] = done[i] | t | tr;
-		any |= need[i];
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		c_prev[i] = prev_seq[i];
-		prev_seq[i] = q0 + i;
-		elapsed[i]++;
-	}
-	/* The finite check: one vector pass over the rows just written (hot
-	 * in cache); row by row only when it finds something. */
-	if (c->check && SR_UNLIKELY(sr__nonfinite_any(c->c_obs + s * od, (size_t)n * od) |
-				    sr__nonfinite_any(c_rew, n)))
-		cw_flag(c, lo, n, s, true);
-	if (SR_LIKELY(!any))
-		return;
-
-	/* The rare rows, listed without a branch per row: those that ended
-	 * last step in fa, those that end now in fb. */
-	for (uint32_t i0 = 0; i0 < n; i0 += 8) {
-		const uint32_t kn = n - i0 < 8 ? n - i0 : 8;
-		uint64_t m = 0;
-
-		for (uint32_t k = 0; k < kn; k++)
-			m |= (uint64_t)need[i0 + k] << (8 * k);
-		while (m) {
-			const uint32_t i = i0 + ((uint32_t)__builtin_ctzll(m) >> 3);
-			const uint8_t d = done[i];
-
-			fa[na] = i;
-			na += d;
-			fb[nb] = i;
-			nb += d ^ 1;
-			m &= m - 1;
-		}
-	}
-	for (uint32_t k = 0; k < na; k++) {
-		/* Ended last step, so not stepped now: undo the live-env update
-		 * where it does not apply. */
-		const uint32_t i = fa[k];
-
-		if (autoreset == SR_AUTORESET_DISABLED) {
-			/* Repeat the state: a pad row, not a transition. */
-			prev_seq[i] = c_prev[i];
-			elapsed[i]--;
-			ep_len[i]--;
-			c_term[i] = done_term[i];
-			c_trunc[i] = done_trunc[i];
-			c_flags[i] |= SR_SLOT_PAD;
-		} else {
-			/* The reset obs of a new episode. */
-			c_term[i] = 0;
-			c_trunc[i] = 0;
-			c_flags[i] |= SR_SLOT_FIRST;
-			c_prev[i] = SR_RING_NO_PREV;
-			elapsed[i] = 0;
-			ep_ret[i] = 0;
-			ep_len[i] = 0;
-			done[i] = done_term[i] = done_trunc[i] = 0;
-		}
-	}
-	for (uint32_t k = 0; k < nb; k++) {
-		/* Ends now: the live-env update applies; then the episode. */
-		const uint32_t i = fb[k];
-
-		sr_proc_worker_episode(c->w, ep_ret[i], ep_len[i]);
-		ep_ret[i] = 0;
-		ep_len[i] = 0;
-		done[i] = 1;
-		done_term[i] = c_term[i];
-		done_trunc[i] = c_trunc[i];
-		if (c->in.final_obs)
-			memcpy(c->in.final_obs + (size_t)(env0 + i) * od, c->c_obs + (s + i) * od,
-			       od * sizeof(float));
-		if (autoreset == SR_AUTORESET_SAME_STEP) {
-			c->done_loc[c->nd] = lo + i;
-			c->done_seq[c->nd] = q0 + i;
-			c->nd++;
-		}
-	}
-}
-
-/* Step local envs [lo, lo + n) into the slots from @q0 (consecutive, no
- * wrap: the pool reserves a command's rows with SR_RESERVE_CONTIG); @acts:
- * env lo's action, the others' after it (the mailbox, row = env). Envs of
- * SAME_STEP that ended are listed (c->nd) for cw_extras. */
 static void cw_step(struct sr__cworker *c, uint32_t lo, uint32_t n, uint64_t q0,
 		    const unsigned char *acts, uint64_t *ns_env)
 {
-	const sr_env_spec *sp = &c->spec;
-	const uint64_t s0 = q0 & c->mask;
-	unsigned char *st = state_of(c, lo);
-	const uint8_t *done = c->done + lo;
-	double *rew = c->rew + lo;
-	const size_t ssz = c->spec.state_size;
 	uint64_t t0 = sr__now_ns();
-	uint32_t i = 0;
+	uint32_t nf = sr__book_env_calls(&c->book, &c->rc, &c->slice, lo, n, q0 & (c->rc.cap - 1),
+					 acts);
 
-	/* Env calls: runs of live envs in one call; an env whose episode
-	 * ended last step is reset (or observed, DISABLED) instead. */
-	while (i < n) {
-		uint32_t j = i;
-
-		while (j < n && !done[j])
-			j++;
-		if (j > i)
-			sp->step(sp, st + (size_t)i * ssz, j - i, acts + (size_t)i * c->asz,
-				 c->c_obs + (s0 + i) * c->od, rew + i, c->c_term + s0 + i);
-		if (j == n)
-			break;
-		if (c->in.autoreset == SR_AUTORESET_DISABLED)
-			sp->observe(sp, st + (size_t)j * ssz, c->c_obs + (s0 + j) * c->od);
-		else
-			sp->reset(sp, st + (size_t)j * ssz, 1, c->c_obs + (s0 + j) * c->od);
-		rew[j] = 0.0;
-		c->c_term[s0 + j] = 0;
-		i = j + 1;
-	}
 	*ns_env += sr__now_ns() - t0;
-	cw_book(c, lo, n, q0, acts);
+	c->nd = sr__book_rows(&c->book, &c->rc, &c->slice, c->in.first_env + lo, lo, n, q0, acts,
+			      &c->bx, c->nd, nf);
 }
 
-/* SAME_STEP: the step's row (final obs) of each env that ended moves to
- * an extra slot flagged FINAL; the batch row gets the reset obs, FIRST.
- * The extras are reserved here: if this process dies before it publishes
- * them, the pool publishes the gap as pad rows. */
+/* SAME_STEP: the extra FINAL slots of the envs that ended (sr__book_same_step).
+ * If this process dies before it publishes them, the pool publishes the
+ * reservation as pad rows. */
 static void cw_extras(struct sr__cworker *c)
 {
-	const sr_env_spec *sp = &c->spec;
-	const uint32_t nd = c->nd;
-	uint64_t e;
-
-	if (!nd)
-		return;
-	sr_ring_reserve(c->in.ring, nd, 0, &e);
-	for (uint32_t k = 0; k < nd; k++) {
-		const uint64_t sq = c->done_seq[k] & c->mask, se = (e + k) & c->mask;
-		const uint32_t l = c->done_loc[k];
-
-		memcpy(c->c_obs + se * c->od, c->c_obs + sq * c->od, c->od * sizeof(float));
-		memcpy(c->c_act + se * c->asz, c->c_act + sq * c->asz, c->asz);
-		c->c_rew[se] = c->c_rew[sq];
-		c->c_term[se] = c->c_term[sq];
-		c->c_trunc[se] = c->c_trunc[sq];
-		c->c_env[se] = c->c_env[sq];
-		c->c_prev[se] = c->c_prev[sq];
-		/* The final obs and the reward move with the transition, and so
-		 * does their finite flag; the batch row keeps the reward and
-		 * gets the reset obs (a new finding, counted). */
-		c->c_flags[se] = SR_SLOT_FINAL | (c->c_flags[sq] & SR_SLOT_NONFINITE);
-		sp->reset(sp, state_of(c, l), 1, c->c_obs + sq * c->od);
-		c->c_flags[sq] = SR_SLOT_FIRST;
-		if (c->check) {
-			if (SR_UNLIKELY(sr__nonfinite_any(c->c_obs + sq * c->od, c->od)))
-				cw_flag(c, l, 1, sq, false);
-			else if (SR_UNLIKELY(sr__nonfinite_f(c->c_rew[sq])))
-				c->c_flags[sq] |= SR_SLOT_NONFINITE; /* counted by cw_book */
-		}
-		c->c_prev[sq] = SR_RING_NO_PREV;
-		c->prev_seq[l] = c->done_seq[k];
-		c->elapsed[l] = 0;
-		c->done[l] = c->done_term[l] = c->done_trunc[l] = 0;
-	}
-	sr_ring_publish(c->in.ring, e, nd);
+	sr__book_same_step(&c->book, &c->rc, &c->slice, c->in.first_env, &c->bx, c->nd);
 	c->nd = 0;
 }
 
@@ -483,6 +231,7 @@ int sr__cworker_open(sr_proc_worker *w, const sr_proc_info *info, const sr_env_s
 	c->w = w;
 	c->in = *info;
 	c->n = info->n_envs;
+	c->book.spec = &c->spec; /* state_of() from here on */
 	if (spec)
 		c->spec = *spec; /* this process's own spec (the inline slice) */
 	err = spec ? 0 : load_env(c);
@@ -492,19 +241,16 @@ int sr__cworker_open(sr_proc_worker *w, const sr_proc_info *info, const sr_env_s
 		sr__cworker_close(c);
 		return err;
 	}
-	c->od = info->obs_dim;
-	c->asz = info->act_size;
-	c->maxs = c->spec.max_episode_steps;
-	c->mask = sr_ring_capacity(info->ring) - 1;
-	c->c_obs = sr_ring_obs_col(info->ring);
-	c->c_rew = sr_ring_reward_col(info->ring);
-	c->c_act = sr_ring_action_col(info->ring);
-	c->c_term = sr_ring_terminated_col(info->ring);
-	c->c_trunc = sr_ring_truncated_col(info->ring);
-	c->c_flags = sr_ring_flags_col(info->ring);
-	c->c_env = sr_ring_env_id_col(info->ring);
-	c->c_prev = sr_ring_prev_col(info->ring);
-	c->check = w->h->check_finite != 0;
+	sr__ring_cols_get(info->ring, &c->rc);
+	c->book.od = info->obs_dim;
+	c->book.asz = info->act_size;
+	c->book.trunc_at = c->spec.max_episode_steps ? c->spec.max_episode_steps - 1 : UINT32_MAX;
+	c->book.autoreset = info->autoreset;
+	c->book.check = w->h->check_finite != 0;
+	c->book.final = info->final_obs;
+	c->book.nf_first = &w->h->nf_first;
+	c->bx.nonfinite = &w->rec->nonfinite;
+	c->bx.eps = w->eps;
 	/* The trainer leaves this worker's rows to it (PC1: ordered before
 	 * the READY state, or, inline, on the trainer's own thread). */
 	atomic_store_explicit(&w->rec->checks_finite, 1, memory_order_relaxed);
@@ -551,13 +297,7 @@ static void cw_save(struct sr__cworker *c, sr_proc_worker *w)
 		uint64_t len = sp->state_size;
 
 		memset(&er, 0, sizeof(er));
-		er.prev_seq = c->prev_seq[i];
-		er.ep_len = c->ep_len[i];
-		er.ep_ret = c->ep_ret[i];
-		er.elapsed = c->elapsed[i];
-		er.done = c->done[i];
-		er.term = c->done_term[i];
-		er.trunc = c->done_trunc[i];
+		sr__slice_rec_get(&c->slice, i, &er);
 		memcpy(a + (size_t)i * XREC, &er, XREC);
 		if (opq) {
 			size_t l = 0;
@@ -683,13 +423,7 @@ static void cw_commit(struct sr__cworker *c, bool apply)
 				a[k] = b[k];
 				b[k] = t;
 			}
-			c->prev_seq[i] = er->prev_seq;
-			c->ep_len[i] = er->ep_len;
-			c->ep_ret[i] = er->ep_ret;
-			c->elapsed[i] = er->elapsed;
-			c->done[i] = er->done;
-			c->done_term[i] = er->term;
-			c->done_trunc[i] = er->trunc;
+			sr__slice_rec_put(&c->slice, i, er);
 		}
 	}
 	cw_drop_stage(c);
@@ -740,7 +474,7 @@ int sr__cworker_run(void *arg, sr_proc_worker *w, const sr_proc_info *info,
 		else
 			k = cmd->n;
 		if (cmd->kind == SR_PROC_CMD_STEP)
-			cw_step(c, e - e0, k - j, cmd->row + j, acts + (size_t)e * c->asz, &ns_env);
+			cw_step(c, e - e0, k - j, cmd->row + j, acts + (size_t)e * c->book.asz, &ns_env);
 		else
 			cw_reset(c, e - e0, k - j, cmd->row + j, cmd);
 	}

@@ -63,6 +63,7 @@
 #include <sys/types.h>
 
 #include "sr_base.h"
+#include "worker_internal.h" /* struct sr__eps_q */
 #include "stepring/env.h"
 #include "stepring/pool.h"
 #include "stepring/proc.h"
@@ -407,6 +408,7 @@ struct sr_proc_worker {
 	int xfd;
 	uint8_t *xmap;
 	size_t xlen;
+	struct sr__eps_q eps; /* its record's episode queue (PC3), as its producer */
 };
 
 /* --- proc_worker.c: a worker handle in this process (the inline slice) --- */

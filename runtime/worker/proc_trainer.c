@@ -927,15 +927,10 @@ void sr__procs_episodes(struct sr__procs *P, void (*fn)(void *, double, double),
 {
 	for (uint32_t w = 0; w < P->nworkers; w++) {
 		struct sr__proc_wrec *r = sr__proc_wrec(P->h, w);
-		const double *e = (const double *)((char *)P->h + r->off_eps);
-		uint32_t t = atomic_load_explicit(&r->eps_tail, memory_order_relaxed);
-		uint32_t hd = atomic_load_explicit(&r->eps_head, memory_order_acquire); /* PC3 */
 
-		if (t == hd)
-			continue;
-		for (; t != hd; t++)
-			fn(arg, e[2 * (t & (r->eps_cap - 1))], e[2 * (t & (r->eps_cap - 1)) + 1]);
-		atomic_store_explicit(&r->eps_tail, hd, memory_order_release); /* PC3 */
+		/* PC3 */
+		sr__eps_take((const double *)((char *)P->h + r->off_eps), r->eps_cap - 1,
+			     &r->eps_head, &r->eps_tail, fn, arg);
 	}
 }
 

@@ -73,6 +73,15 @@ static void fill_info(const struct sr_proc_worker *w, sr_proc_info *info)
 	info->out_size = (size_t)w->rec->out_size;
 }
 
+/* The producer's handle on the worker's episode queue (its record's). */
+static void eps_init(struct sr_proc_worker *w)
+{
+	w->eps.e = (double *)((char *)w->h + w->rec->off_eps);
+	w->eps.mask = w->rec->eps_cap - 1;
+	w->eps.head = &w->rec->eps_head;
+	w->eps.tail = &w->rec->eps_tail;
+}
+
 int sr__proc_worker_local(struct sr__proc_hdr *h, sr_ring *ring, uint32_t idx,
 			  sr_proc_worker **out, sr_proc_info *info)
 {
@@ -83,6 +92,7 @@ int sr__proc_worker_local(struct sr__proc_hdr *h, sr_ring *ring, uint32_t idx,
 		return sr__errorf(-ENOMEM, "out of memory");
 	w->h = h;
 	w->rec = sr__proc_wrec(h, idx);
+	eps_init(w);
 	w->ring = ring;
 	w->index = idx;
 	w->trainer = getpid();
@@ -157,6 +167,7 @@ int sr_proc_worker_open(sr_proc_worker **out, sr_proc_info *info)
 		goto err_unmap;
 	}
 	w->rec = sr__proc_wrec(w->h, idx);
+	eps_init(w);
 	w->spin.max_ns = w->h->spin_ns;
 	err = sr__ring_attach_fd(SR__PROC_FD_RING, false, &w->ring);
 	if (err)
@@ -288,16 +299,9 @@ void sr_proc_worker_done(sr_proc_worker *w, uint64_t steps, uint64_t ns_env)
 
 void sr_proc_worker_episode(sr_proc_worker *w, double ret, uint64_t len)
 {
-	struct sr__proc_wrec *r = w->rec;
-	double *e = (double *)((char *)w->h + r->off_eps);
-	uint32_t hd = atomic_load_explicit(&r->eps_head, memory_order_relaxed);
-
-	/* PC3: acquire of the trainer's tail before reusing an entry. */
-	if (hd - atomic_load_explicit(&r->eps_tail, memory_order_acquire) >= r->eps_cap)
-		return; /* full: the pool merges after every command, so never */
-	e[2 * (hd & (r->eps_cap - 1))] = ret;
-	e[2 * (hd & (r->eps_cap - 1)) + 1] = (double)len;
-	atomic_store_explicit(&r->eps_head, hd + 1, memory_order_release);
+	/* PC3 (the queue's order, worker_internal.h). Full: the pool merges
+	 * after every command, so never; dropped. */
+	sr__eps_push(&w->eps, ret, len);
 }
 
 void sr_proc_worker_fail(sr_proc_worker *w, const char *msg)

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "book_pvt.h"
 #include "pool_internal.h"
 #include "ring_internal.h"
 
@@ -49,7 +50,7 @@
 
 static inline unsigned char *state_of(struct sr__worker *w, uint32_t loc)
 {
-	return w->states + (size_t)loc * w->pool->cfg.spec.state_size;
+	return sr__book_state(&w->pool->cfg.book, &w->slice, loc);
 }
 
 static int worker_alloc(struct sr__worker *w)
@@ -90,31 +91,34 @@ static int worker_alloc(struct sr__worker *w)
 	/* First touch from the thread that owns it (bound already). */
 	memset(m, 0, total);
 	w->mem = m;
-	w->states = m + o_states;
-	w->prev_seq = (uint64_t *)(m + o_prev);
-	w->ep_ret = (double *)(m + o_eret);
-	w->ep_len = (uint64_t *)(m + o_elen);
-	w->reward_scratch = (double *)(m + o_rew);
-	w->done_seq = (uint64_t *)(m + o_dseq);
-	w->elapsed = (uint32_t *)(m + o_el);
+	w->slice.states = m + o_states;
+	w->slice.prev_seq = (uint64_t *)(m + o_prev);
+	w->slice.ep_ret = (double *)(m + o_eret);
+	w->slice.ep_len = (uint64_t *)(m + o_elen);
+	w->slice.rew = (double *)(m + o_rew);
+	w->slice.elapsed = (uint32_t *)(m + o_el);
+	w->slice.done = m + o_done;
+	w->slice.done_term = m + o_dterm;
+	w->slice.done_trunc = m + o_dtrunc;
+	w->bx.done_seq = (uint64_t *)(m + o_dseq);
+	w->bx.done_loc = (uint32_t *)(m + o_dloc);
+	w->bx.fix = (uint32_t *)(m + o_fix);
+	w->bx.need = m + o_need;
+	w->bx.nonfinite = &w->nonfinite;
 	w->run_env = (uint32_t *)(m + o_run);
-	w->done_loc = (uint32_t *)(m + o_dloc);
-	w->fix = (uint32_t *)(m + o_fix);
-	w->done = m + o_done;
-	w->done_term = m + o_dterm;
-	w->done_trunc = m + o_dtrunc;
-	w->need = m + o_need;
 	w->mark = m + o_mark;
-	w->eps = (double *)(m + o_eps);
-	w->eps_mask = (uint32_t)ecap - 1;
+	w->bx.eps.e = (double *)(m + o_eps);
+	w->bx.eps.mask = (uint32_t)ecap - 1;
+	w->bx.eps.head = &w->eps_head;
+	w->bx.eps.tail = &w->eps_tail;
 	w->q = (uint32_t *)(m + o_q);
 	w->q_mask = (uint32_t)qcap - 1;
 	for (uint32_t i = 0; i < w->n_envs; i++)
-		w->prev_seq[i] = SR_RING_NO_PREV;
+		w->slice.prev_seq[i] = SR_RING_NO_PREV;
 	/* Opaque envs (a physics world per instance): create each one here, on
 	 * the owning thread, so that its heap is first touched on this node. */
 	if (sr_env_is_opaque(&p->cfg.spec)) {
-		int err = sr_env_create_instances(&p->cfg.spec, w->states, w->n_envs);
+		int err = sr_env_create_instances(&p->cfg.spec, w->slice.states, w->n_envs);
 		if (err) {
 			free(m);
 			w->mem = NULL;
@@ -122,7 +126,7 @@ static int worker_alloc(struct sr__worker *w)
 		}
 	}
 	if (w->n_envs)
-		p->cfg.spec.seed(&p->cfg.spec, w->states, w->n_envs, p->cfg.seed,
+		p->cfg.spec.seed(&p->cfg.spec, w->slice.states, w->n_envs, p->cfg.seed,
 				 p->cfg.env_base + w->first_env);
 	return 0;
 }
@@ -131,7 +135,7 @@ static int worker_alloc(struct sr__worker *w)
 static void worker_free(sr_pool *p, struct sr__worker *w)
 {
 	if (w->mem)
-		sr_env_destroy_instances(&p->cfg.spec, w->states, w->n_envs);
+		sr_env_destroy_instances(&p->cfg.spec, w->slice.states, w->n_envs);
 	free(w->mem);
 	w->mem = NULL;
 }
@@ -140,391 +144,40 @@ static void worker_free(sr_pool *p, struct sr__worker *w)
 /* Stepping                                                                */
 /* ---------------------------------------------------------------------- */
 
-/* A little-endian word from memory, as the host holds it. */
-static inline uint64_t le64(uint64_t v)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-	return __builtin_bswap64(v);
-#else
-	return v;
-#endif
-}
-
-/* The first index >= @i below @n whose byte in @a is not 0, or @n:
- * eight bytes at a time (done flags are rare: usually one load per 8). */
-static inline uint32_t next_set(const uint8_t *a, uint32_t i, uint32_t n)
-{
-	for (; n - i >= 8; i += 8) {
-		uint64_t m;
-
-		memcpy(&m, a + i, 8);
-		if (m)
-			return i + ((uint32_t)__builtin_ctzll(le64(m)) >> 3);
-	}
-	while (i < n && !a[i])
-		i++;
-	return i;
-}
-
-/*
- * The finite check's test of obs just written (env_calls): a function of
- * its own so that it gets the AVX2 clone, called once per SR__NF_CHUNK
- * floats or so, not once per env call. sr__nonfinite_any's loop, unrolled:
- * four vectors (32 floats) per round of the loop's own counting.
- */
-SR_VECTOR_CLONES __attribute__((noinline))
-static uint32_t obs_nonfinite(const float *a, size_t n)
-{
-	uint32_t acc = 0;
-
-#pragma GCC unroll 4
-	for (size_t i = 0; i < n; i++) {
-		uint32_t b;
-
-		memcpy(&b, &a[i], sizeof(b));
-		acc |= (b & 0x7f800000u) + 0x00800000u; /* see sr__nonfinite_any */
-	}
-	return acc >> 31;
-}
-
-/* Obs floats env_calls writes between two tests: 2 KiB, which with the
- * env states stepped meanwhile stays in L1. */
-#define SR__NF_CHUNK 512
-
-/*
- * Env calls for local envs [lo, lo + n) writing into slots s .. s + n - 1
- * (slot indices, no wrap). Live envs are stepped in runs of consecutive
- * envs (one call each); an env whose episode ended last step is reset
- * (NEXT_STEP) or just observed (DISABLED) instead, and gets reward 0 and
- * terminated 0 here, so bookkeep's vector passes read defined values for
- * every row.
- *
- * With the finite check on, the obs rows are tested here, a chunk at a
- * time right after the env calls that wrote them, while they are still
- * in L1. (Tested in bookkeep, after the whole slice's env calls, they had
- * been pushed out by the env states stepped after them: CartPole, 1024
- * envs on one thread, every obs line was an L1 miss again, 12% more L1
- * read misses for the whole step.) Returns whether some obs is NaN or
- * infinite (bookkeep flags the rows); 0 with the check off.
- */
+/* Env calls for local envs [lo, lo + n) of @w into slots s .. s + n - 1:
+ * sr__book_env_calls (book_pvt.h). */
 static uint32_t env_calls(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t s,
 			  const unsigned char *acts)
 {
 	sr_pool *p = w->pool;
-	const sr_env_spec *sp = &p->cfg.spec;
-	const uint8_t *done = w->done + lo;
-	const bool check = p->fin.on;
-	uint32_t od = p->cfg.obs_dim, i = 0, c = 0, nf = 0; /* c: first row not tested */
 
-	while (i < n) {
-		uint32_t j = next_set(done, i, n);
-
-		if (j > i)
-			sp->step(sp, state_of(w, lo + i), j - i, acts + (size_t)i * p->cfg.act_size,
-				 p->ring.obs + (s + i) * od, w->reward_scratch + lo + i,
-				 p->ring.term + s + i);
-		if (j < n) {
-			if (p->cfg.autoreset == SR_AUTORESET_DISABLED)
-				sp->observe(sp, state_of(w, lo + j), p->ring.obs + (s + j) * od);
-			else
-				sp->reset(sp, state_of(w, lo + j), 1, p->ring.obs + (s + j) * od);
-			w->reward_scratch[lo + j] = 0.0;
-			p->ring.term[s + j] = 0;
-			j++;
-		}
-		/* Rows [c, j) are written. */
-		if (check && ((size_t)(j - c) * od >= SR__NF_CHUNK || j == n)) {
-			nf |= obs_nonfinite(p->ring.obs + (s + c) * od, (size_t)(j - c) * od);
-			c = j;
-		}
-		i = j;
-	}
-	return nf;
-}
-
-/* A finished episode: hand its return and length to the pool thread (SPSC). */
-static inline __attribute__((always_inline)) void push_episode(struct sr__worker *w, double ret,
-								 uint64_t len)
-{
-	uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_relaxed);
-
-	/* The pool thread's tail is read only when the queue looks full, so
-	 * its cache line does not bounce once per episode. */
-	if (h - w->eps_tail_seen > w->eps_mask)
-		w->eps_tail_seen = atomic_load_explicit(&w->eps_tail, memory_order_acquire);
-	if (h - w->eps_tail_seen > w->eps_mask) {
-		w->eps_dropped++;
-	} else {
-		w->eps[2 * (h & w->eps_mask)] = ret;
-		w->eps[2 * (h & w->eps_mask) + 1] = (double)len;
-		/* P0: release pairs with the acquire in thread_episodes (P1). */
-		atomic_store_explicit(&w->eps_head, h + 1, memory_order_release);
-	}
+	return sr__book_env_calls(&p->cfg.book, &p->ring, &w->slice, lo, n, s, acts);
 }
 
 /*
- * The finite check (collector.c, "Finite check"), slow part: rows [0, @n)
- * of slots from @s (no wrap) of local envs from @lo of worker @w, stepped
- * by @x, where some obs or reward is NaN or infinite: flag each such row,
- * count it on @x (its single writer) and name the first. Runs only when
- * the vector test found one. @rew_too: 0 for reset rows (their reward is
- * 0 by construction). Returns the rows flagged.
- */
-static uint32_t flag_nonfinite(struct sr__worker *w, struct sr__worker *x, uint32_t lo,
-			       uint32_t n, uint64_t s, bool rew_too)
-{
-	sr_pool *p = w->pool;
-	const uint32_t od = p->cfg.obs_dim;
-	uint32_t k = 0;
-
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t what =
-			(sr__nonfinite_any(p->ring.obs + (s + i) * od, od) ? SR__NF_OBS : 0) |
-			(rew_too && sr__nonfinite_f(p->ring.rew[s + i]) ? SR__NF_REW : 0);
-
-		if (!what)
-			continue;
-		p->ring.flags[s + i] |= SR_SLOT_NONFINITE;
-		if (!k)
-			sr__nonfinite_offer(&p->fin.first, w->first_env + lo + i, what);
-		k++;
-	}
-	sr__add_relaxed(&x->nonfinite, k);
-	return k;
-}
-
-/*
- * Ring bookkeeping for the same envs after env_calls: reward, truncation
- * (TimeLimit), flags, env id, prev link, action; remembers which envs
- * finished (SAME_STEP fix-up). The envs are @w's (its per-env arrays);
- * the worker stepping them is @x (@w, or a neighbour that rebalancing
- * gave them to): its scratch, its episode queue, its same-step list.
- * Returns the count of finished envs added to x->done_loc / done_seq
- * starting at @nd.
- *
- * Two parts. First, straight-line loops over whole columns (struct of
- * arrays on both sides, no branches, so the compiler vectorizes them) do
- * what a live env needs: float reward, terminated normalised to 0/1,
- * truncation, prev link, elapsed, episode sums, env id, flags, action;
- * and mark in w->need the rows that need more. Second, those rows only:
- * envs whose episode ended last step (not stepped now: reset or
- * observed; env_calls gave them reward 0 and terminated 0) and envs that
- * end now (episode queue, final obs, same-step list). With CartPole's
- * short episodes that is a few percent of the rows.
- *
- * The finite check: @nf_obs is env_calls' finding on the rows' obs; the
- * rewards are tested in the episode-return loop, which looks at each one's
- * exponent already.
+ * Ring bookkeeping of local envs [lo, lo + n) of @w after env_calls, into
+ * slots from @seq: sr__book_rows (book_pvt.h). The envs are @w's (its
+ * per-env arrays); the worker stepping them is @x (@w, or a neighbour
+ * that rebalancing gave them to): its scratch, its episode queue, its
+ * same-step list (from entry @nd; the new length is returned).
  */
 SR_VECTOR_CLONES
 static uint32_t bookkeep(struct sr__worker *w, struct sr__worker *x, uint32_t lo, uint32_t n,
 			 uint64_t seq, const unsigned char *acts, uint32_t nd, uint32_t nf_obs)
 {
 	sr_pool *p = w->pool;
-	const uint64_t s = seq & (p->ring.cap - 1);
-	const uint32_t maxs = p->cfg.spec.max_episode_steps;
-	/* truncated <=> elapsed + 1 >= maxs <=> elapsed >= maxs - 1 */
-	const uint32_t trunc_at = maxs ? maxs - 1 : UINT32_MAX;
-	const uint32_t od = p->cfg.obs_dim;
-	const uint32_t env0 = w->first_env + lo;
-	/* Locals: byte stores may alias anything, so fields read through @p
-	 * or @w would be reloaded after every store. */
-	uint32_t *restrict c_env = p->ring.env + s;
-	uint8_t *restrict c_term = p->ring.term + s;
-	uint8_t *restrict c_trunc = p->ring.trunc + s;
-	uint8_t *restrict c_flags = p->ring.flags + s;
-	float *restrict c_rew = p->ring.rew + s;
-	uint64_t *restrict c_prev = p->ring.prev + s;
-	const double *restrict rew = w->reward_scratch + lo;
-	uint64_t *restrict prev_seq = w->prev_seq + lo;
-	uint32_t *restrict elapsed = w->elapsed + lo;
-	uint8_t *restrict done = w->done + lo;
-	uint8_t *restrict done_term = w->done_term + lo;
-	uint8_t *restrict done_trunc = w->done_trunc + lo;
-	double *restrict ep_ret = w->ep_ret + lo;
-	uint64_t *restrict ep_len = w->ep_len + lo;
-	uint8_t *restrict need = x->need;
-	uint32_t *restrict fa = x->fix, *restrict fb = x->fix + n;
-	uint32_t na = 0, nb = 0, nf_rew = 0;
-	uint8_t any = 0;
 
-	memcpy(p->ring.act + s * p->cfg.act_size, acts, (size_t)n * p->cfg.act_size);
-	memset(c_flags, 0, n);
-	for (uint32_t i = 0; i < n; i++) {
-		c_env[i] = env0 + i;
-		c_rew[i] = (float)rew[i];
-		ep_len[i]++;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		/* A NaN or infinite reward never enters the episode's return:
-		 * its bits are masked to +0.0f (an and, not a branch, and a loop
-		 * of its own: with the select in the loop above, that loop of
-		 * four element widths was no longer vectorized, and the
-		 * bookkeeping ran twice the instructions). The finite check's
-		 * test of the reward is the same test, or-ed up. */
-		float r = c_rew[i];
-		uint32_t b, bad = sr__nonfinite_f(r);
-
-		memcpy(&b, &r, sizeof(b));
-		b &= bad - 1u; /* 0 when non-finite, else all ones */
-		memcpy(&r, &b, sizeof(r));
-		ep_ret[i] += r;
-		nf_rew |= bad;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		uint8_t t = c_term[i] != 0, tr = elapsed[i] >= trunc_at;
-
-		c_trunc[i] = tr;
-		c_term[i] = t;
-		need[i] = done[i] | t | tr;
-		any |= need[i];
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		c_prev[i] = prev_seq[i];
-		prev_seq[i] = seq + i;
-		elapsed[i]++;
-	}
-	/* The finite check (env_calls tested the obs, the loop above the
-	 * rewards): the rows are looked at one by one only when something
-	 * was found. The flag is or-ed in: the slow path below or-s its own. */
-	if (p->fin.on && SR_UNLIKELY(nf_obs | nf_rew))
-		flag_nonfinite(w, x, lo, n, s, true);
-	if (SR_LIKELY(!any))
-		return nd;
-
-	/* The rare rows come at random, so a branch per row would mispredict
-	 * on each: list them without branches, those that ended last step in
-	 * fa, those that end now in fb, then handle each list. */
-	for (uint32_t i0 = 0; i0 < n; i0 += 8) {
-		/* need[] bytes are 0 or 1: bit 8k of the word is byte k. Most
-		 * words are 0; in the others, one step per set byte. */
-		uint64_t m = 0;
-
-		if (n - i0 >= 8) {
-			memcpy(&m, need + i0, 8);
-			m = le64(m);
-		} else {
-			for (uint32_t k = 0; k < n - i0; k++)
-				m |= (uint64_t)need[i0 + k] << (8 * k);
-		}
-		while (m) {
-			const uint32_t i = i0 + ((uint32_t)__builtin_ctzll(m) >> 3);
-			const uint8_t d = done[i];
-
-			fa[na] = i;
-			na += d;
-			fb[nb] = i;
-			nb += d ^ 1;
-			m &= m - 1;
-		}
-	}
-	for (uint32_t k = 0; k < na; k++) {
-		/* Ended last step, so not stepped now: undo the live-env update
-		 * where it does not apply. */
-		const uint32_t i = fa[k];
-
-		if (p->cfg.autoreset == SR_AUTORESET_DISABLED) {
-			/* Repeat the state: a pad slot, not a transition. */
-			prev_seq[i] = c_prev[i];
-			elapsed[i]--;
-			ep_len[i]--;
-			c_term[i] = done_term[i];
-			c_trunc[i] = done_trunc[i];
-			c_flags[i] |= SR_SLOT_PAD;
-		} else {
-			/* NEXT_STEP: the reset obs of a new episode. */
-			c_term[i] = 0;
-			c_trunc[i] = 0;
-			c_flags[i] |= SR_SLOT_FIRST;
-			c_prev[i] = SR_RING_NO_PREV;
-			elapsed[i] = 0;
-			ep_ret[i] = 0;
-			ep_len[i] = 0;
-			done[i] = 0;
-			done_term[i] = 0;
-			done_trunc[i] = 0;
-		}
-	}
-	for (uint32_t k = 0; k < nb; k++) {
-		/* Ends now: the live-env update applies; then the episode. */
-		const uint32_t i = fb[k];
-
-		push_episode(x, ep_ret[i], ep_len[i]);
-		ep_ret[i] = 0;
-		ep_len[i] = 0;
-		done[i] = 1;
-		done_term[i] = c_term[i];
-		done_trunc[i] = c_trunc[i];
-		if (p->cfg.keep_final)
-			memcpy(p->side.final_env + (size_t)(env0 + i) * od,
-			       p->ring.obs + (s + i) * od, od * sizeof(float));
-		if (p->cfg.autoreset == SR_AUTORESET_SAME_STEP) {
-			x->done_loc[nd] = lo + i;
-			x->done_seq[nd] = seq + i;
-			nd++;
-		}
-	}
-	return nd;
+	return sr__book_rows(&p->cfg.book, &p->ring, &w->slice, w->first_env + lo, lo, n, seq,
+			     acts, &x->bx, nd, nf_obs);
 }
 
-/* Copy slot @from into slot @to (all columns but flags). */
-static void copy_slot(sr_pool *p, uint64_t from, uint64_t to)
-{
-	uint32_t od = p->cfg.obs_dim;
-
-	memcpy(p->ring.obs + to * od, p->ring.obs + from * od, od * sizeof(float));
-	memcpy(p->ring.act + to * p->cfg.act_size, p->ring.act + from * p->cfg.act_size,
-	       p->cfg.act_size);
-	p->ring.rew[to] = p->ring.rew[from];
-	p->ring.term[to] = p->ring.term[from];
-	p->ring.trunc[to] = p->ring.trunc[from];
-	p->ring.env[to] = p->ring.env[from];
-	p->ring.prev[to] = p->ring.prev[from];
-}
-
-/*
- * SAME_STEP: for each env that finished, move the step's slot (final obs,
- * the real transition) to an extra slot flagged SR_SLOT_FINAL, and reset
- * the env into its batch slot, flagged SR_SLOT_FIRST, keeping that step's
- * reward / terminated / truncated there (Gymnasium's same-step contract).
- * Replay stays exact: the FINAL slot is the transition, the FIRST slot
- * starts the next episode's chain. The envs are @w's, listed by @x
- * (bookkeep).
- */
+/* SAME_STEP: the extra FINAL slots of the @nd envs of @w on @x's list
+ * (bookkeep): sr__book_same_step. */
 static void same_step_fixup(struct sr__worker *w, struct sr__worker *x, uint32_t nd)
 {
 	sr_pool *p = w->pool;
-	uint64_t mask = p->ring.cap - 1, e0;
 
-	if (!nd)
-		return;
-	sr_ring_reserve(p->ring.r, nd, 0, &e0);
-	for (uint32_t k = 0; k < nd; k++) {
-		uint64_t q = x->done_seq[k], sq = q & mask, se = (e0 + k) & mask;
-		uint32_t i = x->done_loc[k];
-
-		copy_slot(p, sq, se);
-		/* The final obs and the reward move with the transition: so
-		 * does their finite flag. The batch slot keeps the reward and
-		 * gets the reset obs: its flag is the reward's, or the reset
-		 * obs's (a new finding, counted). */
-		p->ring.flags[se] = SR_SLOT_FINAL | (p->ring.flags[sq] & SR_SLOT_NONFINITE);
-		p->cfg.spec.reset(&p->cfg.spec, state_of(w, i), 1,
-				  p->ring.obs + sq * p->cfg.obs_dim);
-		p->ring.flags[sq] = SR_SLOT_FIRST;
-		if (p->fin.on) {
-			if (SR_UNLIKELY(sr__nonfinite_any(p->ring.obs + sq * p->cfg.obs_dim,
-							  p->cfg.obs_dim)))
-				flag_nonfinite(w, x, i, 1, sq, false);
-			else if (SR_UNLIKELY(sr__nonfinite_f(p->ring.rew[sq])))
-				p->ring.flags[sq] |= SR_SLOT_NONFINITE; /* counted by bookkeep */
-		}
-		p->ring.prev[sq] = SR_RING_NO_PREV;
-		w->prev_seq[i] = q;
-		w->elapsed[i] = 0;
-		w->done[i] = w->done_term[i] = w->done_trunc[i] = 0;
-	}
-	sr_ring_publish(p->ring.r, e0, nd);
+	sr__book_same_step(&p->cfg.book, &p->ring, &w->slice, w->first_env, &x->bx, nd);
 }
 
 /*
@@ -560,32 +213,8 @@ static void reset_range(struct sr__worker *w, uint32_t lo, uint32_t n, uint64_t 
 	}
 	t1 = sr__now_ns();
 	*ns_env += t1 - t0;
-	memset(p->ring.act + s * p->cfg.act_size, 0, (size_t)n * p->cfg.act_size);
-	for (i = 0; i < n; i++) {
-		uint32_t l = lo + i;
-		uint64_t sl = s + i;
-		bool on = !mask || mask[w->first_env + l];
-
-		p->ring.env[sl] = w->first_env + l;
-		p->ring.rew[sl] = 0.0f;
-		p->ring.term[sl] = 0;
-		p->ring.trunc[sl] = 0;
-		if (on) {
-			/* A reset abandons a partial episode. */
-			w->ep_ret[l] = 0;
-			w->ep_len[l] = 0;
-			p->ring.flags[sl] = SR_SLOT_FIRST;
-			p->ring.prev[sl] = SR_RING_NO_PREV;
-			w->prev_seq[l] = seq + i;
-			w->elapsed[l] = 0;
-			w->done[l] = w->done_term[l] = w->done_trunc[l] = 0;
-		} else {
-			p->ring.flags[sl] = SR_SLOT_PAD;
-			p->ring.prev[sl] = w->prev_seq[l];
-		}
-	}
-	if (p->fin.on && SR_UNLIKELY(sr__nonfinite_any(p->ring.obs + s * od, (size_t)n * od)))
-		flag_nonfinite(w, w, lo, n, s, false);
+	sr__book_reset_rows(&p->cfg.book, &p->ring, &w->slice, w->first_env, lo, n, seq, mask,
+			    &w->bx);
 }
 
 /* A range of envs a worker steps in a command: local envs [lo, lo + n) of
@@ -824,7 +453,7 @@ static uint32_t drain_async(struct sr__worker *w, uint32_t max)
 		uint8_t m;
 		uint32_t len = 1;
 
-		lo = next_set(mark, lo, lo_max + 1); /* skip unmarked envs 8 at a time */
+		lo = sr__next_set(mark, lo, lo_max + 1); /* skip unmarked envs 8 at a time */
 		if (lo > lo_max)
 			break;
 		m = mark[lo];
@@ -1341,21 +970,19 @@ static void wait_recv(sr_pool *p, bool (*ready)(sr_pool *, uint64_t), uint64_t a
 	}
 }
 
+static void add_episode(void *stats, double ret, double len)
+{
+	sr__ep_stats_add(stats, ret, len);
+}
+
 /* P1: merge the finished episodes the workers queued. */
 static void thread_episodes(sr_pool *p)
 {
 	for (uint32_t i = 0; i < p->cfg.num_threads; i++) {
 		struct sr__worker *w = &p->workers.w[i];
-		uint32_t t = atomic_load_explicit(&w->eps_tail, memory_order_relaxed);
-		uint32_t h = atomic_load_explicit(&w->eps_head, memory_order_acquire);
 
-		if (t == h)
-			continue; /* no store: keep the line clean in the worker's cache */
-		for (; t != h; t++)
-			sr__ep_stats_add(&p->stats, w->eps[2 * (t & w->eps_mask)],
-					 w->eps[2 * (t & w->eps_mask) + 1]);
-		/* Entries read before the worker may reuse them. */
-		atomic_store_explicit(&w->eps_tail, h, memory_order_release);
+		sr__eps_take(w->bx.eps.e, w->bx.eps.mask, &w->eps_head, &w->eps_tail, add_episode,
+			     &p->stats);
 	}
 }
 

@@ -12,12 +12,150 @@
 
 #include <pthread.h>
 
+#include "ckpt_internal.h"
 #include "sr_base.h"
 #include "stepring/env.h"
 #include "stepring/pool.h"
 #include "stepring/stats.h"
 
 struct sr_pool;
+
+/*
+ * Stepping envs into ring rows (the C workers: threads and the C env
+ * worker of process pools; worker/book_pvt.h has the code).
+ *
+ * struct sr__slice: a worker's envs, their states and per-env
+ * bookkeeping, struct of arrays (so the bookkeeping runs as vector
+ * loops), index = the env's place in its worker's slice. Written by the
+ * worker that steps them, read and written by checkpoints at quiescent
+ * points (the pool's, pool/snapshot.c and restore.c; a process
+ * worker's SAVE and LOAD).
+ */
+struct sr__slice {
+	unsigned char *states;  /* n * spec.state_size */
+	uint64_t *prev_seq;     /* ring seq of the env's last slot (SR_RING_NO_PREV after reset) */
+	uint32_t *elapsed;      /* steps since the last reset: TimeLimit truncation */
+	uint8_t *done;          /* the last step ended the episode (terminated | truncated) */
+	uint8_t *done_term;     /* ... by termination (DISABLED mode repeats it) */
+	uint8_t *done_trunc;    /* ... by truncation */
+	double *ep_ret;         /* return of the current episode so far */
+	uint64_t *ep_len;       /* its length */
+	double *rew;            /* scratch: the env writes double rewards */
+};
+
+/* Env @i's bookkeeping as a checkpoint's env record (ckpt_internal.h) and
+ * back: the one mapping of the pool's checkpoints (thread workers) and a
+ * process worker's SAVE and LOAD. get sets only the record's fields it
+ * has (the caller zeroes the rest). */
+static inline void sr__slice_rec_get(const struct sr__slice *s, uint32_t i,
+				     struct sr__ckpt_env_rec *er)
+{
+	er->prev_seq = s->prev_seq[i];
+	er->ep_len = s->ep_len[i];
+	er->ep_ret = s->ep_ret[i];
+	er->elapsed = s->elapsed[i];
+	er->done = s->done[i];
+	er->term = s->done_term[i];
+	er->trunc = s->done_trunc[i];
+}
+
+static inline void sr__slice_rec_put(struct sr__slice *s, uint32_t i,
+				     const struct sr__ckpt_env_rec *er)
+{
+	s->prev_seq[i] = er->prev_seq;
+	s->ep_len[i] = er->ep_len;
+	s->ep_ret[i] = er->ep_ret;
+	s->elapsed[i] = er->elapsed;
+	s->done[i] = er->done;
+	s->done_term[i] = er->term;
+	s->done_trunc[i] = er->trunc;
+}
+
+/*
+ * A queue of finished episodes (return, length), single producer (the
+ * worker that stepped the envs), single consumer (the pool thread, or a
+ * process pool's trainer): two doubles per entry, free-running head and
+ * tail. Where it lives differs (a thread worker's record and memory; a
+ * worker process's record and area of the command block): struct
+ * sr__eps_q is the producer's handle on it. Orders (P0/P1 for threads,
+ * PC3 for processes): the producer writes an entry, then stores head
+ * (release); the consumer loads head (acquire), reads the entries, then
+ * stores tail (release); the producer loads tail (acquire) before it
+ * reuses an entry.
+ */
+struct sr__eps_q {
+	double *e;              /* 2 per entry */
+	uint32_t mask;          /* entries - 1, a power of two */
+	uint32_t tail_seen;     /* the producer's copy of *tail (reloaded when full) */
+	_Atomic uint32_t *head; /* the producer's */
+	_Atomic uint32_t *tail; /* the consumer's */
+	uint64_t dropped;       /* never expected: the consumer merges after every command */
+};
+
+/* Producer: one finished episode. The consumer's tail is read only when
+ * the queue looks full, so its cache line does not bounce once per
+ * episode. */
+static inline __attribute__((always_inline)) void sr__eps_push(struct sr__eps_q *q, double ret,
+								uint64_t len)
+{
+	uint32_t h = atomic_load_explicit(q->head, memory_order_relaxed);
+
+	if (h - q->tail_seen > q->mask)
+		q->tail_seen = atomic_load_explicit(q->tail, memory_order_acquire);
+	if (h - q->tail_seen > q->mask) {
+		q->dropped++;
+		return;
+	}
+	q->e[2 * (h & q->mask)] = ret;
+	q->e[2 * (h & q->mask) + 1] = (double)len;
+	/* P0 / PC3: release pairs with the consumer's acquire in sr__eps_take. */
+	atomic_store_explicit(q->head, h + 1, memory_order_release);
+}
+
+/* Consumer: every episode queued since the last call, in order, to
+ * @fn(@arg, return, length). */
+static inline void sr__eps_take(const double *e, uint32_t mask, _Atomic uint32_t *head,
+				_Atomic uint32_t *tail, void (*fn)(void *, double, double),
+				void *arg)
+{
+	uint32_t t = atomic_load_explicit(tail, memory_order_relaxed);
+	/* P1 / PC3: acquire pairs with the producer's release of head. */
+	uint32_t h = atomic_load_explicit(head, memory_order_acquire);
+
+	if (t == h)
+		return; /* no store: keep the line clean in the producer's cache */
+	for (; t != h; t++)
+		fn(arg, e[2 * (t & mask)], e[2 * (t & mask) + 1]);
+	/* Entries read before the producer may reuse them. */
+	atomic_store_explicit(tail, h, memory_order_release);
+}
+
+/* What the worker that steps rows keeps of its own: bookkeeping scratch,
+ * its same-step list, its count of the rows it flagged non-finite (it is
+ * that counter's single writer), its episode queue. Sized for every env
+ * it may step. */
+struct sr__book_x {
+	uint8_t *need;               /* rows that need the slow path */
+	uint32_t *fix;               /* 2 per env: the rows that need more */
+	uint32_t *done_loc;          /* SAME_STEP: local envs that finished ... */
+	uint64_t *done_seq;          /* ... and their slot sequences */
+	_Atomic uint64_t *nonfinite; /* rows it flagged SR_SLOT_NONFINITE */
+	struct sr__eps_q eps;        /* the episodes it finishes */
+};
+
+/* The settings of stepping, the same for every call: set at create,
+ * read-only after. */
+struct sr__book {
+	const sr_env_spec *spec;
+	uint32_t od;                /* floats per obs row */
+	uint32_t trunc_at;          /* truncated once elapsed >= this (max_episode_steps
+				     * - 1), or UINT32_MAX */
+	size_t asz;                 /* bytes per action */
+	uint32_t autoreset;         /* enum sr_autoreset */
+	bool check;                 /* the finite check */
+	float *final;               /* final observations, row = pool env (keep_final), or NULL */
+	_Atomic uint64_t *nf_first; /* the first non-finite row (SR__NF_*), as one word */
+};
 
 /* Entries of an async queue: env index, plus this bit for "reset it". */
 #define SR__Q_RESET 0x80000000u
@@ -173,32 +311,18 @@ struct sr__worker {
 	/* Memory owned by the worker, allocated by its own thread after it is
 	 * bound (first touch puts it on the worker's NUMA node). */
 	void *mem;                  /* one allocation holding everything below */
-	unsigned char *states;      /* n_envs * spec.state_size */
-	/* Per-env bookkeeping, index i - first_env (see OWNERSHIP). */
-	uint64_t *prev_seq;         /* ring seq of the env's last slot (SR_RING_NO_PREV after reset) */
-	uint32_t *elapsed;          /* steps since the last reset: TimeLimit truncation */
-	uint8_t *done;              /* the last step ended the episode (terminated | truncated) */
-	uint8_t *done_term;         /* ... by termination (DISABLED mode repeats it) */
-	uint8_t *done_trunc;        /* ... by truncation */
-	double *ep_ret;             /* return of the current episode so far */
-	uint64_t *ep_len;           /* its length */
-	uint8_t *need;              /* bookkeeping scratch: rows that need the slow path */
-	double *reward_scratch;     /* n_envs: the env writes double rewards */
+	struct sr__slice slice;     /* its envs' states and bookkeeping (see OWNERSHIP) */
+	struct sr__book_x bx;       /* its scratch as the stepper of rows (bookkeeping,
+				     * same-step list), sized for its neighbours' envs too */
 	uint32_t *run_env;          /* 3 * n_envs: async drain runs (lo, len, seq offset) */
 	uint8_t *mark;              /* n_envs: async drain, envs popped (1 step, 2 reset) */
-	uint32_t *done_loc;         /* n_envs: SAME_STEP envs that finished this slice */
-	uint64_t *done_seq;         /* ... and their slot sequences */
-	uint32_t *fix;              /* 2 * n_envs: bookkeeping, the rows that need more */
 	int alloc_err;
 
-	/* --- finished episodes: SPSC, this worker produces (release on
-	 * eps_head), the pool thread merges (acquire). Capacity >= n_envs:
-	 * between two merges an env finishes at most one episode. --- */
-	double *eps;               /* 2 per entry: return, length */
-	uint32_t eps_mask;
+	/* --- finished episodes (bx.eps, struct sr__eps_q): SPSC, this
+	 * worker produces (release on eps_head), the pool thread merges
+	 * (acquire). Capacity >= the envs it may step: between two merges an
+	 * env finishes at most one episode. --- */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t eps_head;
-	uint32_t eps_tail_seen;    /* worker's copy of eps_tail (reloaded when full) */
-	uint64_t eps_dropped;      /* never expected; counted, not stored */
 	_Alignas(SR_CACHELINE) _Atomic uint32_t eps_tail; /* written by the pool thread */
 
 	/* --- async queue: single producer (pool thread), single consumer
