@@ -461,9 +461,7 @@ static void wait_room(sr_ring *r, uint64_t end)
 	}
 }
 
-/* Fill [seq, seq + n) with SR_SLOT_PAD filler and publish it. The caller
- * claimed the range and issued R3's release fence. */
-static void write_pad(sr_ring *r, uint64_t seq, uint64_t n)
+void sr__ring_pad_rows(sr_ring *r, uint64_t seq, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t s = (seq + i) & r->mask;
@@ -474,9 +472,33 @@ static void write_pad(sr_ring *r, uint64_t seq, uint64_t n)
 		r->reward[s] = 0.0f;
 		r->env_id[s] = UINT32_MAX;
 		r->prev[s] = SR_RING_NO_PREV;
-		/* R1: publish the filler at once; the consumer skips it. */
-		atomic_store_explicit(&r->seq[s], seq + i + 1, memory_order_release);
 	}
+}
+
+void sr__ring_fault_row(sr_ring *r, uint64_t seq, uint32_t env, const void *act)
+{
+	uint64_t s = seq & r->mask;
+
+	memset(r->obs + s * r->obs_dim, 0, r->obs_dim * sizeof(float));
+	if (act)
+		memcpy(r->action + s * r->act_size, act, r->act_size);
+	else
+		memset(r->action + s * r->act_size, 0, r->act_size);
+	r->reward[s] = 0.0f;
+	r->terminated[s] = 0;
+	r->truncated[s] = 1;
+	r->flags[s] = SR_SLOT_FAULT;
+	r->env_id[s] = env;
+	r->prev[s] = SR_RING_NO_PREV;
+}
+
+/* Fill [seq, seq + n) (less than a lap) with SR_SLOT_PAD filler and
+ * publish it. The caller claimed the range and issued R3's release fence. */
+static void write_pad(sr_ring *r, uint64_t seq, uint64_t n)
+{
+	sr__ring_pad_rows(r, seq, n);
+	/* R1: publish the filler at once; the consumer skips it. */
+	sr_ring_publish(r, seq, (uint32_t)n);
 	atomic_fetch_add_explicit(&r->hdr->pad_slots, n, memory_order_relaxed);
 }
 

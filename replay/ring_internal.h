@@ -167,6 +167,21 @@ static inline uint64_t sr__ring_oldest(const struct sr_ring *r)
 	return h > r->cap ? h - r->cap : 0;
 }
 
+/*
+ * Rows nobody stepped, the one writer of them (the ring's own lap-end
+ * pads, a pool's reservation that no command fills, a dead process
+ * worker's rows and leftover extras). Neither publishes: the caller does
+ * (R1), after it has claimed the slots (R3).
+ *  - sr__ring_pad_rows: slots [seq, seq + n) as SR_SLOT_PAD filler, which
+ *    consumers skip: reward, terminated, truncated 0, env UINT32_MAX, no
+ *    prev (obs and action are not written).
+ *  - sr__ring_fault_row: slot @seq as env @env's SR_SLOT_FAULT row (its
+ *    step was interrupted): obs and reward 0, truncated 1, no prev, the
+ *    action @act (act_size bytes; NULL: zeros).
+ */
+void sr__ring_pad_rows(sr_ring *r, uint64_t seq, uint64_t n);
+void sr__ring_fault_row(sr_ring *r, uint64_t seq, uint32_t env, const void *act);
+
 /* "sr-foo" or "/sr-foo" -> "/sr-foo" in @out. Returns 0 or -EINVAL. */
 int sr__ring_norm_name(const char *name, char out[SR__RING_NAME_MAX]);
 

@@ -175,19 +175,8 @@ static uint64_t faults_now(const sr_pool *p)
  * posted (the workers failed for good): pads, so the ring stays usable. */
 static void pad_slots(sr_pool *p, uint64_t seq, uint32_t n)
 {
-	const struct sr__ring_cols *rc = &p->ring;
-	const uint64_t mask = rc->cap - 1;
-
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t s = (seq + i) & mask;
-
-		rc->flags[s] = SR_SLOT_PAD;
-		rc->term[s] = rc->trunc[s] = 0;
-		rc->rew[s] = 0.0f;
-		rc->env[s] = UINT32_MAX;
-		rc->prev[s] = SR_RING_NO_PREV;
-	}
-	sr_ring_publish(rc->r, seq, n); /* R1 */
+	sr__ring_pad_rows(p->ring.r, seq, n);
+	sr_ring_publish(p->ring.r, seq, n); /* R1 */
 }
 
 /*

@@ -421,18 +421,8 @@ static void fault_rows(struct sr__procs *P, uint32_t w, uint32_t gen)
 
 		if (atomic_load_explicit(&R->seq[s], memory_order_acquire) == q + 1)
 			continue; /* published whole before it died: keep it */
-		memset(R->obs + s * R->obs_dim, 0, R->obs_dim * sizeof(float));
-		if (c->kind == SR_PROC_CMD_STEP)
-			memcpy(R->action + s * R->act_size, acts + (size_t)e * R->act_size,
-			       R->act_size);
-		else
-			memset(R->action + s * R->act_size, 0, R->act_size);
-		R->reward[s] = 0.0f;
-		R->terminated[s] = 0;
-		R->truncated[s] = 1;
-		R->flags[s] = SR_SLOT_FAULT;
-		R->env_id[s] = e;
-		R->prev[s] = SR_RING_NO_PREV;
+		sr__ring_fault_row(R, q, e,
+				   c->kind == SR_PROC_CMD_STEP ? acts + (size_t)e * R->act_size : NULL);
 		sr_ring_publish(R, q, 1); /* R1 */
 		P->fault_rows++;
 	}
@@ -454,13 +444,8 @@ static void fill_gaps(struct sr__procs *P)
 			continue;
 		if (atomic_load_explicit(&R->seq[s], memory_order_acquire) == q + 1)
 			continue;
-		R->flags[s] = SR_SLOT_PAD;
-		R->terminated[s] = 0;
-		R->truncated[s] = 0;
-		R->reward[s] = 0.0f;
-		R->env_id[s] = UINT32_MAX;
-		R->prev[s] = SR_RING_NO_PREV;
-		sr_ring_publish(R, q, 1);
+		sr__ring_pad_rows(R, q, 1);
+		sr_ring_publish(R, q, 1); /* R1 */
 		P->pad_rows++;
 	}
 }
