@@ -20,7 +20,6 @@
 
 #define DEFAULT_TIMEOUT_S 60.0
 
-
 void sr_mpi_opts_init(sr_mpi_opts *o)
 {
 	if (o)
