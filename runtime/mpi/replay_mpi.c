@@ -710,7 +710,7 @@ static int read_cols(struct sr_mpi_replay *r, const uint64_t *key, const struct 
 	r->sp_first[R] = r->nsp;
 	for (uint32_t q = 0; q < r->nsp; q++) {
 		r->sp[q].stage = need;
-		need += (r->sp[q].len + 7) & ~(uint64_t)7;
+		need += sr__align_up(r->sp[q].len, 8);
 	}
 	if (need > r->stage_cap) {
 		unsigned char *st = realloc(r->stage, need);

@@ -69,7 +69,7 @@ static uint64_t pow2_at_least(uint64_t x)
 static uint64_t step_cost_ns(const sr_env_spec *s, uint64_t seed)
 {
 	const size_t n = SR__COST_ENVS, asz = sr_env_action_size(s);
-	size_t sbytes = ((size_t)s->state_size * n + 63) & ~(size_t)63;
+	size_t sbytes = (size_t)sr__align_up((size_t)s->state_size * n, 64);
 	unsigned char *st = aligned_alloc(64, sbytes), *act = calloc(n, asz);
 	float *obs = malloc(n * s->obs_dim * sizeof(float));
 	double *rew = malloc(n * sizeof(double));
@@ -375,7 +375,7 @@ static int create_arrays(sr_pool *p)
  */
 static void *calloc_lines(size_t n, size_t size)
 {
-	size_t len = (n * size + SR_CACHELINE - 1) & ~(size_t)(SR_CACHELINE - 1);
+	size_t len = (size_t)sr__align_up(n * size, SR_CACHELINE);
 	void *m = len ? aligned_alloc(SR_CACHELINE, len) : NULL;
 
 	if (m)

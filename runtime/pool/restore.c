@@ -258,7 +258,7 @@ static int load_opaque(const sr_pool *p, const uint8_t *states, uint8_t **out)
 {
 	const sr_env_spec *s = &p->cfg.spec;
 	size_t rb = sr__snap_env_rec_bytes(s), ssz = s->state_size;
-	uint8_t *inst = aligned_alloc(64, ((size_t)p->cfg.num_envs * ssz + 63) & ~(size_t)63);
+	uint8_t *inst = aligned_alloc(64, (size_t)sr__align_up((size_t)p->cfg.num_envs * ssz, 64));
 	int err;
 
 	if (!inst)
@@ -606,7 +606,7 @@ int sr_pool_restore_envs(sr_pool *p, const char *path)
 		const sr_env_spec *s = &p->cfg.spec;
 		uint64_t n = hi - lo;
 
-		inst = aligned_alloc(64, ((size_t)n * ssz + 63) & ~(size_t)63);
+		inst = aligned_alloc(64, (size_t)sr__align_up((size_t)n * ssz, 64));
 		if (!inst) {
 			err = sr__errorf(-ENOMEM, "restore: out of memory");
 			goto out;

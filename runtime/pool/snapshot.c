@@ -344,7 +344,7 @@ static int recs_bytes(const sr_pool *p, const struct sr__env_recs *er, size_t *r
 		if (l > max)
 			max = l;
 	}
-	*rb = sr__snap_foreign(p) ? 8 + (size_t)((max + 7) & ~(uint64_t)7) : sr__snap_env_rec_bytes(s);
+	*rb = sr__snap_foreign(p) ? 8 + (size_t)sr__align_up(max, 8) : sr__snap_env_rec_bytes(s);
 	return 0;
 }
 
@@ -436,7 +436,7 @@ static void snap_layout(const sr_pool *p, size_t rb, struct snap_layout *l)
 {
 	l->nst = (size_t)p->cfg.num_envs * rb;
 	l->off_states = sizeof(struct sr__ckpt_pool_sect);
-	l->off_envs = (l->off_states + l->nst + 63) & ~(size_t)63;
+	l->off_envs = (size_t)sr__align_up(l->off_states + l->nst, 64);
 	l->off_stats = l->off_envs + (size_t)p->cfg.num_envs * sizeof(struct sr__ckpt_env_rec);
 	l->off_rt = l->off_stats + sizeof(struct ckpt_stats_sect);
 	l->total = l->off_rt + sizeof(struct ckpt_runtime_sect);

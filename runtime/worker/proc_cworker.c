@@ -359,7 +359,7 @@ static void cw_load(struct sr__cworker *c, sr_proc_worker *w)
 		sr_proc_worker_xchg_end(w, -EBADMSG, 0, "the exchange area is too small");
 		return;
 	}
-	c->stage = aligned_alloc(64, ((size_t)c->n * ssz + 127) & ~(size_t)63);
+	c->stage = aligned_alloc(64, (size_t)sr__align_up((size_t)c->n * ssz + 64, 64));
 	c->stage_rec = malloc((size_t)(c->n ? c->n : 1) * XREC);
 	if (!c->stage || !c->stage_rec) {
 		free(c->stage);
