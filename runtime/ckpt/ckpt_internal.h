@@ -1,5 +1,8 @@
-/* Checkpoint internals shared by runtime/checkpoint.c, the writer backends
- * (ckpt_uring.c, ckpt_nouring.c, ckpt_pwrite.c) and pool_ckpt.c. */
+/* Checkpoint internals (runtime/ckpt/): the file format and loader
+ * (ckpt_file.c), the writer job (ckpt_job.c) and its backends
+ * (ckpt_uring.c, ckpt_nouring.c, ckpt_pwrite.c); used by the pool's
+ * snapshot and restore (runtime/pool/), the process workers' SAVE and
+ * LOAD (runtime/worker/) and the MPI manifests (runtime/mpi/). */
 #ifndef SR_CKPT_INTERNAL_H
 #define SR_CKPT_INTERNAL_H
 
@@ -73,7 +76,7 @@ struct sr__ckpt_pool_sect {
 
 /* One env's bookkeeping in the env_counters section (fixed layout,
  * independent of struct padding): what thread workers keep per env, and
- * what process workers hand over at a checkpoint's SAVE (runtime/proc.h). */
+ * what process workers hand over at a checkpoint's SAVE (proc_internal.h). */
 struct sr__ckpt_env_rec {
 	uint64_t prev_seq; /* ring sequence of its last slot, or SR_RING_NO_PREV */
 	uint64_t ep_len;   /* length of the episode so far */
@@ -83,7 +86,7 @@ struct sr__ckpt_env_rec {
 };
 
 /* Every env's saved state and bookkeeping, in env order, as the workers
- * of a process pool hand them over (proc.c sr__procs_save / _load). */
+ * of a process pool hand them over (proc_ckpt.c sr__procs_save / _load). */
 struct sr__env_recs {
 	uint32_t n;
 	struct sr__ckpt_env_rec *env; /* n */
@@ -121,7 +124,7 @@ static inline uint64_t sr__ckpt_slot_bytes(uint32_t obs_dim, uint32_t act_size)
 	return (uint64_t)obs_dim * 4 + act_size + 4 + 1 + 1 + 1 + 4 + 8;
 }
 
-/* Fixed sizes of pool_ckpt.c's sections (checked there by _Static_assert)
+/* Fixed sizes of the pool's sections (pool/snapshot_pvt.h checks them)
  * and the bounds a pool section must keep. */
 #define SR__CKPT_ENV_REC_SIZE 32
 #define SR__CKPT_STATS_SIZE (24 + 2 * 8 * 100 + 64)
@@ -178,7 +181,7 @@ int sr__ckpt_job_create(const char *path, const struct sr__ckpt_src *srcs, uint3
 /* Keep the writer thread (and io_uring's workers) off the CPUs the pool's
  * workers are bound to: @cpus is where it may run (NULL: anywhere). */
 void sr__ckpt_job_set_cpus(sr__ckpt_job *j, const void *cpuset, size_t size);
-/* Where the writer may run, or NULL (checkpoint.c; ckpt_uring.c applies it
+/* Where the writer may run, or NULL (ckpt_job.c; ckpt_uring.c applies it
  * to io_uring's worker threads). */
 const void *sr__ckpt_job_cpus(const sr__ckpt_job *j, size_t *size);
 /* Nice value of the writer thread (background backends). */
@@ -202,7 +205,7 @@ uint64_t sr__ckpt_job_ns(const sr__ckpt_job *j);
 int sr__ckpt_write(const char *path, const struct sr__ckpt_src *srcs, uint32_t n,
 		   uint32_t backend, const sr_ckpt_opts *opts);
 
-/* Backend interface, used by the job (checkpoint.c) --------------------- */
+/* Backend interface, used by the job (ckpt_job.c) ---------------------- */
 
 /* A piece of the file to write: [off, off + len) from buf. */
 struct sr__ckpt_piece {

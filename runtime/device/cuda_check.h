@@ -1,6 +1,6 @@
 /*
  * CUDA errors as -errno, for the files that include the CUDA runtime
- * (runtime/device_cuda.cu, tools/bench/mlp_cuda.cu); nothing else includes
+ * (runtime/device/device_cuda.cu, tools/bench/mlp_cuda.cu); nothing else includes
  * this header. cudaError_t maps to -ENOMEM (allocation), -ENODEV (no
  * driver, no device, bad ordinal) or -EIO (anything else); the CUDA name
  * and string go into the caller's error message.

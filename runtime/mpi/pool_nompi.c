@@ -1,5 +1,5 @@
 /*
- * Fallback of runtime/dist_mpi.c for a build without MPI: stepring/mpi.h
+ * Fallback of runtime/mpi/*_mpi.c for a build without MPI: stepring/mpi.h
  * is not installed, but the entry points a binding finds by name (the
  * Python binding through ctypes) exist and say why they cannot work.
  */

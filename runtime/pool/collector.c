@@ -33,7 +33,7 @@
 
 /*
  * Where batches land: the one device abstraction is the public sr_device
- * (stepring/device.h, runtime/device.c). A host pool has none: a batch
+ * (stepring/device.h, runtime/device/device.c). A host pool has none: a batch
  * whose rows are one contiguous range of slots that does not wrap is a
  * view of the ring columns (zero copy), any other is copied into the
  * staging columns (one or two memcpy per column for a wrapping range, a
@@ -235,14 +235,14 @@ static int land_device(sr_pool *p, const struct batch_req *req, sr_batch *out)
  * a NaN or an infinity into its obs or reward (a plugin's bug, a physics
  * blow-up) would otherwise reach the trainer unmarked and turn the episode
  * statistics into NaN. Where each row is written, its obs and reward are
- * tested for an all-ones exponent: the worker threads as they write them
- * (worker.c: the obs in env_calls(), a chunk at a time right after the
- * env calls, still in L1; the rewards in bookkeep()'s episode-return loop;
- * resets in reset_range()), spread over the workers, and so does the C
- * env worker of process pools (proc_worker.c, cw_flag: its count in its
- * worker record, the first env in the command block); the pool thread
- * checks the rows of the other process workers (Python: sr__nonfinite_scan,
- * before the batch is formed).
+ * tested for an all-ones exponent where they are written, by the
+ * workers (runtime/worker/book_pvt.h, the code of the thread workers and
+ * of the C env worker of process pools: the obs in the env calls, a chunk
+ * at a time right after them, still in L1; the rewards in the
+ * bookkeeping's episode-return loop; resets in sr__book_reset_rows; a
+ * process worker counts on its record and offers the first env to the
+ * command block); the pool thread checks the rows of the other process
+ * workers (Python: sr__nonfinite_scan, before the batch is formed).
  * A row that fails gets SR_SLOT_NONFINITE in the ring's flags column
  * before it is published, and keeps its values and its other flags and
  * links: the runtime does not make values up, and the env's episode goes

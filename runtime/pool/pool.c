@@ -5,12 +5,12 @@
  * (affinity.c), split the envs into contiguous slices (one per worker,
  * sizes differ by at most one), create the ring (>= 4 * num_envs slots, so
  * a batch view stays valid while the next one is written), open the
- * collector's device, start the workers (worker.c), which allocate and seed
+ * collector's device, start the workers (their kind's start: worker/), which allocate and seed
  * their envs from (seed, env index) on their own node.
  *
  * Sync step: validate every action first (nothing is stepped on -EINVAL),
  * send one step command for the pool's one group (num_envs contiguous
- * slots; worker.c), run worker 0's share on this thread and wait for the
+ * slots; worker/thread.c), run worker 0's share on this thread and wait for the
  * others, then let the collector expose the slots as the batch (row i =
  * env i). Resets and reset masks are commands too. Results depend only on (seed, env index,
  * actions): never on the thread count or the binding.
@@ -362,7 +362,7 @@ static int create_arrays(sr_pool *p)
 }
 
 /*
- * The command records. Commands go to groups of envs (worker.c): a sync
+ * The command records. Commands go to groups of envs (worker/thread.c): a sync
  * pool has one, every env; an async one has batch groups (collector.c)
  * when the batches tile the envs: each worker has the same number of envs
  * in every group, so its slice is a multiple of the group count.

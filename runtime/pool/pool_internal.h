@@ -1,5 +1,6 @@
 /*
- * Internal layout of a pool (runtime/pool.c, worker.c, collector.c).
+ * Internal layout of a pool (runtime/pool/: pool.c, collector.c, stats.c,
+ * snapshot.c, restore.c; the worker kinds of runtime/worker/ see it too).
  *
  * This header is the contract for code that needs to look inside a pool:
  * the checkpoint engine snapshots and restores the env states, the
@@ -51,7 +52,7 @@
 #define SR__DRAIN_MIN 128 /* async: a worker thread's drains are not capped below this */
 
 /*
- * Commands to the workers (worker.c; pool.c writes them): command k is
+ * Commands to the workers (worker/thread.c; pool.c writes them): command k is
  * rec[k % ngroups], written by the pool thread before the release store
  * of sent = k + 1. rec and ngroups are read-mostly (set at create); sent
  * is on a line of its own, with issued, which the pool thread writes with
@@ -67,7 +68,7 @@ struct sr__cmds {
 };
 
 /*
- * Rebalancing (worker.c rebalance, at each step command; pool thread):
+ * Rebalancing (worker/thread.c rebalance, at each step command; pool thread):
  * shift[w] moves the boundary between the rows stepped by workers w and
  * w+1 (> 0: worker w steps the first shift[w] envs of w+1's share; < 0:
  * w+1 steps the last -shift[w] of w's); shift[T-1] is 0. A command's
@@ -95,7 +96,7 @@ struct sr__placement {
 };
 
 /*
- * The stats block in shared memory (stats_shm.c; SR_POOL_F_RING_NAME), for
+ * The stats block in shared memory (stats.c; SR_POOL_F_RING_NAME), for
  * `stepring top`: blk is NULL without one.
  */
 struct sr__stats_block {
@@ -187,7 +188,7 @@ struct sr__finite {
  * environment): written by the creating thread before any worker starts,
  * read-only after, by every thread. No ordering of its own: a worker
  * thread sees it through pthread_create, a worker process gets what it
- * needs in its start options (pool_procs.c). It is the first thing in the
+ * needs in its start options (worker/proc_kind.c). It is the first thing in the
  * pool, on lines that are never written while the pool runs.
  */
 struct sr__pool_cfg {
@@ -209,7 +210,7 @@ struct sr__pool_cfg {
 
 
 /*
- * The workers (worker.c for threads, pool_procs.c for processes). kind, w
+ * The workers (worker/thread.c for threads, worker/proc_kind.c for processes). kind, w
  * and first_thread are set at create and read-only after; each record in
  * w says who writes which of its fields (struct sr__worker). stop and
  * n_ready are the thread kind's lifecycle words: written once per worker
@@ -228,7 +229,7 @@ struct sr__workers {
 };
 
 /*
- * The pool thread's wake-up word (worker.c, E0/E1): a worker thread bumps
+ * The pool thread's wake-up word (worker/thread.c, E0/E1): a worker thread bumps
  * evt after each publish (and once when it has started); the pool thread,
  * when it has spun enough, sets sleeping and futex-waits on evt. seq_cst
  * on both sides (Dekker). On a line of its own: every drain writes it.
@@ -245,11 +246,11 @@ struct sr__recv_wake {
  * call). What they point to:
  *  - async_act, num_envs * act_size: an env's action, written by the pool
  *    thread before it queues the env, read by the env's worker after the
- *    queue's acquire (A0/A1, worker.c).
+ *    queue's acquire (A0/A1, worker/thread.c).
  *  - final_env, num_envs * obs_dim (keep_final): an env's final
  *    observation, written by the env's worker before it publishes the
  *    env's row, read by the collector after the ring's acquire (R1).
- *    Process workers: the command block's (pool_procs.c).
+ *    Process workers: the command block's (worker/proc_kind.c).
  */
 struct sr__side {
 	unsigned char *async_act;
@@ -278,11 +279,11 @@ struct sr_pool {
 
 	struct sr__ep_stats stats; /* episodes and batches (collector.c) */
 
-	/* --- checkpoint state (pool_ckpt.c), made at the first checkpoint,
+	/* --- checkpoint state (snapshot.c), made at the first checkpoint,
 	 * or NULL; pool thread only --- */
 	struct sr__pool_ckpt *ckpt;
 
-	/* --- process workers (SR_POOL_F_PROCS, pool_procs.c), or NULL --- */
+	/* --- the process kind's state (SR_POOL_F_PROCS, worker/proc_kind.c only), or NULL --- */
 	struct sr__procs *procs;
 
 	struct sr__stats_block shm; /* the stats block in shared memory */
@@ -351,7 +352,7 @@ static inline void sr__grp_mark(sr_pool *p, uint32_t g, uint8_t v)
 }
 
 /* --- collector.c: the finite check --- */
-/* SR__NF_ENV_MASK, SR__NF_OBS, SR__NF_REW: internal.h. */
+/* SR__NF_ENV_MASK, SR__NF_OBS, SR__NF_REW, sr__nonfinite_offer: sr_base.h. */
 /* The default of the check: on, unless STEPRING_CHECK_FINITE=0. */
 bool sr__check_finite_default(void);
 /* Rows flagged SR_SLOT_NONFINITE so far (relaxed loads, any thread). */
@@ -374,7 +375,7 @@ int sr__collect_async(sr_pool *p, uint64_t *t, const sr_batch **out);
 /* Async: wait until nothing is in flight and drop what is published. */
 void sr__collect_drain(sr_pool *p);
 
-/* --- stats_shm.c --- */
+/* --- stats.c --- */
 int sr__stats_shm_open(sr_pool *p, const char *ring_name);
 void sr__stats_shm_update(sr_pool *p);
 /* The same at once (not every 64 batches): a fault is news. */
@@ -388,7 +389,7 @@ static inline void sr__pool_quiesce(sr_pool *p)
 		sr__collect_drain(p);
 }
 
-/* --- pool_ckpt.c --- */
+/* --- snapshot.c --- */
 /* Wait for this pool's checkpoint in flight and free p->ckpt. */
 void sr__pool_ckpt_close(sr_pool *p);
 

@@ -4,7 +4,7 @@
  * DESIGN
  *
  * Snapshot (the pool thread, at a quiescent point: between sync steps, or
- * in async mode with nothing in flight; see runtime/pool_internal.h): the
+ * in async mode with nothing in flight; see runtime/pool/pool_internal.h): the
  * small state is copied into one heap buffer: the pool section (options
  * and geometry), every env's state bytes (its RNG included), its
  * bookkeeping (elapsed steps, done flags, ring sequence of its last slot)

@@ -7,7 +7,7 @@
  * the worker kind's ops.
  *
  * Writers: the pool thread (aggregates, under the seqlock) and each worker
- * (its own sr_stats_worker, relaxed stores, see worker.c). The seqlock:
+ * (its own sr_stats_worker, relaxed stores, see worker/thread.c). The seqlock:
  * seq is made odd (relaxed store + release fence), the fields are written,
  * then seq is made even with a release store; a reader loads seq with
  * acquire, copies, issues an acquire fence and re-reads seq.
@@ -160,7 +160,7 @@ int sr_pool_worker_stats_get(const sr_pool *p, uint32_t worker, sr_pool_worker_s
 				  p->cfg.num_threads);
 	w = &p->workers.w[worker];
 	memset(out, 0, sizeof(*out));
-	/* Relaxed: counters written by the worker alone (see worker.c). */
+	/* Relaxed: counters written by the worker alone (see worker/thread.c). */
 	out->steps = atomic_load_explicit(&w->steps, memory_order_relaxed);
 	out->ns_env_step = atomic_load_explicit(&w->ns_env, memory_order_relaxed);
 	out->ns_ring_publish = atomic_load_explicit(&w->ns_ring, memory_order_relaxed);

@@ -1,6 +1,9 @@
 /*
- * Process workers: the shared command block (runtime/proc.c is the
- * trainer's side, runtime/proc_worker.c the worker's side).
+ * Process workers: the shared command block, and the functions of the
+ * process family of runtime/worker/: the trainer's side (proc_trainer.c,
+ * proc_spawn.c, proc_ckpt.c), the worker's side (proc_worker.c), the C
+ * env worker (proc_cworker.c), the guard (proc_guard.c); the pool's
+ * process kind (proc_kind.c) uses them.
  *
  * One memfd segment per pool, inherited by every worker process (fd
  * SR__PROC_FD_BLOCK; the ring is SR__PROC_FD_RING): a header with the
@@ -247,7 +250,7 @@ static inline void sr__spin_note(struct sr__spin *s, uint64_t ns)
 }
 
 
-/* --- proc.c: the trainer's side --- */
+/* --- the trainer's side (proc_trainer.c; checkpoints: proc_ckpt.c) --- */
 struct sr__procs;
 
 struct sr__procs_opts {
@@ -370,7 +373,7 @@ float *sr__procs_final(struct sr__procs *P);
 void *sr__procs_out(struct sr__procs *P, uint32_t w, size_t *size);
 
 /*
- * Checkpoints of process workers (the end of proc.c). A SAVE command has
+ * Checkpoints of process workers (proc_ckpt.c). A SAVE command has
  * each worker write its slice's env records into its area of the exchange
  * segment (a memfd inherited as fd SR__PROC_FD_XCHG, grown by the trainer
  * while the workers are idle), laid out as include/stepring/proc.h says;

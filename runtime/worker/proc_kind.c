@@ -1,7 +1,7 @@
 /*
  * The pool's process workers (SR_POOL_F_PROCS): the process kind of
  * worker (sr__kind_proc, see struct sr__worker_kind), the glue between
- * the pool (slices, sync commands, statistics) and runtime/proc.c (the
+ * the pool (slices, sync commands, statistics) and proc_trainer.c (the
  * command block, spawning, faults and restarts).
  *
  * The pool keeps its worker records (slices, counters) but starts no
@@ -73,7 +73,7 @@ static int procs_start(sr_pool *p, const sr_pool_opts *o)
 	po.check_finite = p->fin.on;
 	/* A waiter (a worker between commands, the trainer waiting for the
 	 * workers) spins while its recent waits were short (sr__spin,
-	 * proc.h), up to 200 us, when every party has a CPU of its own: a
+	 * proc_internal.h), up to 200 us, when every party has a CPU of its own: a
 	 * futex wake-up costs more than a slice of cheap envs. When the worker
 	 * processes and the trainer are more than the allowed CPUs, a spinning
 	 * party takes the CPU another one needs to make progress: then nobody
@@ -359,7 +359,7 @@ static void procs_faults(const sr_pool *p, sr_pool_faults *out)
 }
 
 /* Checkpoints: the workers hand their envs' records over in shared
- * memory (SAVE), or take them back (LOAD, COMMIT); proc.c. */
+ * memory (SAVE), or take them back (LOAD, COMMIT); proc_ckpt.c. */
 static int procs_ckpt_save(sr_pool *p, struct sr__env_recs *out)
 {
 	int err = sr__procs_save(p->procs, out);

@@ -1,5 +1,5 @@
 /*
- * DESIGN: process workers, the trainer's side (proc.h has the command
+ * DESIGN: process workers, the trainer's side (proc_internal.h has the command
  * block and the orderings PC0..PC3; proc_worker.c the worker's side).
  *
  * Spawning: posix_spawn of the worker program (the stepring-worker
@@ -10,7 +10,7 @@
  * defaults with an empty mask; STEPRING_PROC tells the worker its index
  * and the trainer's pid (for its parent-death check).
  *
- * A command (proc.h: records, parts, PC0..PC4): the caller has reserved
+ * A command (proc_internal.h: records, parts, PC0..PC4): the caller has reserved
  * its rows (SR_RESERVE_CONTIG); a sync command has env e's row at slot
  * seq + e, an async one (a batch group, a ragged send) has each worker's
  * rows consecutive from its part's row. The trainer writes the record,

@@ -1,6 +1,8 @@
 /*
- * DESIGN: a process worker's side of the command block (see proc.h for
- * the block and the orderings PC0..PC3, proc.c for the trainer's side).
+ * DESIGN: a process worker's side of the command block (see
+ * proc_internal.h for the block and the orderings PC0..PC4,
+ * proc_trainer.c for the trainer's side): the worker API of
+ * include/stepring/proc.h, and the local handle of an inline worker 0.
  *
  * A worker process is started by the pool with the ring and the command
  * block as inherited descriptors. It sets PR_SET_PDEATHSIG (SIGKILL) and
@@ -10,18 +12,10 @@
  * it, so a pool made on a thread that exits is covered by the check).
  *
  * Waiting: spin on go while the recent waits were short (sr__spin in
- * proc.h), then announce sleeping and futex_wait on go (shared futex: the
- * trainer is another process), PC2.
+ * proc_internal.h), then announce sleeping and futex_wait on go (shared
+ * futex: the trainer is another process), PC2.
  *
- * The C env worker (sr__proc_c_main, the stepring-worker program) loads
- * the pool's env (built-in by name, or plugin by path, with the trainer's
- * scalar spec fields), seeds its slice from (seed, env index) (restarts:
- * sr_proc_seed) and steps it with the same bookkeeping as the pool's
- * thread workers (runtime/worker.c): TimeLimit truncation, autoreset
- * modes, prev links, episode statistics, final observations, same-step
- * extra slots, the finite check of its rows (its count in its record, the
- * first env in the block), in the same column loops (cw_book). Same seed,
- * same actions: the same rows as thread workers.
+ * The C env worker that runs on this API is proc_cworker.c.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -35,8 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt_internal.h"
-#include "envs.h"
 #include "proc_internal.h"
 #include "ring_internal.h"
 #include "stepring/pool.h"

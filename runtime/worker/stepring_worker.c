@@ -12,7 +12,7 @@
 
 int main(int argc, char **argv)
 {
-	/* The guard of a pool's named ring (runtime/proc.c, spawn_guard). */
+	/* The guard of a pool's named ring (proc_spawn.c, sr__procs_spawn_guard). */
 	if (argc > 1 && !strcmp(argv[1], "--guard"))
 		return sr__proc_guard_main(argc, argv);
 	return sr__proc_c_main();

@@ -1,5 +1,5 @@
 /*
- * DESIGN: the pool's workers.
+ * DESIGN: the pool's thread workers (the thread kind, sr__kind_thread).
  *
  * Worker w owns envs [first_env, first_env + n_envs) for the pool's life.
  * Worker 0 runs on the calling thread (inline); workers 1..T-1 are pthreads
@@ -7,7 +7,7 @@
  * binding (first touch => their NUMA node) and seed their own envs.
  *
  * Commands (one path for sync steps, resets, reset masks and async batch
- * groups; see "Batch groups" in collector.c): the pool thread reserves
+ * groups; see "Batch groups" in pool/collector.c): the pool thread reserves
  * batch_size contiguous ring slots, writes command k into
  * p->cmds.rec[k % ngroups] (group, step or reset, first sequence, actions,
  * reset mask, rebalancing's shifts), publishes cmds.sent = k + 1 and bumps
@@ -34,7 +34,9 @@
  * does not sleep; futex_wait itself rechecks the word in the kernel.
  *
  * Hot path: no lock, no allocation, no system call except futex for
- * sleeping and waking a sleeper; clock reads are per slice (vDSO).
+ * sleeping and waking a sleeper; clock reads are per slice (vDSO). The
+ * env calls and the ring bookkeeping of a slice are book_pvt.h's, shared
+ * with the C env worker of process pools.
  */
 #include <stdlib.h>
 #include <string.h>

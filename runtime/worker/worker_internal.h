@@ -165,7 +165,7 @@ typedef void (*sr__reset_fn)(const sr_env_spec *spec, void *states, size_t n, co
 			     float *obs);
 
 /*
- * Worker command k of the pool thread (worker.c; collector.c, "Batch
+ * Worker command k of the pool thread (thread.c; pool/collector.c, "Batch
  * groups"), in p->cmds.rec[k % p->cmds.ngroups]: a sync step, reset or reset mask
  * (a sync pool has one group), or an async batch group's step or reset.
  * Written before the release store of p->cmds.sent = k + 1; the slot is
@@ -217,12 +217,12 @@ struct sr__grp_cmd {
  * collector.c), its statistics and its teardown go through p->workers.kind only.
  *
  * Kinds:
- *  - sr__kind_thread (worker.c): worker 0 inline on the pool thread,
+ *  - sr__kind_thread (thread.c): worker 0 inline on the pool thread,
  *    workers 1..T-1 pthreads bound by the placement plan, sleeping on
  *    their go word; envs in this process. Ragged sends go through per-env
  *    SPSC queues and a per-env action mailbox.
- *  - sr__kind_proc (pool_procs.c): worker processes attached to the ring
- *    and to a command block in shared memory (runtime/proc.h), worker 0
+ *  - sr__kind_proc (proc_kind.c): worker processes attached to the ring
+ *    and to a command block in shared memory (proc_internal.h), worker 0
  *    optionally inline; every command and every ragged send is a record
  *    of the block's command ring; a worker that dies or hangs is a fault:
  *    its rows are published as SR_SLOT_FAULT and it is restarted.
