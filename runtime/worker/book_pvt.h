@@ -68,26 +68,12 @@ static inline unsigned char *sr__book_state(const struct sr__book *b, const stru
 }
 
 /*
- * The finite check's test of obs just written (sr__book_env_calls): a
- * function of its own so that it gets the AVX2 clone, called once per
- * SR__NF_CHUNK floats or so, not once per env call. sr__nonfinite_any's
- * loop, unrolled: four vectors (32 floats) per round of the loop's own
- * counting.
+ * The finite check's test of obs just written (sr__book_env_calls):
+ * whether any of @a[0 .. @n) is NaN or infinite. A function of its own
+ * (book.c) so that it gets the AVX2 clone, called once per SR__NF_CHUNK
+ * floats or so, not once per env call.
  */
-SR_VECTOR_CLONES __attribute__((noinline, unused))
-static uint32_t sr__book_obs_nonfinite(const float *a, size_t n)
-{
-	uint32_t acc = 0;
-
-#pragma GCC unroll 4
-	for (size_t i = 0; i < n; i++) {
-		uint32_t bits;
-
-		memcpy(&bits, &a[i], sizeof(bits));
-		acc |= (bits & 0x7f800000u) + 0x00800000u; /* see sr__nonfinite_any */
-	}
-	return acc >> 31;
-}
+SR_VECTOR_CLONES_DECL uint32_t sr__book_obs_nonfinite(const float *a, size_t n);
 
 /* Obs floats sr__book_env_calls writes between two tests: 2 KiB, which
  * with the env states stepped meanwhile stays in L1. */
