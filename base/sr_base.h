@@ -176,15 +176,6 @@ static inline uint64_t sr__align_up(uint64_t x, uint64_t a)
 #else
 #define SR_VECTOR_CLONES_NOINLINE SR_VECTOR_CLONES __attribute__((noinline))
 #endif
-/* The prototype, in a header, of a function defined with one of them in
- * one file: clang wants the attribute on every declaration; GCC only on
- * the definition (on a declaration it makes a resolver in every file that
- * calls the function). */
-#if defined(__clang__)
-#define SR_VECTOR_CLONES_DECL SR_VECTOR_CLONES
-#else
-#define SR_VECTOR_CLONES_DECL
-#endif
 
 /* ---- the finite check's bit tests ------------------------------------------ */
 

@@ -1,7 +1,7 @@
 /*
  * The one out-of-line routine of the stepping both C workers share
  * (book_pvt.h has the rest, inline): a multiversioned function must have
- * one definition (its ifunc resolver is a global symbol).
+ * one definition (clang makes its ifunc resolver a global symbol).
  */
 #include <string.h>
 
@@ -15,7 +15,7 @@
  * counting.
  */
 SR_VECTOR_CLONES_NOINLINE
-uint32_t sr__book_obs_nonfinite(const float *a, size_t n)
+static uint32_t obs_nonfinite(const float *a, size_t n)
 {
 	uint32_t acc = 0;
 
@@ -27,4 +27,12 @@ uint32_t sr__book_obs_nonfinite(const float *a, size_t n)
 		acc |= (bits & 0x7f800000u) + 0x00800000u; /* see sr__nonfinite_any */
 	}
 	return acc >> 31;
+}
+
+/* The clones stay static: GCC gives the ifunc of an extern target_clones
+ * function default visibility, whatever -fvisibility says, so it would be
+ * exported from the library. */
+uint32_t sr__book_obs_nonfinite(const float *a, size_t n)
+{
+	return obs_nonfinite(a, n);
 }

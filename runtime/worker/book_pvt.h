@@ -73,7 +73,7 @@ static inline unsigned char *sr__book_state(const struct sr__book *b, const stru
  * (book.c) so that it gets the AVX2 clone, called once per SR__NF_CHUNK
  * floats or so, not once per env call.
  */
-SR_VECTOR_CLONES_DECL uint32_t sr__book_obs_nonfinite(const float *a, size_t n);
+uint32_t sr__book_obs_nonfinite(const float *a, size_t n);
 
 /* Obs floats sr__book_env_calls writes between two tests: 2 KiB, which
  * with the env states stepped meanwhile stays in L1. */
