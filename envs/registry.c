@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "stepring/env.h"
 #include "envs.h"
 

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "envs.h"
 
 enum { P_COST_US, P_OBS_DIM, P_EP_LEN, P_ACT_N, P_COST_NS }; /* and SR__P_RNG (5) */
@@ -50,14 +50,6 @@ static inline void burn(uint64_t iters)
 	__asm__ volatile("" : : "x"(acc));
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void calibrate(void)
 {
 	uint64_t iters = 1u << 14, best = UINT64_MAX;
@@ -65,16 +57,16 @@ static void calibrate(void)
 	/* Grow until one run takes >= 1 ms, then keep the fastest of 5 runs
 	 * (the least disturbed by other threads). */
 	for (;;) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = sr__now_ns();
 		burn(iters);
-		if (now_ns() - t0 >= 1000000 || iters >= (1ull << 34))
+		if (sr__now_ns() - t0 >= 1000000 || iters >= (1ull << 34))
 			break;
 		iters *= 2;
 	}
 	for (int r = 0; r < 5; r++) {
-		uint64_t t0 = now_ns(), dt;
+		uint64_t t0 = sr__now_ns(), dt;
 		burn(iters);
-		dt = now_ns() - t0;
+		dt = sr__now_ns() - t0;
 		if (dt < best)
 			best = dt;
 	}

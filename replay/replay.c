@@ -344,14 +344,6 @@ bool sr_replay_can_insert(const sr_replay *s, uint64_t n)
 	return s->spi * (ins + (double)n) - smp <= s->spi * (double)s->min_size + s->error_buffer;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Sync, and with a limiter wait until a sample of @n is allowed. */
 static int admit(sr_replay *s, uint32_t n)
 {
@@ -360,11 +352,11 @@ static int admit(sr_replay *s, uint32_t n)
 	sr_replay_sync(s);
 	if (!s->limiter || may_sample(s, n))
 		return 0;
-	deadline = now_ms() + (uint64_t)(s->timeout_ms > 0 ? s->timeout_ms : 0);
+	deadline = sr__now_ns() / 1000000u + (uint64_t)(s->timeout_ms > 0 ? s->timeout_ms : 0);
 	while (s->timeout_ms != 0) {
 		struct timespec ts = {0, 100000}; /* 100 us */
 
-		if (s->timeout_ms > 0 && now_ms() >= deadline)
+		if (s->timeout_ms > 0 && sr__now_ns() / 1000000u >= deadline)
 			break;
 		nanosleep(&ts, NULL);
 		sr_replay_sync(s);

@@ -52,15 +52,10 @@ static _Thread_local struct {
 } room_cache;
 static _Atomic uint64_t next_ring_id = 1;
 
-static uint64_t align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) & ~(a - 1);
-}
-
 int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,
 		    struct sr__ring_hdr *h)
 {
-	uint64_t off = align_up(sizeof(*h), SR__RING_COL_ALIGN);
+	uint64_t off = sr__align_up(sizeof(*h), SR__RING_COL_ALIGN);
 	/* Bound the geometry so that no product below can overflow. */
 	if (capacity < 2 || (capacity & (capacity - 1)) || capacity > (1ull << 40) ||
 	    obs_dim == 0 || act_size == 0 || obs_dim > (1u << 24) || act_size > (1u << 24))
@@ -68,7 +63,7 @@ int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,
 #define COL(field, width)                                                                  \
 	do {                                                                               \
 		h->field = off;                                                            \
-		off = align_up(off + capacity * (uint64_t)(width), SR__RING_COL_ALIGN);    \
+		off = sr__align_up(off + capacity * (uint64_t)(width), SR__RING_COL_ALIGN);    \
 	} while (0)
 	COL(off_obs, 4ull * obs_dim);
 	COL(off_action, act_size);
@@ -466,9 +461,7 @@ static void wait_room(sr_ring *r, uint64_t end)
 	}
 }
 
-/* Fill [seq, seq + n) with SR_SLOT_PAD filler and publish it. The caller
- * claimed the range and issued R3's release fence. */
-static void write_pad(sr_ring *r, uint64_t seq, uint64_t n)
+void sr__ring_pad_rows(sr_ring *r, uint64_t seq, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t s = (seq + i) & r->mask;
@@ -479,9 +472,33 @@ static void write_pad(sr_ring *r, uint64_t seq, uint64_t n)
 		r->reward[s] = 0.0f;
 		r->env_id[s] = UINT32_MAX;
 		r->prev[s] = SR_RING_NO_PREV;
-		/* R1: publish the filler at once; the consumer skips it. */
-		atomic_store_explicit(&r->seq[s], seq + i + 1, memory_order_release);
 	}
+}
+
+void sr__ring_fault_row(sr_ring *r, uint64_t seq, uint32_t env, const void *act)
+{
+	uint64_t s = seq & r->mask;
+
+	memset(r->obs + s * r->obs_dim, 0, r->obs_dim * sizeof(float));
+	if (act)
+		memcpy(r->action + s * r->act_size, act, r->act_size);
+	else
+		memset(r->action + s * r->act_size, 0, r->act_size);
+	r->reward[s] = 0.0f;
+	r->terminated[s] = 0;
+	r->truncated[s] = 1;
+	r->flags[s] = SR_SLOT_FAULT;
+	r->env_id[s] = env;
+	r->prev[s] = SR_RING_NO_PREV;
+}
+
+/* Fill [seq, seq + n) (less than a lap) with SR_SLOT_PAD filler and
+ * publish it. The caller claimed the range and issued R3's release fence. */
+static void write_pad(sr_ring *r, uint64_t seq, uint64_t n)
+{
+	sr__ring_pad_rows(r, seq, n);
+	/* R1: publish the filler at once; the consumer skips it. */
+	sr_ring_publish(r, seq, (uint32_t)n);
 	atomic_fetch_add_explicit(&r->hdr->pad_slots, n, memory_order_relaxed);
 }
 

@@ -41,7 +41,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sr_base.h"
 #include "stepring/ring.h"
 
 #define SR__RING_NAME_MAX 128
@@ -121,6 +121,35 @@ struct sr_ring {
 	char name[SR__RING_NAME_MAX]; /* "/sr-foo" */
 };
 
+/*
+ * A ring's columns, cached by a writer (a pool, a process worker): every
+ * row range it touches goes through them. Set once (sr__ring_cols_get),
+ * read-only after, by every thread; the slots they point into are ordered
+ * by the ring's protocol (reserve, publish R1, consume: stepring/ring.h).
+ */
+struct sr__ring_cols {
+	sr_ring *r;
+	uint64_t cap; /* slots, a power of two */
+	float *obs, *rew;
+	uint8_t *act, *term, *trunc, *flags;
+	uint32_t *env;
+	uint64_t *prev;
+};
+
+static inline void sr__ring_cols_get(sr_ring *r, struct sr__ring_cols *c)
+{
+	c->r = r;
+	c->cap = r->cap;
+	c->obs = r->obs;
+	c->rew = r->reward;
+	c->act = r->action;
+	c->term = r->terminated;
+	c->trunc = r->truncated;
+	c->flags = r->flags;
+	c->env = r->env_id;
+	c->prev = r->prev;
+}
+
 /* Column layout for a geometry: fills the off_* and total_size of @h.
  * Returns 0 or -EINVAL (overflow). */
 int sr__ring_layout(uint64_t capacity, uint32_t obs_dim, uint32_t act_size,
@@ -137,6 +166,21 @@ static inline uint64_t sr__ring_oldest(const struct sr_ring *r)
 
 	return h > r->cap ? h - r->cap : 0;
 }
+
+/*
+ * Rows nobody stepped, the one writer of them (the ring's own lap-end
+ * pads, a pool's reservation that no command fills, a dead process
+ * worker's rows and leftover extras). Neither publishes: the caller does
+ * (R1), after it has claimed the slots (R3).
+ *  - sr__ring_pad_rows: slots [seq, seq + n) as SR_SLOT_PAD filler, which
+ *    consumers skip: reward, terminated, truncated 0, env UINT32_MAX, no
+ *    prev (obs and action are not written).
+ *  - sr__ring_fault_row: slot @seq as env @env's SR_SLOT_FAULT row (its
+ *    step was interrupted): obs and reward 0, truncated 1, no prev, the
+ *    action @act (act_size bytes; NULL: zeros).
+ */
+void sr__ring_pad_rows(sr_ring *r, uint64_t seq, uint64_t n);
+void sr__ring_fault_row(sr_ring *r, uint64_t seq, uint32_t env, const void *act);
 
 /* "sr-foo" or "/sr-foo" -> "/sr-foo" in @out. Returns 0 or -EINVAL. */
 int sr__ring_norm_name(const char *name, char out[SR__RING_NAME_MAX]);

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "stepring.h"
-#include "pool_internal.h"
+#include "affinity_internal.h"
 
 static struct sr__plan *plan_near(const char *topo, const char *cpuset, const char *near,
 				  uint32_t T, uint32_t bind)

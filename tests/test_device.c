@@ -20,7 +20,7 @@
 
 #include "stepring.h"
 #include "stepring/device.h"
-#include "device_priv.h"
+#include "device_internal.h"
 #include "mlp_priv.h"
 
 #define OBS 3

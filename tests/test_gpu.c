@@ -17,7 +17,7 @@
 
 #include "stepring.h"
 #include "stepring/device.h"
-#include "device_priv.h"
+#include "device_internal.h"
 #include "mlp.h"
 
 #define OBS 5

@@ -24,7 +24,7 @@
 #include <mujoco/mujoco.h>
 
 #include "envs.h"
-#include "internal.h" /* sr__errorf */
+#include "sr_base.h" /* sr__errorf */
 #include "np_random.h"
 
 /* One embedded file (cmake/embed_files.cmake writes the table). */

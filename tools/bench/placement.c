@@ -1,7 +1,6 @@
 /* Wrappers over the pool's planner and hwloc's GPU locality (placement.h). */
-#include "device_priv.h"
+#include "affinity_internal.h"
 #include "placement.h"
-#include "pool_internal.h"
 
 int bench_placement_print(const char *topology, const char *cpuset, const char *near,
 			  uint32_t threads, uint32_t bind, FILE *f)

@@ -1,7 +1,7 @@
 /*
  * Worker placement for the CLI's `stepring topo` and for binding the
  * thread that drives a GPU: thin wrappers over the pool's planner
- * (runtime/affinity.c), which has no public API yet. The only part of the
+ * (runtime/affinity/affinity.c), which has no public API yet. The only part of the
  * benchmark library that reaches library internals; it needs the static
  * library.
  */
