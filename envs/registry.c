@@ -544,7 +544,7 @@ static void param_out(const sr_env_spec *spec, const struct sr__param *p, sr_env
 	memset(out, 0, sizeof(*out));
 	out->name = p->name;
 	out->value = param_value(spec, p);
-	out->flags = p->flags;
+	out->flags = p->flags | (p->kind == SR__PK_BOOL ? SR_ENV_PARAM_BOOL : 0);
 	out->note = p->note;
 }
 

@@ -304,6 +304,7 @@ typedef struct sr_env_param {
 
 #define SR_ENV_PARAM_CREATE 1u /* a parameter of sr_env_find: "CartPole-v1:gravity=12" */
 #define SR_ENV_PARAM_LIVE 2u   /* sr_pool_set_params changes it on a live pool */
+#define SR_ENV_PARAM_BOOL 4u   /* a bool attribute: value is 0 or 1 */
 
 /**
  * The @i-th parameter of @spec's env type, with its value in @spec, into
