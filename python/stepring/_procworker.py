@@ -58,7 +58,7 @@ class Slice:
     until a reset command resets it: the row repeats its last obs and flags
     as a PAD row."""
 
-    def __init__(self, lib, info, env_fns, discrete, obs_shape, out=False):
+    def __init__(self, lib, info, env_fns, discrete, obs_shape, out=False, seeded=True):
         import ctypes
 
         import numpy as np
@@ -107,7 +107,11 @@ class Slice:
         seed, r = info.seed, info.restarts
         self.first_seed = [int(seed + base + i) if r == 0 else
                            int(lib.sr_proc_seed(seed, base + i, r)) for i in range(n)]
-        self.pending = [True] * n      # the first seed is still to be used
+        # The first seed is still to be used. A pool made without a seed
+        # resets its envs the first time with seed=None, as SyncVectorEnv
+        # does (each env draws its own entropy); after a restart they are
+        # seeded from (the pool's random seed, env, restarts) all the same.
+        self.pending = [bool(seeded or r > 0)] * n
         # After a restart every env starts over: a reset at its next step
         # (NEXT_STEP, SAME_STEP), or truncated pad rows until a reset
         # command resets it (DISABLED).
@@ -539,7 +543,8 @@ def _run(lib, _lib, w, info, ctypes):
     import cloudpickle  # noqa: F401  (the factories were pickled with it)
 
     env_fns = pickle.loads(cfg["env_fns"])
-    sl = Slice(lib, info, env_fns, cfg["discrete"], cfg["obs_shape"], out=True)
+    sl = Slice(lib, info, env_fns, cfg["discrete"], cfg["obs_shape"], out=True,
+               seeded=cfg.get("seeded", True))
     cmd = _lib.sr_proc_cmd()
     cmd_ref = ctypes.byref(cmd)
     wait, done_fn, run = lib.sr_proc_worker_wait, lib.sr_proc_worker_done, sl.run

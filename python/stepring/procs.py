@@ -155,7 +155,9 @@ class ProcVectorEnv(_Base):
             "env_fns": cloudpickle.dumps(env_fns),
             "discrete": self._discrete,
             "obs_shape": self._obs_shape,
+            "seeded": seed is not None,
         })
+        self._seeded = seed is not None
         self._pool = None
         self._seed = None
         self._make_pool(seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
@@ -306,7 +308,7 @@ class ProcVectorEnv(_Base):
                         except Exception:
                             pass
                 sl = self._slice = Slice(_lib.lib, info, self._env_fns, self._discrete,
-                                         self._obs_shape)
+                                         self._obs_shape, seeded=self._seeded)
             c = cmd_p.contents
             if c.kind >= _CMD_SAVE:  # a checkpoint (no rows): never raises
                 sl.xchg(w, c.kind, c.seq)
@@ -519,8 +521,10 @@ class ProcVectorEnv(_Base):
     @property
     def np_random_seed(self):
         """Each env's np_random_seed, a tuple as SyncVectorEnv gives it
-        (get_attr): the seed of its last seeded reset; before its first
-        reset, the seed that reset will use (seed + i)."""
+        (get_attr): the seed of its last seeded reset; before the first
+        reset of a pool made with seed=s, s + i, the seed that reset will
+        use (made without a seed, the first reset is reset(seed=None) as
+        SyncVectorEnv's, and the env reports the seed it drew itself)."""
         return self.get_attr("np_random_seed")
 
     def get_attr(self, name):

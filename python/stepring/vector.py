@@ -998,7 +998,7 @@ class VectorEnv(_Base):
                 vals.append(float(v))
             else:
                 raise _lib.InvalidTypeError("set_attr(%r): a number, not %r" % (name, v))
-        if any(v != vals[0] for v in vals):
+        if len({repr(v) for v in vals}) > 1:
             raise _lib.InvalidArgumentError(
                 -22, "set_attr(%r, %r): the envs of a stepring pool share their parameters "
                 "(one C spec per pool), so one value for all of them; make one pool per value, "
