@@ -62,28 +62,37 @@ const struct sr__params sr__acrobot_params = {params, sizeof(params) / sizeof(pa
  * ...; tests/refdata/README.md). */
 struct ac_par {
 	double dt, dt2, dt6;
-	double m1, m2, l1, lc1, lc2, i1, i2;
+	double m2, i1, i2;
+	double m1lc1sq, l1sq_lc2sq, tl1lc2, lc2sq, l1lc2, den0; /* of d1, d2, ddth2 */
 	double m2lc2g, m1lc1m2l1g, m2l1lc2, nm2l1lc2, tm2l1lc2;
 };
 
-static inline void ac_par_load(const sr_env_spec *spec, struct ac_par *q)
+static inline void ac_par_load(const sr_env_spec *spec, double two, struct ac_par *q)
 {
 	const double g = 9.8;
+	const double m1 = sr__pget(spec, P_M1, LINK_MASS_1), m2 = sr__pget(spec, P_M2, LINK_MASS_2);
+	const double l1 = sr__pget(spec, P_L1, LINK_LENGTH_1);
+	const double lc1 = sr__pget(spec, P_LC1, LINK_COM_POS_1);
+	const double lc2 = sr__pget(spec, P_LC2, LINK_COM_POS_2);
 
 	q->dt = sr__pget(spec, P_DT, DT);
 	q->dt2 = q->dt / 2.0;
 	q->dt6 = q->dt / 6.0;
-	q->m1 = sr__pget(spec, P_M1, LINK_MASS_1);
-	q->m2 = sr__pget(spec, P_M2, LINK_MASS_2);
-	q->l1 = sr__pget(spec, P_L1, LINK_LENGTH_1);
-	q->lc1 = sr__pget(spec, P_LC1, LINK_COM_POS_1);
-	q->lc2 = sr__pget(spec, P_LC2, LINK_COM_POS_2);
+	q->m2 = m2;
 	q->i1 = q->i2 = sr__pget(spec, P_MOI, LINK_MOI);
-	q->m2lc2g = q->m2 * q->lc2 * g;
-	q->m1lc1m2l1g = (q->m1 * q->lc1 + q->m2 * q->l1) * g;
-	q->m2l1lc2 = q->m2 * q->l1 * q->lc2;
-	q->nm2l1lc2 = -q->m2 * q->l1 * q->lc2;
-	q->tm2l1lc2 = 2 * q->m2 * q->l1 * q->lc2;
+	/* The sub-expressions of parameters alone, once per batch (the
+	 * same operations, so the same doubles, as inside _dsdt). */
+	q->m1lc1sq = m1 * pow(lc1, two);
+	q->l1sq_lc2sq = pow(l1, two) + pow(lc2, two);
+	q->tl1lc2 = (2 * l1) * lc2;
+	q->lc2sq = pow(lc2, two);
+	q->l1lc2 = l1 * lc2;
+	q->den0 = m2 * pow(lc2, two) + q->i2;
+	q->m2lc2g = m2 * lc2 * g;
+	q->m1lc1m2l1g = (m1 * lc1 + m2 * l1) * g;
+	q->m2l1lc2 = m2 * l1 * lc2;
+	q->nm2l1lc2 = -m2 * l1 * lc2;
+	q->tm2l1lc2 = 2 * m2 * l1 * lc2;
 }
 
 static const float obs_high[6] = {1.0f, 1.0f, 1.0f, 1.0f, (float)MAX_VEL_1, (float)MAX_VEL_2};
@@ -114,17 +123,14 @@ static inline void dsdt(const struct ac_par *q, const double *y, double tau, dou
 {
 	double th1 = y[0], th2 = y[1], w1 = y[2], w2 = y[3];
 	double c2 = cos(th2), s2 = sin(th2);
-	double d1 = ((q->m1 * pow(q->lc1, two) +
-		      q->m2 * ((pow(q->l1, two) + pow(q->lc2, two)) + ((2 * q->l1) * q->lc2) * c2)) +
-		     q->i1) +
-		    q->i2;
-	double d2 = q->m2 * (pow(q->lc2, two) + (q->l1 * q->lc2) * c2) + q->i2;
+	double d1 = ((q->m1lc1sq + q->m2 * (q->l1sq_lc2sq + q->tl1lc2 * c2)) + q->i1) + q->i2;
+	double d2 = q->m2 * (q->lc2sq + q->l1lc2 * c2) + q->i2;
 	double phi2 = q->m2lc2g * cos((th1 + th2) - PI_2);
 	double phi1 = (((q->nm2l1lc2 * pow(w2, two)) * s2 - ((q->tm2l1lc2 * w2) * w1) * s2) +
 		       q->m1lc1m2l1g * cos(th1 - PI_2)) +
 		      phi2;
 	double ddth2 = (((tau + (d2 / d1) * phi1) - (q->m2l1lc2 * pow(w1, two)) * s2) - phi2) /
-		       ((q->m2 * pow(q->lc2, two) + q->i2) - pow(d2, two) / d1);
+		       (q->den0 - pow(d2, two) / d1);
 	double ddth1 = -(d2 * ddth2 + phi1) / d1;
 
 	dy[0] = w1;
@@ -195,7 +201,7 @@ static void ac_step(const sr_env_spec *spec, void *states, size_t n, const void 
 	const double two = sr__pow_two;
 	struct ac_par q;
 
-	ac_par_load(spec, &q);
+	ac_par_load(spec, two, &q);
 	for (size_t i = 0; i < n; i++) {
 		struct acrobot *a = &s[i];
 		double tau = (double)(act[i] - 1);
