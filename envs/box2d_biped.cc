@@ -408,6 +408,13 @@ const float act_high[4] = {1, 1, 1, 1};
 
 extern "C" {
 
+static const sr__param biped_params[] = {
+	{"hardcore", 0.0, SR__PK_FIXED, -1, 0,
+	 "hardcore terrain is not implemented (normal terrain only)"},
+};
+
+const sr__params sr__biped_params = {biped_params, 1};
+
 const sr_env_spec sr__env_bipedalwalker = {
 	.abi_version = SR_ENV_ABI_VERSION,
 	.spec_size = sizeof(sr_env_spec),

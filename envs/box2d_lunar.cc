@@ -439,6 +439,24 @@ void sr__box2d_world_timing(int on, uint64_t *ns, uint64_t *steps)
 	world_ns = world_steps = 0;
 }
 
+/* Gymnasium's LunarLander attributes. They are chosen when the pool is
+ * made ("LunarLander-v3:gravity=-9,enable_wind=1", gymnasium.make's
+ * keywords), not on a live pool: a checkpoint replays each running
+ * episode from its start (ll_save), which a parameter changed in the
+ * middle of it would replay wrongly. */
+#define LL_NOTE "a checkpoint replays the running episode from its start, which a change in the middle of it would make wrong: choose it when the pool is made"
+static const sr__param lunar_params[] = {
+	{"continuous", 0.0, SR__PK_BOOL, P_CONTINUOUS, SR_ENV_PARAM_CREATE,
+	 "it chooses the action space: choose it when the pool is made"},
+	{"gravity", -10.0, SR__PK_RAW, P_GRAVITY, SR_ENV_PARAM_CREATE, LL_NOTE},
+	{"enable_wind", 0.0, SR__PK_BOOL, P_WIND, SR_ENV_PARAM_CREATE, LL_NOTE},
+	{"wind_power", 15.0, SR__PK_RAW, P_WIND_POWER, SR_ENV_PARAM_CREATE, LL_NOTE},
+	{"turbulence_power", 1.5, SR__PK_RAW, P_TURBULENCE, SR_ENV_PARAM_CREATE, LL_NOTE},
+};
+#undef LL_NOTE
+
+const sr__params sr__lunar_params = {lunar_params, sizeof(lunar_params) / sizeof(lunar_params[0])};
+
 const sr_env_spec sr__env_lunarlander = {
 	.abi_version = SR_ENV_ABI_VERSION,
 	.spec_size = sizeof(sr_env_spec),

@@ -18,7 +18,11 @@ struct cartpole {
 
 _Static_assert(sizeof(struct cartpole) == 64, "cartpole state is one cache line");
 
+/* Gymnasium's defaults; total_mass and polemass_length are its derived
+ * attributes (masspole + masscart, masspole * length, computed once in its
+ * constructor: setting masspole later leaves them as they are, here too). */
 #define GRAVITY 9.8
+#define MASSCART 1.0
 #define MASSPOLE 0.1
 #define TOTAL_MASS (0.1 + 1.0)
 #define LENGTH 0.5
@@ -27,6 +31,30 @@ _Static_assert(sizeof(struct cartpole) == 64, "cartpole state is one cache line"
 #define TAU 0.02
 #define THETA_THRESHOLD (12 * 2 * M_PI / 360)
 #define X_THRESHOLD 2.4
+
+/* spec->params slots of the parameters (SR__PK_XOR; 5 is the RNG's). */
+enum { P_GRAVITY, P_MASSPOLE, P_TOTAL_MASS, P_LENGTH, P_POLEMASS_LENGTH, P_FORCE_MAG = 6, P_TAU };
+
+#define LIVE (SR_ENV_PARAM_CREATE | SR_ENV_PARAM_LIVE)
+static const struct sr__param params[] = {
+	{"gravity", GRAVITY, SR__PK_XOR, P_GRAVITY, LIVE, NULL},
+	{"masspole", MASSPOLE, SR__PK_XOR, P_MASSPOLE, LIVE, NULL},
+	{"total_mass", TOTAL_MASS, SR__PK_XOR, P_TOTAL_MASS, LIVE, NULL},
+	{"length", LENGTH, SR__PK_XOR, P_LENGTH, LIVE, NULL},
+	{"polemass_length", POLEMASS_LENGTH, SR__PK_XOR, P_POLEMASS_LENGTH, LIVE, NULL},
+	{"force_mag", FORCE_MAG, SR__PK_XOR, P_FORCE_MAG, LIVE, NULL},
+	{"tau", TAU, SR__PK_XOR, P_TAU, LIVE, NULL},
+	{"masscart", MASSCART, SR__PK_FIXED, -1, 0,
+	 "Gymnasium's CartPole reads it only in its constructor (total_mass = masspole + "
+	 "masscart), so setting it changes nothing there either: set total_mass"},
+	{"x_threshold", X_THRESHOLD, SR__PK_FIXED, -1, 0,
+	 "the termination bounds are compiled in (they also bound the observation space)"},
+	{"theta_threshold_radians", THETA_THRESHOLD, SR__PK_FIXED, -1, 0,
+	 "the termination bounds are compiled in (they also bound the observation space)"},
+};
+#undef LIVE
+
+const struct sr__params sr__cartpole_params = {params, sizeof(params) / sizeof(params[0])};
 
 static const float obs_high[4] = {4.8f, INFINITY, (float)(2 * THETA_THRESHOLD), INFINITY};
 static const float obs_low[4] = {-4.8f, -INFINITY, -(float)(2 * THETA_THRESHOLD), -INFINITY};
@@ -80,22 +108,30 @@ static void cp_step(const sr_env_spec *spec, void *states, size_t n, const void 
 {
 	struct cartpole *s = states;
 	const int32_t *act = actions;
+	/* The parameters, once per batch (Gymnasium's attributes, in its
+	 * expressions' order: the defaults give the same doubles as the
+	 * constants did). */
+	const double force_mag = sr__pget(spec, P_FORCE_MAG, FORCE_MAG);
+	const double pml = sr__pget(spec, P_POLEMASS_LENGTH, POLEMASS_LENGTH);
+	const double total_mass = sr__pget(spec, P_TOTAL_MASS, TOTAL_MASS);
+	const double gravity = sr__pget(spec, P_GRAVITY, GRAVITY);
+	const double length = sr__pget(spec, P_LENGTH, LENGTH);
+	const double masspole = sr__pget(spec, P_MASSPOLE, MASSPOLE);
+	const double tau = sr__pget(spec, P_TAU, TAU);
 
 	for (size_t i = 0; i < n; i++) {
 		struct cartpole *c = &s[i];
-		double force = act[i] == 1 ? FORCE_MAG : -FORCE_MAG;
+		double force = act[i] == 1 ? force_mag : -force_mag;
 		double costheta = cos(c->theta), sintheta = sin(c->theta);
-		double temp = (force + (POLEMASS_LENGTH * (c->theta_dot * c->theta_dot)) * sintheta) /
-			      TOTAL_MASS;
-		double thetaacc = (GRAVITY * sintheta - costheta * temp) /
-				  (LENGTH * (4.0 / 3.0 - (MASSPOLE * (costheta * costheta)) /
-								 TOTAL_MASS));
-		double xacc = temp - ((POLEMASS_LENGTH * thetaacc) * costheta) / TOTAL_MASS;
+		double temp = (force + (pml * (c->theta_dot * c->theta_dot)) * sintheta) / total_mass;
+		double thetaacc = (gravity * sintheta - costheta * temp) /
+				  (length * (4.0 / 3.0 - (masspole * (costheta * costheta)) / total_mass));
+		double xacc = temp - ((pml * thetaacc) * costheta) / total_mass;
 
-		c->x = c->x + TAU * c->x_dot;
-		c->x_dot = c->x_dot + TAU * xacc;
-		c->theta = c->theta + TAU * c->theta_dot;
-		c->theta_dot = c->theta_dot + TAU * thetaacc;
+		c->x = c->x + tau * c->x_dot;
+		c->x_dot = c->x_dot + tau * xacc;
+		c->theta = c->theta + tau * c->theta_dot;
+		c->theta_dot = c->theta_dot + tau * thetaacc;
 		terminated[i] = (c->x < -X_THRESHOLD) | (c->x > X_THRESHOLD) |
 				(c->theta < -THETA_THRESHOLD) | (c->theta > THETA_THRESHOLD);
 		reward[i] = 1.0;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "stepring/env.h"
 #include "np_random.h"
@@ -143,8 +144,63 @@ static inline int sr__rng_slot_ok(bool np, const sr_rng *r)
 	return np ? (r->s[2] & 1) != 0 : sr__rng_ok(r);
 }
 
-/* Parse "rng=stepring|numpy" (the one parameter of the classic-control
- * envs) into spec->params[SR__P_RNG]; -EINVAL for another key or value. */
+/*
+ * Env parameters (sr_env_param_at, include/stepring/env.h): the attributes
+ * of Gymnasium's env of the same id that the implementation reads. A
+ * settable one lives in a spec->params slot, so a pool's copy of the spec
+ * (p->cfg.spec) carries it and the functions read it through @spec, once
+ * per batch: one value for every env of a pool. SR__PK_XOR: the double's
+ * bits XOR the default's bits (0 is the default, so a spec with default
+ * parameters keeps all-zero slots, as before they existed: checkpoints and
+ * spec comparisons are unchanged); SR__PK_RAW: the double's bits;
+ * SR__PK_BOOL: 0 or 1; SR__PK_FIXED: no slot, always @def (compiled in).
+ */
+enum { SR__PK_XOR, SR__PK_RAW, SR__PK_BOOL, SR__PK_FIXED };
+
+struct sr__param {
+	const char *name;
+	double def;       /* the default; SR__PK_FIXED: the value */
+	uint8_t kind;     /* SR__PK_* */
+	int8_t slot;      /* spec->params[slot]; -1 for SR__PK_FIXED */
+	uint8_t flags;    /* SR_ENV_PARAM_CREATE, SR_ENV_PARAM_LIVE */
+	const char *note; /* not LIVE: why */
+};
+
+struct sr__params {
+	const struct sr__param *v;
+	size_t n;
+};
+
+extern const struct sr__params sr__cartpole_params, sr__pendulum_params,
+	sr__mountaincar_params, sr__mountaincar_continuous_params, sr__acrobot_params;
+#ifdef SR_HAVE_BOX2D
+extern const struct sr__params sr__lunar_params, sr__biped_params;
+#endif
+
+/* The parameter table of @spec's env type (by its step function), NULL for
+ * an env without (spin, plugins). */
+const struct sr__params *sr__env_params(const sr_env_spec *spec);
+/* Apply "name=value,..." to @spec's parameter slots: keys with
+ * SR_ENV_PARAM_LIVE when @live, else with SR_ENV_PARAM_CREATE (and rng=);
+ * finite numbers (0/1, true/false for a bool). All or nothing: 0, or
+ * -EINVAL with @spec unchanged (the message names the key and why). */
+int sr__env_set_params(sr_env_spec *spec, const char *params, bool live);
+
+/* A SR__PK_XOR parameter in slot @slot with default @def (the step
+ * functions read theirs through this, once per batch). */
+static inline double sr__pget(const sr_env_spec *spec, int slot, double def)
+{
+	uint64_t b;
+	double v;
+
+	memcpy(&b, &def, sizeof(b));
+	b ^= spec->params[slot];
+	memcpy(&v, &b, sizeof(v));
+	return v;
+}
+
+/* Parse "rng=stepring|numpy" and the env's SR_ENV_PARAM_CREATE parameters
+ * (the classic-control envs) into @spec; -EINVAL for another key or value. */
 int sr__rng_configure(sr_env_spec *spec, const char *params);
 /* The value of one "rng" key: 0 or -EINVAL (message names the env). */
 int sr__rng_param(sr_env_spec *spec, const char *val);

@@ -17,9 +17,29 @@ struct pendulum {
 	double th, thdot;
 };
 
+/* Gymnasium's defaults (its attributes max_speed, max_torque, dt, g, m, l). */
 #define MAX_SPEED 8.0
-#define MAX_TORQUE 2.0f
+#define MAX_TORQUE 2.0
 #define DT 0.05
+#define G 10.0
+#define M 1.0
+#define L 1.0
+
+/* spec->params slots of the parameters (SR__PK_XOR; 5 is the RNG's). */
+enum { P_MAX_SPEED, P_MAX_TORQUE, P_DT, P_G, P_M, P_L = 6 };
+
+#define LIVE (SR_ENV_PARAM_CREATE | SR_ENV_PARAM_LIVE)
+static const struct sr__param params[] = {
+	{"max_speed", MAX_SPEED, SR__PK_XOR, P_MAX_SPEED, LIVE, NULL},
+	{"max_torque", MAX_TORQUE, SR__PK_XOR, P_MAX_TORQUE, LIVE, NULL},
+	{"dt", DT, SR__PK_XOR, P_DT, LIVE, NULL},
+	{"g", G, SR__PK_XOR, P_G, LIVE, NULL},
+	{"m", M, SR__PK_XOR, P_M, LIVE, NULL},
+	{"l", L, SR__PK_XOR, P_L, LIVE, NULL},
+};
+#undef LIVE
+
+const struct sr__params sr__pendulum_params = {params, sizeof(params) / sizeof(params[0])};
 
 static const float obs_high[3] = {1.0f, 1.0f, 8.0f};
 static const float obs_low[3] = {-1.0f, -1.0f, -8.0f};
@@ -85,21 +105,30 @@ static void pd_step(const sr_env_spec *spec, void *states, size_t n, const void 
 	struct pendulum *s = states;
 	const float *act = actions;
 	const double two = sr__pow_two;
+	/* The parameters, once per batch, and Gymnasium's sub-expressions of
+	 * them: 3 * g / (2 * l) and 3.0 / (m * l**2) (15 and 3 by default). The
+	 * torque bound clips the float32 action in float32, as np.clip does. */
+	const double max_speed = sr__pget(spec, P_MAX_SPEED, MAX_SPEED);
+	const float max_torque = (float)sr__pget(spec, P_MAX_TORQUE, MAX_TORQUE);
+	const double dt = sr__pget(spec, P_DT, DT);
+	const double g = sr__pget(spec, P_G, G), m = sr__pget(spec, P_M, M);
+	const double l = sr__pget(spec, P_L, L);
+	const double kg = 3 * g / (2 * l), ku = 3.0 / (m * pow(l, two));
 
 	for (size_t i = 0; i < n; i++) {
 		struct pendulum *p = &s[i];
 		float uf = act[i];
 		double u, cost, newthdot;
 
-		uf = uf < -MAX_TORQUE ? -MAX_TORQUE : uf;
-		uf = uf > MAX_TORQUE ? MAX_TORQUE : uf;
+		uf = uf < -max_torque ? -max_torque : uf;
+		uf = uf > max_torque ? max_torque : uf;
 		u = (double)uf;
 		cost = pow(angle_normalize(p->th), two) + 0.1 * pow(p->thdot, two) +
 		       0.001 * (u * u);
-		newthdot = p->thdot + (15.0 * sin(p->th) + 3.0 * u) * DT;
-		newthdot = newthdot < -MAX_SPEED ? -MAX_SPEED : newthdot;
-		newthdot = newthdot > MAX_SPEED ? MAX_SPEED : newthdot;
-		p->th = p->th + newthdot * DT;
+		newthdot = p->thdot + (kg * sin(p->th) + ku * u) * dt;
+		newthdot = newthdot < -max_speed ? -max_speed : newthdot;
+		newthdot = newthdot > max_speed ? max_speed : newthdot;
+		p->th = p->th + newthdot * dt;
 		p->thdot = newthdot;
 		reward[i] = -cost;
 		terminated[i] = 0;
@@ -129,12 +158,13 @@ static void pd_set_phys(const sr_env_spec *spec, void *state, const double *phys
 }
 
 /* The angle is not wrapped by a step (any finite one is fine), the speed
- * is clipped to [-8, 8]. */
+ * is clipped to [-max_speed, max_speed] ([-8, 8]). */
 static int pd_check_state(const sr_env_spec *spec, const void *state)
 {
 	const struct pendulum *p = state;
 
-	if (!sr__rng_slot_ok(sr__np_rng(spec), &p->rng) || !isfinite(p->th) || !(fabs(p->thdot) <= MAX_SPEED))
+	if (!sr__rng_slot_ok(sr__np_rng(spec), &p->rng) || !isfinite(p->th) ||
+	    !(fabs(p->thdot) <= sr__pget(spec, P_MAX_SPEED, MAX_SPEED)))
 		return -EINVAL;
 	return 0;
 }

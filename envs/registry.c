@@ -474,38 +474,231 @@ int sr__rng_param(sr_env_spec *spec, const char *val)
 	return 0;
 }
 
-int sr__rng_configure(sr_env_spec *spec, const char *params)
+const struct sr__params *sr__env_params(const sr_env_spec *spec)
 {
+	static const struct {
+		const sr_env_spec *env;
+		const struct sr__params *params;
+	} table[] = {
+		{&sr__env_cartpole, &sr__cartpole_params},
+		{&sr__env_pendulum, &sr__pendulum_params},
+		{&sr__env_mountaincar, &sr__mountaincar_params},
+		{&sr__env_mountaincar_continuous, &sr__mountaincar_continuous_params},
+		{&sr__env_acrobot, &sr__acrobot_params},
+#ifdef SR_HAVE_BOX2D
+		{&sr__env_lunarlander, &sr__lunar_params},
+		{&sr__env_lunarlander_continuous, &sr__lunar_params},
+		{&sr__env_bipedalwalker, &sr__biped_params},
+#endif
+	};
+
+	if (!spec)
+		return NULL;
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if (spec->step == table[i].env->step)
+			return table[i].params;
+	return NULL;
+}
+
+static double param_value(const sr_env_spec *spec, const struct sr__param *p)
+{
+	double v;
+
+	switch (p->kind) {
+	case SR__PK_XOR:
+		return sr__pget(spec, p->slot, p->def);
+	case SR__PK_RAW:
+		memcpy(&v, &spec->params[p->slot], sizeof(v));
+		return v;
+	case SR__PK_BOOL:
+		return spec->params[p->slot] ? 1.0 : 0.0;
+	default:
+		return p->def;
+	}
+}
+
+static void param_store(sr_env_spec *spec, const struct sr__param *p, double v)
+{
+	uint64_t b, d;
+
+	switch (p->kind) {
+	case SR__PK_XOR:
+		memcpy(&b, &v, sizeof(b));
+		memcpy(&d, &p->def, sizeof(d));
+		spec->params[p->slot] = b ^ d;
+		break;
+	case SR__PK_RAW:
+		memcpy(&b, &v, sizeof(b));
+		spec->params[p->slot] = b;
+		break;
+	case SR__PK_BOOL:
+		spec->params[p->slot] = v != 0;
+		break;
+	default:
+		break;
+	}
+}
+
+static void param_out(const sr_env_spec *spec, const struct sr__param *p, sr_env_param *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = p->name;
+	out->value = param_value(spec, p);
+	out->flags = p->flags | (p->kind == SR__PK_BOOL ? SR_ENV_PARAM_BOOL : 0);
+	out->note = p->note;
+}
+
+int sr_env_param_at(const sr_env_spec *spec, size_t i, sr_env_param *out)
+{
+	const struct sr__params *t;
+
+	if (!spec || !out)
+		return sr__errorf(-EINVAL, "sr_env_param_at: NULL argument");
+	t = sr__env_params(spec);
+	if (!t || i >= t->n)
+		return -ENOENT; /* the end of the list: no message */
+	param_out(spec, &t->v[i], out);
+	return 0;
+}
+
+/* "a, b, c" of @t's names (for messages). */
+static const char *param_names(const struct sr__params *t, char *buf, size_t cap)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; t && i < t->n && off < cap; i++)
+		off += (size_t)snprintf(buf + off, cap - off, "%s%s", i ? ", " : "", t->v[i].name);
+	return t && t->n ? buf : "none";
+}
+
+static const struct sr__param *param_lookup(const struct sr__params *t, const char *name,
+					    size_t len)
+{
+	for (size_t i = 0; t && i < t->n; i++)
+		if (strlen(t->v[i].name) == len && !strncmp(t->v[i].name, name, len))
+			return &t->v[i];
+	return NULL;
+}
+
+int sr_env_param_find(const sr_env_spec *spec, const char *name, sr_env_param *out)
+{
+	const struct sr__params *t;
+	const struct sr__param *p;
+	char buf[512];
+
+	if (!spec || !name || !out)
+		return sr__errorf(-EINVAL, "sr_env_param_find: NULL argument");
+	t = sr__env_params(spec);
+	p = param_lookup(t, name, strlen(name));
+	if (!p)
+		return sr__errorf(-ENOENT, "env '%s' has no parameter '%.64s' (its parameters: %s)",
+				  spec->id, name, param_names(t, buf, sizeof(buf)));
+	param_out(spec, p, out);
+	return 0;
+}
+
+/* One "value" of parameter @p: a finite number, or for a bool 0/1,
+ * true/false. */
+static int param_parse(const sr_env_spec *spec, const struct sr__param *p, const char *val,
+		       size_t len, double *out)
+{
+	char buf[64], *end;
+	double v;
+
+	if (len == 0 || len >= sizeof(buf))
+		return sr__errorf(-EINVAL, "env '%s': parameter %s needs a value", spec->id,
+				  p->name);
+	memcpy(buf, val, len);
+	buf[len] = '\0';
+	if (p->kind == SR__PK_BOOL) {
+		if (!strcmp(buf, "1") || !strcmp(buf, "true") || !strcmp(buf, "True"))
+			*out = 1.0;
+		else if (!strcmp(buf, "0") || !strcmp(buf, "false") || !strcmp(buf, "False"))
+			*out = 0.0;
+		else
+			return sr__errorf(-EINVAL, "env '%s': parameter %s is a bool (0 or 1), not "
+					  "'%s'", spec->id, p->name, buf);
+		return 0;
+	}
+	v = strtod(buf, &end);
+	if (end == buf || *end || !isfinite(v))
+		return sr__errorf(-EINVAL, "env '%s': parameter %s must be a finite number, not "
+				  "'%s'", spec->id, p->name, buf);
+	*out = v;
+	return 0;
+}
+
+int sr__env_set_params(sr_env_spec *spec, const char *params, bool live)
+{
+	const struct sr__params *t = sr__env_params(spec);
 	const char *s = params;
-	bool seen = false;
+	sr_env_spec tmp = *spec;
+	bool seen_rng = false;
+	char names[512];
 
 	while (*s) {
 		const char *end = strchr(s, ',');
 		size_t len = end ? (size_t)(end - s) : strlen(s);
-		char val[16];
+		const char *eq = memchr(s, '=', len);
+		size_t klen = eq ? (size_t)(eq - s) : len;
+		const struct sr__param *p;
+		double v = 0;
+		int err;
 
-		if (len < 4 || strncmp(s, "rng=", 4))
-			return sr__errorf(-EINVAL, "env '%s': unknown parameter '%.*s' (it takes "
-					  "rng=stepring|numpy)", spec->id, (int)(len > 64 ? 64 : len), s);
-		if (seen)
-			return sr__errorf(-EINVAL, "env '%s': rng given twice", spec->id);
-		seen = true;
-		if (len - 4 >= sizeof(val))
-			return sr__errorf(-EINVAL, "env '%s': rng='%.*s' (stepring or numpy)",
-					  spec->id, (int)(len - 4 > 64 ? 64 : len - 4), s + 4);
-		memcpy(val, s + 4, len - 4);
-		val[len - 4] = '\0';
-		int err = sr__rng_param(spec, val);
+		if (!eq)
+			return sr__errorf(-EINVAL, "env '%s': parameter '%.*s' has no '=value'",
+					  spec->id, (int)(len > 64 ? 64 : len), s);
+		if (!live && klen == 3 && !strncmp(s, "rng", 3)) {
+			char val[16];
+
+			if (seen_rng)
+				return sr__errorf(-EINVAL, "env '%s': rng given twice", spec->id);
+			seen_rng = true;
+			if (len - 4 >= sizeof(val))
+				return sr__errorf(-EINVAL, "env '%s': rng='%.*s' (stepring or numpy)",
+						  spec->id, (int)(len - 4 > 64 ? 64 : len - 4), s + 4);
+			memcpy(val, s + 4, len - 4);
+			val[len - 4] = '\0';
+			err = sr__rng_param(&tmp, val);
+			if (err)
+				return err;
+			s = end ? end + 1 : s + len;
+			continue;
+		}
+		if (live && klen == 3 && !strncmp(s, "rng", 3))
+			return sr__errorf(-EINVAL, "env '%s': rng cannot change on a live pool (it "
+					  "is chosen when the pool is made)", spec->id);
+		p = param_lookup(t, s, klen);
+		if (!p)
+			return sr__errorf(-EINVAL, "env '%s': unknown parameter '%.*s' (it takes %s%s)",
+					  spec->id, (int)(klen > 64 ? 64 : klen), s,
+					  live ? "" : "rng=stepring|numpy, ",
+					  param_names(t, names, sizeof(names)));
+		if (!(p->flags & (live ? SR_ENV_PARAM_LIVE : SR_ENV_PARAM_CREATE)))
+			return sr__errorf(-EINVAL, "env '%s': parameter %s cannot be set%s: %s",
+					  spec->id, p->name,
+					  live && (p->flags & SR_ENV_PARAM_CREATE) ?
+						  " on a live pool (only when the pool is made)" : "",
+					  p->note ? p->note : "it is compiled in");
+		err = param_parse(spec, p, eq + 1, len - klen - 1, &v);
 		if (err)
 			return err;
+		param_store(&tmp, p, v);
 		s = end ? end + 1 : s + len;
 	}
+	memcpy(spec->params, tmp.params, sizeof(spec->params));
 	return 0;
+}
+
+int sr__rng_configure(sr_env_spec *spec, const char *params)
+{
+	return sr__env_set_params(spec, params, false);
 }
 
 int sr__env_configure(sr_env_spec *spec, const char *params)
 {
-	/* The classic-control envs' one parameter: their RNG. */
+	/* The classic-control envs: their RNG and their parameters. */
 	if (spec->reset == sr__env_cartpole.reset || spec->reset == sr__env_pendulum.reset ||
 	    spec->reset == sr__env_mountaincar.reset || spec->reset == sr__env_acrobot.reset)
 		return sr__rng_configure(spec, params);

@@ -809,6 +809,126 @@ static void test_np_random(void **st)
 	assert_true(sr_np_next64(&g) == 14281546376153053393ull);
 }
 
+/* Env parameters: the tables, "id:name=value" at create, sr_pool_set_params
+ * on a live pool (the same steps as a pool made with the value), and what
+ * each refuses without changing anything. */
+static void test_params(void **st)
+{
+	static const char *const ids[] = {"CartPole-v1", "Pendulum-v1", "MountainCar-v0",
+					  "MountainCarContinuous-v0", "Acrobot-v1"};
+	sr_env_spec a, b;
+	sr_env_param pa;
+	char buf[128];
+
+	for (size_t e = 0; e < sizeof(ids) / sizeof(ids[0]); e++) {
+		size_t n = 0, live = 0;
+
+		assert_int_equal(sr_env_find(ids[e], &a), 0);
+		for (int k = 0; k < 8; k++)
+			assert_true(a.params[k] == 0); /* defaults keep the slots zero */
+		while (sr_env_param_at(&a, n, &pa) == 0) {
+			sr_env_param q;
+
+			assert_int_equal(sr_env_param_find(&a, pa.name, &q), 0);
+			assert_string_equal(q.name, pa.name);
+			if (pa.flags & SR_ENV_PARAM_LIVE) {
+				double v = pa.value * 1.5 + 0.25;
+
+				live++;
+				assert_null(pa.note);
+				snprintf(buf, sizeof(buf), "%s:%s=%.17g", ids[e], pa.name, v);
+				assert_int_equal(sr_env_find(buf, &b), 0);
+				assert_int_equal(sr_env_param_find(&b, pa.name, &q), 0);
+				assert_true(q.value == v);
+			} else {
+				assert_non_null(pa.note);
+				snprintf(buf, sizeof(buf), "%s:%s=1", ids[e], pa.name);
+				assert_int_equal(sr_env_find(buf, &b), -EINVAL);
+				assert_non_null(strstr(sr_last_error(), pa.note));
+			}
+			n++;
+		}
+		assert_true(live >= 6);
+		assert_int_equal(sr_env_param_at(&a, n, &pa), -ENOENT);
+	}
+	assert_int_equal(sr_env_find("CartPole-v1", &a), 0);
+	assert_int_equal(sr_env_param_find(&a, "gravity", &pa), 0);
+	assert_true(pa.value == 9.8);
+	assert_int_equal(sr_env_param_find(&a, "x_threshold", &pa), 0);
+	assert_true(pa.value == 2.4 && pa.flags == 0);
+	assert_int_equal(sr_env_param_find(&a, "grav", &pa), -ENOENT);
+	assert_non_null(strstr(sr_last_error(), "gravity, masspole"));
+	/* gravity = 0 is a value like any other (slots hold bits ^ default) */
+	assert_int_equal(sr_env_find("CartPole-v1:gravity=0,rng=numpy", &a), 0);
+	assert_int_equal(sr_env_param_find(&a, "gravity", &pa), 0);
+	assert_true(pa.value == 0.0 && a.params[SR__P_RNG] == 1);
+	assert_int_equal(sr_env_find("CartPole-v1:gravity=nan", &a), -EINVAL);
+	assert_int_equal(sr_env_find("CartPole-v1:gravity=", &a), -EINVAL);
+	assert_int_equal(sr_env_find("CartPole-v1:gravity=1x", &a), -EINVAL);
+	assert_int_equal(sr_env_find("Spin-v0", &a), 0);
+	assert_int_equal(sr_env_param_at(&a, 0, &pa), -ENOENT);
+
+	/* A live pool: set before the first step, the rows are those of a
+	 * pool made with the value; the others stay the defaults'. */
+	sr_pool *p[3];
+	const sr_batch *bt[3];
+	const char *envs[3] = {"CartPole-v1", "CartPole-v1:gravity=12.5,tau=0.03",
+			       "CartPole-v1"};
+	for (int i = 0; i < 3; i++) {
+		sr_pool_opts o;
+
+		sr_pool_opts_init(&o);
+		o.env = envs[i];
+		o.num_envs = 4;
+		o.num_threads = 2; /* the workers read the slots set between steps (TSan) */
+		o.flags |= SR_POOL_F_SEED;
+		o.seed = 7;
+		assert_int_equal(sr_pool_create(&o, &p[i]), 0);
+		assert_int_equal(sr_pool_reset(p[i], &bt[i]), 0);
+	}
+	assert_int_equal(sr_pool_set_params(p[0], "gravity=12.5,tau=0.03"), 0);
+	sr_pool_info info;
+	memset(&info, 0, sizeof(info));
+	info.size = sizeof(info);
+	assert_int_equal(sr_pool_info_get(p[0], &info), 0);
+	assert_int_equal(sr_env_param_find(info.spec, "tau", &pa), 0);
+	assert_true(pa.value == 0.03);
+	/* refused, nothing changed */
+	assert_int_equal(sr_pool_set_params(p[0], "gravity=1,x_threshold=3"), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "x_threshold cannot be set"));
+	assert_int_equal(sr_pool_set_params(p[0], "gravity=1,tau=inf"), -EINVAL);
+	assert_int_equal(sr_pool_set_params(p[0], "rng=numpy"), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "rng cannot change"));
+	assert_int_equal(sr_pool_set_params(p[0], "gravity"), -EINVAL);
+	assert_int_equal(sr_env_param_find(info.spec, "gravity", &pa), 0);
+	assert_true(pa.value == 12.5);
+	int32_t act[4] = {0, 1, 1, 0};
+	bool differ = false;
+	for (int t = 0; t < 40; t++) {
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(sr_pool_step(p[i], act, &bt[i]), 0);
+		assert_memory_equal(bt[0]->obs, bt[1]->obs, 4 * 4 * sizeof(float));
+		differ |= memcmp(bt[0]->obs, bt[2]->obs, 4 * 4 * sizeof(float)) != 0;
+		act[t % 4] ^= 1;
+	}
+	assert_true(differ);
+	for (int i = 0; i < 3; i++)
+		sr_pool_destroy(p[i]);
+
+	/* async pools have envs in flight: refused */
+	sr_pool_opts o;
+	sr_pool_opts_init(&o);
+	o.env = "CartPole-v1";
+	o.num_envs = 4;
+	o.batch_size = 2;
+	o.num_threads = 1;
+	assert_int_equal(sr_pool_create(&o, &p[0]), 0);
+	assert_int_equal(sr_pool_set_params(p[0], "gravity=1"), -EINVAL);
+	assert_non_null(strstr(sr_last_error(), "sync pools only"));
+	sr_pool_destroy(p[0]);
+	assert_int_equal(sr_pool_set_params(NULL, "gravity=1"), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -827,6 +947,7 @@ int main(void)
 		cmocka_unit_test(test_dtype_table),
 		cmocka_unit_test(test_threads_disjoint),
 		cmocka_unit_test(test_np_random),
+		cmocka_unit_test(test_params),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

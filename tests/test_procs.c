@@ -1333,6 +1333,10 @@ static void test_errors(void **state)
 		ro.mask = mask;
 		assert_int_equal(sr_pool_reset_ex(p, &ro, &b), 0);
 		assert_int_equal(b->n, 8);
+		/* Env parameters: each worker process keeps the spec it
+		 * started with, so a live change is refused. */
+		assert_int_equal(sr_pool_set_params(p, "gravity=12"), -ENOTSUP);
+		assert_non_null(strstr(sr_last_error(), "fixed when it is made"));
 		flags = sr_ring_flags_col(t_pool_info(p).ring);
 		cap = sr_ring_capacity(t_pool_info(p).ring);
 		for (uint32_t i = 0; i < 8; i++)

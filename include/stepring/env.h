@@ -286,6 +286,35 @@ SR_EXPORT const sr_env_spec *sr_env_at(size_t i);
  */
 SR_EXPORT int sr_env_load_plugin(const char *path, sr_env_spec *out);
 
+/*
+ * Env parameters: the attributes of Gymnasium's env of the same id that
+ * stepring's implementation reads (CartPole's gravity, masspole, ...,
+ * Pendulum's g, LunarLander's wind_power), by Gymnasium's attribute names,
+ * with their value in a spec. A settable one is a spec->params slot: every
+ * env of a pool shares its value (the pool's copy of the spec). The
+ * built-in envs have them; spin and plugins have none. See docs/envs.md.
+ */
+typedef struct sr_env_param {
+	const char *name; /* Gymnasium's attribute name ("gravity") */
+	double value;     /* its value in the spec asked about (a bool is 0 or 1) */
+	uint32_t flags;   /* SR_ENV_PARAM_*; 0: read-only (compiled in) */
+	uint32_t reserved0;
+	const char *note; /* not settable on a live pool: why (else NULL) */
+} sr_env_param;
+
+#define SR_ENV_PARAM_CREATE 1u /* a parameter of sr_env_find: "CartPole-v1:gravity=12" */
+#define SR_ENV_PARAM_LIVE 2u   /* sr_pool_set_params changes it on a live pool */
+#define SR_ENV_PARAM_BOOL 4u   /* a bool attribute: value is 0 or 1 */
+
+/**
+ * The @i-th parameter of @spec's env type, with its value in @spec, into
+ * @out. Returns 0, or -ENOENT past the last one (an env without parameters
+ * has none), -EINVAL for NULL arguments.
+ */
+SR_EXPORT int sr_env_param_at(const sr_env_spec *spec, size_t i, sr_env_param *out);
+/** The parameter @name of @spec's env type: 0, or -ENOENT (the message lists its parameters). */
+SR_EXPORT int sr_env_param_find(const sr_env_spec *spec, const char *name, sr_env_param *out);
+
 /* The per-instance RNG every built-in env uses (xoshiro256** seeded by
  * splitmix64). Plugins may use it too: it is inline and header-only. */
 typedef struct sr_rng {

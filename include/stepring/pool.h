@@ -316,6 +316,19 @@ SR_EXPORT void sr_pool_reset_opts_init(sr_pool_reset_opts *o);
  */
 SR_EXPORT int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **out);
 
+/**
+ * Set env parameters ("gravity=12,force_mag=5": the ones of the env type
+ * with SR_ENV_PARAM_LIVE, sr_env_param_at) of every env of a sync pool with
+ * its envs on threads, between steps: the next step (and reset) uses them,
+ * as a Gymnasium env's next step uses an attribute set on it. One value per
+ * pool: the pool's copy of the spec holds it (sr_pool_info's spec reads it
+ * back). Checked before anything changes: -EINVAL for an unknown or
+ * read-only parameter, a non-finite value, an async pool (envs in flight);
+ * -ENOTSUP for process workers (each keeps the spec it started with). A
+ * checkpoint records the parameters: it restores into a pool with the same.
+ */
+SR_EXPORT int sr_pool_set_params(sr_pool *p, const char *params);
+
 /* What a pool is, from sr_pool_info_get(). Fields may be added at the end:
  * a caller sets size to the sizeof it was compiled with. */
 typedef struct sr_pool_info {

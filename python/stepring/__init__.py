@@ -15,7 +15,9 @@ every built-in env as "stepring/<id>":
 """
 from . import _lib, spaces
 from ._lib import (StepringError, InvalidArgumentError, UnknownEnvError, UnsupportedError,
-                   TryAgainError, LibraryError, OutOfRangeError, ResetNeededError, BusyError)
+                   TryAgainError, LibraryError, OutOfRangeError, ResetNeededError, BusyError,
+                   InvalidCallError, InvalidTypeError)
+from ._utils import ClosedError
 from ._lib import checkpoint_info
 from .vector import VectorEnv, EnvSpec
 from .replay import Replay
@@ -25,7 +27,7 @@ __all__ = ["make_vec", "VectorEnv", "EnvSpec", "spaces", "list_envs", "version",
            "StepringError", "InvalidArgumentError", "UnknownEnvError", "UnsupportedError",
            "LibraryError", "TryAgainError", "library_path", "build_info", "Replay",
            "checkpoint_info", "register_envs", "OutOfRangeError", "ResetNeededError",
-           "BusyError"]
+           "BusyError", "InvalidCallError", "InvalidTypeError", "ClosedError"]
 
 library_path = _lib.path
 

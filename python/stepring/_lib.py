@@ -1,9 +1,11 @@
 """ctypes declarations of libstepring.so and the error mapping.
 
 The library is found, in order, through the STEPRING_LIB environment
-variable (a path to libstepring.so), then ../../build/libstepring.so next to
-this package (a source checkout built in build/), then the system linker
-path (ctypes.util.find_library("stepring")).
+variable (a path to libstepring.so: an override), then libstepring.so in
+this package's folder (an installed package carries its own: pip install .),
+then ../../build/libstepring.so next to this package (a source checkout
+built in build/), then the system linker path
+(ctypes.util.find_library("stepring")).
 
 The C headers are mirrored here: include/stepring/{common,env,ring,pool,
 replay,checkpoint,device,mpi}.h (python/tests/test_abi.py checks the struct
@@ -78,6 +80,25 @@ class ResetNeededError(StepringError, AssertionError):
         super().__init__(-errno.EINVAL, message)
 
 
+class InvalidCallError(InvalidArgumentError, AssertionError):
+    """A call that Gymnasium's SyncVectorEnv refuses with a failed assertion
+    (a reset_mask that is not a bool array of num_envs with an env set, a
+    list of seeds of another length than num_envs): an AssertionError as
+    Gymnasium's, and a ValueError (InvalidArgumentError) as stepring's."""
+
+    def __init__(self, message):
+        super().__init__(-errno.EINVAL, message)
+
+
+class InvalidTypeError(InvalidArgumentError, TypeError):
+    """An argument of a type the call cannot take where SyncVectorEnv raises a
+    TypeError (step(0): a scalar where num_envs actions are due, a seed that
+    is neither an int nor a list): a TypeError, and a ValueError."""
+
+    def __init__(self, message):
+        super().__init__(-errno.EINVAL, message)
+
+
 class BusyError(StepringError, RuntimeError):
     """A call on an env while another thread is inside a call on the same env
     (step, reset, close ...): an env is driven from one thread at a time."""
@@ -135,6 +156,20 @@ class sr_env_spec(ctypes.Structure):
         ("obs_high64", ctypes.POINTER(ctypes.c_double)),
     ]
 
+
+class sr_env_param(ctypes.Structure):
+    _fields_ = [
+        ("name", c_cp),
+        ("value", ctypes.c_double),
+        ("flags", c_u32),
+        ("reserved0", c_u32),
+        ("note", c_cp),
+    ]
+
+
+SR_ENV_PARAM_CREATE = 1
+SR_ENV_PARAM_LIVE = 2
+SR_ENV_PARAM_BOOL = 4
 
 SR_AUTORESET_NEXT_STEP = 0
 SR_AUTORESET_SAME_STEP = 1
@@ -331,6 +366,7 @@ def _candidates():
         yield env
         return
     here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libstepring.so")
     yield os.path.normpath(os.path.join(here, "..", "..", "build", "libstepring.so"))
     found = ctypes.util.find_library("stepring")
     if found:
@@ -409,6 +445,11 @@ _FUNCS = {
     "sr_env_count": (ctypes.c_size_t, []),
     "sr_env_at": (ctypes.POINTER(sr_env_spec), [ctypes.c_size_t]),
     "sr_env_load_plugin": (ctypes.c_int, [c_cp, ctypes.POINTER(sr_env_spec)]),
+    "sr_env_param_at": (ctypes.c_int, [ctypes.POINTER(sr_env_spec), ctypes.c_size_t,
+                                       ctypes.POINTER(sr_env_param)]),
+    "sr_env_param_find": (ctypes.c_int, [ctypes.POINTER(sr_env_spec), c_cp,
+                                         ctypes.POINTER(sr_env_param)]),
+    "sr_pool_set_params": (ctypes.c_int, [c_vp, c_cp]),
     "sr_pool_opts_init": (None, [ctypes.POINTER(sr_pool_opts)]),
     "sr_pool_create": (ctypes.c_int, [ctypes.POINTER(sr_pool_opts), ctypes.POINTER(c_vp)]),
     "sr_pool_destroy": (None, [c_vp]),
@@ -767,6 +808,20 @@ def pool_info(pool):
     info.size = ctypes.sizeof(info)
     check(lib.sr_pool_info_get(pool, ctypes.byref(info)), "sr_pool_info_get")
     return info
+
+
+def env_params(spec):
+    """The parameters of env spec @spec (an sr_env_spec or a pointer to one,
+    e.g. a pool's sr_pool_info.spec), in the library's order, as
+    {name: (value, flags, note)}: sr_env_param_at."""
+    out = {}
+    p = sr_env_param()
+    ref = spec if isinstance(spec, ctypes._Pointer) else ctypes.byref(spec)
+    i = 0
+    while lib.sr_env_param_at(ref, i, ctypes.byref(p)) == 0:
+        out[p.name.decode()] = (p.value, p.flags, p.note.decode() if p.note else None)
+        i += 1
+    return out
 
 
 def ring_info(ring):

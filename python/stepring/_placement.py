@@ -12,6 +12,12 @@ State is per thread (native id: a pool may be closed from another
 thread); a set the user changed meanwhile is theirs: it becomes the
 thread's own set and is never overwritten with an older one.
 
+The lock is never waited for by a close: a pool may be closed by the
+garbage collector (its __del__) while this very thread is inside one of the
+locked sections below, at any allocation there; waiting would deadlock.
+caller_unplace queues the close instead, and whoever holds the lock applies
+the queue before it lets go (_unlock), this thread or another.
+
 This module imports nothing of stepring: both env classes (vector.py,
 procs.py) use it.
 """
@@ -21,6 +27,31 @@ import threading
 
 _callers = {}  # native thread id -> {"own": set, "applied": set or None, "taken": {key: set}}
 _callers_lock = threading.Lock()
+_deferred = []  # (key, tid) of pools closed while the lock was held (append/pop are atomic)
+
+
+def _drain():
+    """Under the lock: the closes that were queued meanwhile."""
+    while _deferred:
+        key, tid = _deferred.pop()
+        st = _callers.get(tid)
+        if st is not None and st["taken"].pop(key, None) is not None:
+            _caller_apply(tid, st)
+
+
+def _unlock():
+    """Apply the queued closes, then release; a close queued after the
+    last look is applied by its own caller (its acquire then succeeds) or
+    by the next holder, which looks again here."""
+    try:
+        _drain()
+    finally:
+        _callers_lock.release()
+    while _deferred and _callers_lock.acquire(False):
+        try:
+            _drain()
+        finally:
+            _callers_lock.release()
 
 
 def _caller_apply(tid, st):
@@ -53,13 +84,16 @@ def caller_place(key, cpus):
     if not hasattr(os, "sched_setaffinity"):
         return None
     tid = threading.get_native_id()
-    with _callers_lock:
+    _callers_lock.acquire()
+    try:
         st = _callers.get(tid)
         if st is None:
             st = _callers[tid] = {"own": os.sched_getaffinity(tid), "applied": None,
                                   "taken": {}}
         st["taken"][key] = set(cpus)
         _caller_apply(tid, st)
+    finally:
+        _unlock()
     return tid
 
 
@@ -68,10 +102,10 @@ def caller_unplace(key, tid):
     its CPUs again."""
     if tid is None:
         return
-    with _callers_lock:
-        st = _callers.get(tid)
-        if st is not None and st["taken"].pop(key, None) is not None:
-            _caller_apply(tid, st)
+    _deferred.append((key, tid))
+    # Never wait (see the module's docstring): the holder applies it.
+    if _callers_lock.acquire(False):
+        _unlock()
 
 
 @contextlib.contextmanager
@@ -80,7 +114,8 @@ def caller_unplaced():
     before any open process pool moved it."""
     tid = threading.get_native_id() if hasattr(os, "sched_setaffinity") else None
     moved = False
-    with _callers_lock:
+    _callers_lock.acquire()
+    try:
         st = _callers.get(tid)
         if st is not None and st["applied"] is not None:
             try:
@@ -89,12 +124,17 @@ def caller_unplaced():
                     moved = True
             except OSError:
                 pass
+    finally:
+        _unlock()
     try:
         yield
     finally:
         if moved:
-            with _callers_lock:
+            _callers_lock.acquire()
+            try:
                 st = _callers.get(tid)
                 if st is not None:
                     st["applied"] = st["own"]  # what is set now
                     _caller_apply(tid, st)
+            finally:
+                _unlock()

@@ -33,6 +33,12 @@ FIRST, PAD, FINAL = 1, 2, 4
 CMD_STEP = 1
 F_SEED, F_SEEDS, F_PAYLOAD = 1 << 1, 1 << 2, 1 << 4  # SR_RESET_F_*
 CMD_SAVE, CMD_LOAD, CMD_COMMIT = 4, 5, 6  # checkpoints (stepring/proc.h)
+# A reset payload of this tuple, ATTR + (op, name, values, args, kwargs),
+# is an attribute request (ProcVectorEnv.get_attr / set_attr / call) with
+# an empty mask: no env resets; each env answers (env, INFO_ATTR, (ok,
+# value)) through the info channel.
+ATTR = "__stepring_attr__"
+INFO_ATTR = 2
 _EINVAL, _EBADMSG, _ENOBUFS = 22, 74, 105
 NEXT_STEP, SAME_STEP, DISABLED = 0, 1, 2  # enum sr_autoreset
 
@@ -52,7 +58,7 @@ class Slice:
     until a reset command resets it: the row repeats its last obs and flags
     as a PAD row."""
 
-    def __init__(self, lib, info, env_fns, discrete, obs_shape, out=False):
+    def __init__(self, lib, info, env_fns, discrete, obs_shape, out=False, seeded=True):
         import ctypes
 
         import numpy as np
@@ -101,7 +107,11 @@ class Slice:
         seed, r = info.seed, info.restarts
         self.first_seed = [int(seed + base + i) if r == 0 else
                            int(lib.sr_proc_seed(seed, base + i, r)) for i in range(n)]
-        self.pending = [True] * n      # the first seed is still to be used
+        # The first seed is still to be used. A pool made without a seed
+        # resets its envs the first time with seed=None, as SyncVectorEnv
+        # does (each env draws its own entropy); after a restart they are
+        # seeded from (the pool's random seed, env, restarts) all the same.
+        self.pending = [bool(seeded or r > 0)] * n
         # After a restart every env starts over: a reset at its next step
         # (NEXT_STEP, SAME_STEP), or truncated pad rows until a reset
         # command resets it (DISABLED).
@@ -251,6 +261,9 @@ class Slice:
                 m = np.ctypeslib.as_array((ct.c_uint8 * self.num_envs).from_address(
                     mask_addr))[self.first:self.first + n].tolist()
             seeds, opts = self._reset_args(cmd) if cmd.reset_flags else ([None] * n, None)
+            if type(opts) is tuple and opts and opts[0] == ATTR:
+                self._attr(opts[1:], ents)
+                m = [0] * n  # an attribute request resets nothing
             self.act_col[rows] = 0
             rews, terms, truncs = 0.0, 0, 0
             flags, prevs = [0] * n, [0] * n
@@ -284,6 +297,43 @@ class Slice:
         # R1: the rows are whole (and the infos written: a row published
         # means its infos are whole too); publish (release).
         lib.sr_ring_publish(self.ring, seq, n)
+
+    def _attr(self, req, ents):
+        """An attribute request on every env of the slice, as SyncVectorEnv
+        makes it on its envs: get or call (env.get_wrapper_attr(name), called
+        with the arguments when callable, as SyncVectorEnv.get_attr is its
+        call) or set (env.set_wrapper_attr(name,
+        values[env])). Each env's answer goes into @ents as (env,
+        INFO_ATTR, (True, value)) or (env, INFO_ATTR, (False, exception)),
+        checked to pickle here (the caller pickles @ents whole). An env whose
+        first reset is still to come answers np_random_seed with the seed
+        that reset will use; setting its np_random makes that reset keep
+        the generator set (as SyncVectorEnv's envs keep it)."""
+        import pickle
+
+        op, name, values, args, kwargs = req
+        for i, env in enumerate(self.envs):
+            e = self.first + i
+            try:
+                if op == "set":
+                    env.set_wrapper_attr(name, values[e])
+                    if name == "np_random":
+                        self.pending[i] = False
+                    res = (True, None)
+                elif name == "np_random_seed" and self.pending[i]:
+                    res = (True, self.first_seed[i])
+                else:
+                    v = env.get_wrapper_attr(name)
+                    res = (True, v(*args, **kwargs) if callable(v) else v)
+            except Exception as ex:  # noqa: BLE001 - the caller raises it
+                res = (False, ex)
+            try:
+                pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as ex:  # noqa: BLE001
+                res = (False, TypeError("env %d's %s %r cannot be pickled back to the trainer: "
+                                        "%s: %s" % (e, "answer to" if res[0] else "error of",
+                                                    name, type(ex).__name__, ex)))
+            ents.append((e, INFO_ATTR, res))
 
     # --- checkpoints: SAVE, LOAD, COMMIT ------------------------------------
     # The exchange area (stepring/proc.h): n 32-byte records of the envs'
@@ -493,7 +543,8 @@ def _run(lib, _lib, w, info, ctypes):
     import cloudpickle  # noqa: F401  (the factories were pickled with it)
 
     env_fns = pickle.loads(cfg["env_fns"])
-    sl = Slice(lib, info, env_fns, cfg["discrete"], cfg["obs_shape"], out=True)
+    sl = Slice(lib, info, env_fns, cfg["discrete"], cfg["obs_shape"], out=True,
+               seeded=cfg.get("seeded", True))
     cmd = _lib.sr_proc_cmd()
     cmd_ref = ctypes.byref(cmd)
     wait, done_fn, run = lib.sr_proc_worker_wait, lib.sr_proc_worker_done, sl.run

@@ -109,3 +109,76 @@ def _batch_space(space, n):
 
 def _fspath(path):
     return os.fsencode(path)
+
+
+_CLOSED_BASES = (_lib.StepringError, RuntimeError)
+if _gym is not None:
+    _CLOSED_BASES += (_gym.error.ClosedEnvironmentError,)
+
+
+class ClosedError(*_CLOSED_BASES):
+    """A call on a closed env: a RuntimeError and, with Gymnasium, a
+    gymnasium.error.ClosedEnvironmentError (what AsyncVectorEnv raises)."""
+
+    def __init__(self, message="stepring: this env is closed"):
+        super().__init__(-9, message)  # -EBADF
+
+
+def _check_reset_mask(mask, num_envs):
+    """options["reset_mask"] as SyncVectorEnv takes it: a numpy bool array
+    of shape (num_envs,) with some env set. The same checks in the same
+    order, with Gymnasium's messages, as InvalidCallError (an
+    AssertionError, as Gymnasium's, and a ValueError)."""
+    what = "`options['reset_mask': mask]`"
+    if not isinstance(mask, np.ndarray):
+        raise _lib.InvalidCallError("%s must be a numpy array, got %s" % (what, type(mask)))
+    if mask.shape != (num_envs,):
+        raise _lib.InvalidCallError("%s must have shape `(%d,)`, got %s"
+                                    % (what, num_envs, mask.shape))
+    if mask.dtype != np.bool_:
+        raise _lib.InvalidCallError("%s must have `dtype=np.bool_`, got %s" % (what, mask.dtype))
+    if not mask.any():
+        raise _lib.InvalidCallError("%s must contain a boolean array, got reset_mask=%s"
+                                    % (what, mask))
+    return np.ascontiguousarray(mask)
+
+
+def _reset_seeds(seed, num_envs):
+    """reset(seed=...) as SyncVectorEnv takes it: (one int seed or None,
+    None) or (None, a list of num_envs seeds or None). A list of another
+    length is an InvalidCallError (SyncVectorEnv asserts it), a seed of
+    another type an InvalidTypeError, a negative or too large one an
+    OutOfRangeError."""
+    if seed is None:
+        return None, None
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+        return _as_seed("seed", seed), None
+    if isinstance(seed, (list, tuple, np.ndarray)):
+        seeds = list(seed)
+        if len(seeds) != num_envs:
+            raise _lib.InvalidCallError(
+                "If seeds are passed as a list the length must match num_envs=%d but got "
+                "length=%d." % (num_envs, len(seeds)))
+        return None, [None if x is None else _as_seed("seed[%d]" % i, x)
+                      for i, x in enumerate(seeds)]
+    raise _lib.InvalidTypeError("seed must be None, an int or a list of num_envs ints or None, "
+                                "not %r" % (seed,))
+
+
+def _values_per_env(name, values, num_envs):
+    """set_attr's values as SyncVectorEnv spreads them: a list or tuple is one
+    value per env (ValueError for another length), anything else the value
+    of every env."""
+    if not isinstance(values, (list, tuple)):
+        return [values] * num_envs
+    if len(values) != num_envs:
+        raise ValueError("Values must be a list or tuple with length equal to the number of "
+                         "environments. Got `%d` values for %d environments."
+                         % (len(values), num_envs))
+    return list(values)
+
+
+def _rng_is_numpy(env_id):
+    """Whether a built-in env id says rng=numpy ("CartPole-v1:rng=numpy")."""
+    _, _, params = str(env_id).partition(":")
+    return "rng=numpy" in params.split(",")

@@ -29,10 +29,13 @@ import traceback
 import numpy as np
 
 from . import _lib
+from ._procworker import ATTR as _ATTR
 from ._procworker import CMD_SAVE as _CMD_SAVE
+from ._procworker import INFO_ATTR as _INFO_ATTR
 from ._procworker import Slice
 from ._placement import caller_place, caller_unplace, caller_unplaced
-from ._utils import _autoreset_name, _metadata_mode, _AUTORESET, _BIND, _as_seed
+from ._utils import (_autoreset_name, _metadata_mode, _AUTORESET, _BIND, ClosedError,
+                     _check_reset_mask, _reset_seeds, _values_per_env)
 
 try:
     import gymnasium
@@ -152,7 +155,9 @@ class ProcVectorEnv(_Base):
             "env_fns": cloudpickle.dumps(env_fns),
             "discrete": self._discrete,
             "obs_shape": self._obs_shape,
+            "seeded": seed is not None,
         })
+        self._seeded = seed is not None
         self._pool = None
         self._seed = None
         self._make_pool(seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
@@ -303,7 +308,7 @@ class ProcVectorEnv(_Base):
                         except Exception:
                             pass
                 sl = self._slice = Slice(_lib.lib, info, self._env_fns, self._discrete,
-                                         self._obs_shape)
+                                         self._obs_shape, seeded=self._seeded)
             c = cmd_p.contents
             if c.kind >= _CMD_SAVE:  # a checkpoint (no rows): never raises
                 sl.xchg(w, c.kind, c.seq)
@@ -319,6 +324,8 @@ class ProcVectorEnv(_Base):
             return 1
 
     def _call(self, fn, *args):
+        if not getattr(self, "_pool", None):
+            raise ClosedError()
         rc = fn(self._pool, *args)
         exc, self._inline_exc = self._inline_exc, None
         if exc is not None:
@@ -429,16 +436,8 @@ class ProcVectorEnv(_Base):
         ro = _lib.sr_pool_reset_opts()
         _lib.lib.sr_pool_reset_opts_init(ctypes.byref(ro))
         keep = []
-        if seed is not None and not isinstance(seed, (int, np.integer)):
-            if not isinstance(seed, (list, tuple, np.ndarray)):
-                raise ValueError("seed must be None, an int or a list of num_envs ints, not %r"
-                                 % (seed,))
-            seeds = list(seed)
-            if len(seeds) != self.num_envs:
-                raise ValueError("a list of seeds needs one per env (%d), not %d"
-                                 % (self.num_envs, len(seeds)))
-            seeds = [None if x is None else _as_seed("seed[%d]" % i, x)
-                     for i, x in enumerate(seeds)]
+        seed, seeds = _reset_seeds(seed, self.num_envs)
+        if seeds is not None:
             sv = np.array([0 if x is None else x for x in seeds], dtype=np.uint64)
             sm = np.array([x is not None for x in seeds], dtype=np.uint8)
             keep += [sv, sm]
@@ -446,14 +445,10 @@ class ProcVectorEnv(_Base):
             ro.seeds, ro.seed_mask = sv.ctypes.data, sm.ctypes.data
         elif seed is not None:
             ro.flags |= _lib.SR_RESET_F_SEED
-            ro.seed = _as_seed("seed", seed)
+            ro.seed = seed
         m = None
         if mask is not None:
-            m = np.ascontiguousarray(mask)
-            if m.shape != (self.num_envs,) or m.dtype.kind not in "bui":
-                raise ValueError("reset_mask must be a bool array of shape (%d,), not %s %s"
-                                 % (self.num_envs, m.dtype, m.shape))
-            m = m.astype(bool)
+            m = _check_reset_mask(mask, self.num_envs)
             mu8 = m.astype(np.uint8)
             keep.append(mu8)
             ro.flags |= _lib.SR_RESET_F_MASK
@@ -472,7 +467,7 @@ class ProcVectorEnv(_Base):
         else:
             self._call(_lib.lib.sr_pool_reset, ctypes.byref(self._pb))
         del keep
-        if isinstance(seed, (int, np.integer)):
+        if seed is not None:
             from gymnasium.utils import seeding
             self._np_random, self._np_random_seed = seeding.np_random(int(seed))
         if m is not None:
@@ -488,9 +483,15 @@ class ProcVectorEnv(_Base):
                 "autoreset_mode='disabled': envs %s ended and were not reset; reset them "
                 "with reset(options={'reset_mask': mask}) before stepping"
                 % np.flatnonzero(self._ended).tolist())
-        a = np.ascontiguousarray(actions, dtype=self._act_dtype)
+        a = np.asarray(actions, dtype=self._act_dtype)
+        if a.ndim == 0:
+            # SyncVectorEnv iterates over the actions: a scalar is a TypeError.
+            raise _lib.InvalidTypeError("expected %d actions, got a scalar (%r)"
+                                        % (self.num_envs, actions))
         if a.shape[0] != self.num_envs:
-            raise ValueError("expected %d actions, got shape %s" % (self.num_envs, a.shape))
+            raise _lib.InvalidArgumentError(-22, "expected %d actions, got shape %s"
+                                            % (self.num_envs, a.shape))
+        a = np.ascontiguousarray(a)
         self._call(_lib.lib.sr_pool_step, a.ctypes.data, self._pb_ref)
         out = self._batch("step")
         if self._disabled:
@@ -515,6 +516,92 @@ class ProcVectorEnv(_Base):
 
     def close_extras(self, **kwargs):
         self._destroy()
+
+    # --- the envs' attributes, as SyncVectorEnv's -----------------------------
+    @property
+    def np_random_seed(self):
+        """Each env's np_random_seed, a tuple as SyncVectorEnv gives it
+        (get_attr): the seed of its last seeded reset; before the first
+        reset of a pool made with seed=s, s + i, the seed that reset will
+        use (made without a seed, the first reset is reset(seed=None) as
+        SyncVectorEnv's, and the env reports the seed it drew itself)."""
+        return self.get_attr("np_random_seed")
+
+    def get_attr(self, name):
+        """The attribute @name of each env, a tuple (SyncVectorEnv.get_attr:
+        env.get_wrapper_attr(name), called when callable), read in the
+        workers (see _env_attr)."""
+        return self._env_attr("get", name)
+
+    def call(self, name, *args, **kwargs):
+        """SyncVectorEnv.call: each env's @name called with the arguments
+        (or its value when not callable), in the workers; a tuple."""
+        return self._env_attr("call", name, None, args, kwargs)
+
+    def set_attr(self, name, values):
+        """SyncVectorEnv.set_attr: env i's @name set to values[i] (a list or
+        tuple of num_envs), or every env's to @values; in the workers. A
+        worker that restarts rebuilds its envs from env_fns, without the
+        attributes set here (a checkpoint keeps them: it pickles the envs)."""
+        return self._env_attr("set", name, _values_per_env(name, values, self.num_envs))
+
+    def _env_attr(self, op, name, values=None, args=(), kwargs=None):
+        """One attribute request to every env, in its worker: a reset
+        command with an empty mask (no env resets; each row of the batch
+        is a pad row, skipped by replay) whose payload is the request
+        (cloudpickled, at most SR_PROC_RESET_PAYLOAD_MAX bytes); each
+        worker answers in its info area of the command block (the inline
+        slice in this process directly). Raises the first env's exception,
+        as SyncVectorEnv does, or RuntimeError when a worker died or its
+        answers overflowed its info area (make_vec(info_bytes=...))."""
+        import cloudpickle
+        if not isinstance(name, str):
+            raise _lib.InvalidTypeError("attribute names are strings, not %r" % (name,))
+        try:
+            pay = cloudpickle.dumps((_ATTR, op, name, values, tuple(args), dict(kwargs or {})))
+        except Exception as e:
+            raise TypeError("%s(%r): the values cannot be pickled for the worker processes: "
+                            "%s: %s" % (op, name, type(e).__name__, e)) from e
+        if len(pay) > _lib.SR_PROC_RESET_PAYLOAD_MAX:
+            raise ValueError("%s(%r): %d bytes pickled; process workers take at most %d"
+                             % (op, name, len(pay), _lib.SR_PROC_RESET_PAYLOAD_MAX))
+        ro = _lib.sr_pool_reset_opts()
+        _lib.lib.sr_pool_reset_opts_init(ctypes.byref(ro))
+        mask = np.zeros(self.num_envs, np.uint8)
+        buf = ctypes.create_string_buffer(pay, len(pay))
+        ro.flags = _lib.SR_RESET_F_MASK | _lib.SR_RESET_F_PAYLOAD
+        ro.mask = mask.ctypes.data
+        ro.payload, ro.payload_len = ctypes.cast(buf, ctypes.c_void_p), len(pay)
+        self._call(_lib.lib.sr_pool_reset_ex, ctypes.byref(ro), ctypes.byref(self._pb))
+        b = self._pb.contents
+        s = b.first_seq & self._mask
+        fault = (self._flags[s:s + b.n] & _lib.SR_SLOT_FAULT) != 0
+        got = {}
+        sl = self._slice
+        ents = list(sl.infos or ()) if sl is not None else []
+        if sl is not None:
+            sl.infos = None
+        for w, lw, addr, cap in self._outs:
+            k = int(lw[0])
+            if k == 0xffffffff:
+                raise _lib.LibraryError(
+                    -105, "%s(%r): worker %d's answers took %d bytes pickled, more than its "
+                    "info area of %d (make_vec(info_bytes=...))" % (op, name, w, int(lw[1]), cap))
+            if k:
+                ents += pickle.loads(ctypes.string_at(addr, k))
+        for e, kind, res in ents:
+            if kind == _INFO_ATTR and not fault[e]:
+                got[e] = res
+        lost = [e for e in range(self.num_envs) if e not in got]
+        if lost:
+            raise _lib.LibraryError(
+                -5, "%s(%r): envs %s lost their worker during the request (it was restarted: "
+                "see fault_stats())" % (op, name, lost))
+        for e in range(self.num_envs):
+            ok, v = got[e]
+            if not ok:
+                raise v
+        return None if op == "set" else tuple(got[e][1] for e in range(self.num_envs))
 
     def stats(self):
         """sr_pool_stats_get as a dict (steps, episodes, mean_return, ...,

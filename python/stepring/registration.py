@@ -11,6 +11,8 @@ import ctypes
 import functools
 import os
 
+import numpy as _np
+
 from . import _lib
 from ._lib import lib, check
 from ._utils import _gym
@@ -54,12 +56,20 @@ def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threa
     draws what Gymnasium's env.reset(seed=s + i) draws, as SyncVectorEnv;
     docs/envs.md) or 'stepring' (the C library's default); None or an
     env_id that names rng= itself leaves env_id as it is.
+    Keywords that name a parameter of a built-in env (the keywords of
+    gymnasium.make for its env: Pendulum's g, MountainCar's goal_velocity,
+    LunarLander's gravity, enable_wind ...; and every other parameter
+    get_attr lists, CartPole's gravity ...) set it for every env, as
+    "id:name=value" does (docs/python.md).
     Raises LookupError (UnknownEnvError) for an unknown env, ValueError for
     bad options (OutOfRangeError for integers beyond their C field),
     RuntimeError for other failures, with the C message.
     """
-    if (rng is not None and isinstance(env_id, str) and not env_id.endswith(".so")
-            and os.sep not in env_id and "rng=" not in env_id):
+    builtin = (isinstance(env_id, str) and not env_id.endswith(".so")
+               and os.sep not in env_id)
+    if builtin:
+        env_id = _env_kwargs(env_id, kw)
+    if rng is not None and builtin and "rng=" not in env_id:
         env_id += ("," if ":" in env_id else ":") + "rng=" + str(rng)
     if env_fns is not None:
         if env_id is not None:
@@ -70,6 +80,28 @@ def make_vec(env_id=None, num_envs=1, *, mode="sync", batch_size=None, num_threa
     return VectorEnv(env_id, num_envs, mode=mode, batch_size=batch_size, num_threads=num_threads,
                      seed=seed, autoreset_mode=autoreset_mode, device=device,
                      replay_capacity=replay_capacity, copy=copy, **kw)
+
+
+def _env_kwargs(env_id, kw):
+    """@env_id with the keywords of @kw that are parameters of that built-in
+    env moved into it ("Pendulum-v1:g=9.81"); an unknown id is left for the
+    pool to refuse."""
+    s = _lib.sr_env_spec()
+    if lib.sr_env_find(env_id.encode(), ctypes.byref(s)) < 0:
+        return env_id
+    params = _lib.env_params(s)
+    parts = []
+    for k in [k for k in kw if k in params]:
+        v = kw.pop(k)
+        if isinstance(v, (bool, _np.bool_)) or params[k][1] & _lib.SR_ENV_PARAM_BOOL:
+            parts.append("%s=%d" % (k, bool(v)))
+        elif isinstance(v, (int, float, _np.integer, _np.floating)):
+            parts.append("%s=%r" % (k, float(v)))
+        else:
+            raise _lib.InvalidTypeError("env parameter %s: a number, not %r" % (k, v))
+    if not parts:
+        return env_id
+    return env_id + ("," if ":" in env_id else ":") + ",".join(parts)
 
 
 NAMESPACE = "stepring"

@@ -30,8 +30,9 @@ import numpy as np
 from . import _lib
 from ._lib import lib, check
 from ._placement import caller_unplaced
-from ._utils import (_gym, _AUTORESET, _BIND, _DEVICE, U32, U64, _as_count, _as_int, _as_seed,
-                     _autoreset_name, _batch_space, _fspath, _metadata_mode, _spec_spaces)
+from ._utils import (_gym, _AUTORESET, _BIND, _DEVICE, U32, U64, ClosedError, _as_count, _as_int,
+                     _as_seed, _autoreset_name, _batch_space, _check_reset_mask, _fspath,
+                     _metadata_mode, _reset_seeds, _rng_is_numpy, _spec_spaces, _values_per_env)
 from .replay import Replay
 
 _Base = _gym.vector.VectorEnv if _gym is not None else object
@@ -380,7 +381,9 @@ class VectorEnv(_Base):
         self._handle = _PoolHandle(ptr.value)
         self.closed = False
         self._seed = seed
-        self._env_seeds = [None if seed is None else (seed, i) for i in range(self.num_envs)]
+        # Without a seed the library seeds with 0 (deterministic: unlike
+        # SyncVectorEnv's envs, which draw random seeds).
+        self._set_seeds(0 if seed is None else seed, None, None)
         self._ended[:] = False
         self._setup_views()
         if self._dlpack:
@@ -496,11 +499,30 @@ class VectorEnv(_Base):
         return obs, out[1], term, trunc, info
 
     def _live(self):
-        """The pool pointer; RuntimeError once closed."""
+        """The pool pointer; ClosedError (a RuntimeError) once closed."""
         h = self._handle
         if h is None or h.ptr is None or self.closed:
-            raise RuntimeError("stepring: this env is closed")
+            raise ClosedError()
         return h.ptr
+
+    def _set_seeds(self, seed, seeds, mask):
+        """Record each env's seed, as np_random_seed reports it: with
+        rng=numpy the seed Gymnasium's env would have been reset with (int
+        seed s: s + global index; a list: its entry), else the (seed,
+        index) pair the instance RNG was seeded from. None entries of a
+        list and envs outside @mask keep theirs."""
+        if not hasattr(self, "_env_seeds"):
+            self._env_seeds = [-1] * self.num_envs
+        np_seeds = _rng_is_numpy(self._env_name)
+        for i in range(self.num_envs):
+            if mask is not None and not mask[i]:
+                continue
+            if seeds is not None:
+                if seeds[i] is not None:
+                    self._env_seeds[i] = seeds[i] if np_seeds else (seeds[i], 0)
+            elif seed is not None:
+                g = self.first_env + i
+                self._env_seeds[i] = seed + g if np_seeds else (seed, g)
 
     def _busy(self, what):
         return _lib.BusyError(
@@ -680,6 +702,10 @@ class VectorEnv(_Base):
         if _is_torch(a):
             a = a.detach().cpu().numpy()
         a = np.asarray(a)
+        if a.ndim == 0:
+            # SyncVectorEnv iterates over the actions: a scalar is a TypeError.
+            raise _lib.InvalidTypeError("expected %d actions, got a scalar (%r): nothing was "
+                                        "stepped" % (n, actions))
         if self._discrete:
             if a.dtype.kind == "f":
                 if not np.all(np.isfinite(a)):
@@ -722,31 +748,19 @@ class VectorEnv(_Base):
         """Reset every env (or those of options['reset_mask']).
 
         seed: None (continue each env's RNG), an int s (env i starts from
-        (s, i), exactly as make_vec(seed=s) would), or a list of num_envs
+        (s, i), exactly as make_vec(seed=s) would: with rng='numpy', as
+        Gymnasium's env after reset(seed=s + i)), or a list of num_envs
         ints or None (env i seeded from (seed[i], 0), so equal seeds give
         equal envs as in Gymnasium; None leaves that env's RNG alone).
-        options: 'reset_mask' (a bool array of num_envs: reset only those
-        envs, sync mode) and the env's own reset options as Gymnasium's
+        options: 'reset_mask' (a numpy bool array of num_envs with some env
+        set, as SyncVectorEnv checks it: reset only those envs, sync mode)
+        and the env's own reset options as Gymnasium's
         classic-control envs take them ('low'/'high'; Pendulum 'x_init'/
         'y_init'). Returns (obs, info)."""
         self._live()
         opts = dict(options) if options else {}
         mask = opts.pop("reset_mask", None)
-        seeds = None
-        if seed is not None and not isinstance(seed, (int, np.integer)):
-            if isinstance(seed, (list, tuple, np.ndarray)):
-                seeds = list(seed)
-                if len(seeds) != self.num_envs:
-                    raise ValueError("a list of seeds needs one per env (%d), not %d"
-                                     % (self.num_envs, len(seeds)))
-                seeds = [None if s is None else _as_seed("seed[%d]" % i, s)
-                         for i, s in enumerate(seeds)]
-                seed = None
-            else:
-                raise ValueError("seed must be None, an int or a list of num_envs ints, not %r"
-                                 % (seed,))
-        elif seed is not None:
-            seed = _as_seed("seed", seed)
+        seed, seeds = _reset_seeds(seed, self.num_envs)
         env_opts = None
         if opts:
             parts = []
@@ -760,12 +774,9 @@ class VectorEnv(_Base):
             env_opts = ",".join(parts).encode()
         m = None
         if mask is not None:
+            m = _check_reset_mask(mask, self.num_envs)
             if self.mode != "sync":
                 raise ValueError("reset_mask needs mode='sync'")
-            m = np.ascontiguousarray(mask)
-            if m.shape != (self.num_envs,) or m.dtype.kind not in "bui":
-                raise ValueError("reset_mask must be a bool array of shape (%d,), not %s %s"
-                                 % (self.num_envs, m.dtype, m.shape))
             m = m.astype(np.uint8)
         if seed is not None and self._async:
             # An async pool reseeds by being made anew (the C reset only
@@ -778,15 +789,10 @@ class VectorEnv(_Base):
             if self._async:
                 raise ValueError("async mode: reset takes one int seed and no options")
             self._reset_ex(m, seed, seeds, env_opts)
-        if seeds is not None:
-            for i, s in enumerate(seeds):
-                if s is not None and (m is None or m[i]):
-                    self._env_seeds[i] = (s, 0)
+        if seeds is not None or seed is not None:
+            self._set_seeds(seed, seeds, m)
         if seed is not None:
             self._seed = seed
-            for i in range(self.num_envs):
-                if m is None or m[i]:
-                    self._env_seeds[i] = (seed, i)
             self.single_action_space.seed(seed)
             self.action_space.seed(seed)
             if _gym is not None:
@@ -841,7 +847,7 @@ class VectorEnv(_Base):
             # h keeps the pool alive for the whole call.
             h = self._handle
             if h is None or self.closed:
-                raise RuntimeError("stepring: this env is closed")
+                raise ClosedError()
             if self._async:
                 self._send(actions, None)
                 check(lib.sr_pool_recv(h.ptr, self._bpref))
@@ -906,27 +912,57 @@ class VectorEnv(_Base):
             "stepring envs do not render (render_mode None only; no 'rgb_array' or 'human' "
             "frames): render a Gymnasium env of the same id from the obs if you need images")
 
-    # Attributes the sub-envs of a SyncVectorEnv would answer for.
+    # Attributes the sub-envs of a SyncVectorEnv would answer for (besides
+    # the env's parameters, see _params).
     _ENV_ATTRS = ("observation_space", "action_space", "spec", "metadata", "render_mode",
                   "np_random_seed")
 
+    @property
+    def np_random_seed(self):
+        """Each env's seed, a tuple as SyncVectorEnv gives it (its envs'
+        np_random_seed): with rng='numpy' the seed Gymnasium's env would
+        have been reset with (seed + i after make_vec(seed=...) or
+        reset(seed=...); seed[i] after reset(seed=[...]); i without a
+        seed: the library seeds with 0), else the (seed, index) pair the
+        instance RNG was seeded from; -1 after restore() (the checkpoint's
+        RNG states, of unknown seeds)."""
+        return tuple(self._env_seeds)
+
+    def _params(self):
+        """The env's parameters in this pool ({name: (value, flags, note)},
+        sr_env_param_at on the pool's spec: the values set_attr set)."""
+        return _lib.env_params(_lib.pool_info(self._live()).spec)
+
+    def _unknown_attr(self, name):
+        return AttributeError(
+            "stepring envs are C structs without Python attributes; get_attr/call know %s and "
+            "the env's parameters (%s), not %r"
+            % (", ".join(self._ENV_ATTRS), ", ".join(self._params()) or "none", name))
+
+    @_exclusive
     def get_attr(self, name):
         """A tuple of num_envs values of a sub-env attribute, as
         SyncVectorEnv.get_attr: observation_space, action_space (the single
-        spaces), spec, metadata, render_mode, np_random_seed (the seed of
-        each env: (seed, index) for make_vec(seed=...), None without)."""
-        if name not in self._ENV_ATTRS:
-            raise AttributeError(
-                "stepring envs are C structs without Python attributes; get_attr/call know "
-                "%s, not %r" % (", ".join(self._ENV_ATTRS), name))
-        if name == "observation_space":
-            v = self.single_observation_space
-        elif name == "action_space":
-            v = self.single_action_space
-        elif name == "np_random_seed":
+        spaces), spec, metadata, render_mode, np_random_seed (each env's
+        seed, as np_random_seed), and the env's parameters by Gymnasium's
+        attribute names (CartPole's gravity, masspole, ..., x_threshold;
+        Pendulum's g ...; docs/python.md lists them), whose values every
+        env of the pool shares."""
+        self._live()
+        if name == "np_random_seed":
             return tuple(self._env_seeds)
-        else:
-            v = getattr(self, name)
+        if name in self._ENV_ATTRS:
+            if name == "observation_space":
+                v = self.single_observation_space
+            elif name == "action_space":
+                v = self.single_action_space
+            else:
+                v = getattr(self, name)
+            return tuple(v for _ in range(self.num_envs))
+        par = self._params().get(name)
+        if par is None:
+            raise self._unknown_attr(name)
+        v = bool(par[0]) if par[1] & _lib.SR_ENV_PARAM_BOOL else float(par[0])
         return tuple(v for _ in range(self.num_envs))
 
     def call(self, name, *args, **kwargs):
@@ -937,12 +973,40 @@ class VectorEnv(_Base):
                                  % (name,))
         return self.get_attr(name)
 
+    @_exclusive
     def set_attr(self, name, values):
-        """Not supported: the sub-envs are C structs with no Python
-        attributes to set (raises AttributeError naming what is)."""
-        raise AttributeError(
-            "stepring envs are C structs: set_attr(%r) is not supported (the env's parameters "
-            "are fixed at make_vec; reset options such as 'low'/'high' go to reset)" % (name,))
+        """Set an env parameter (get_attr's list) as SyncVectorEnv.set_attr
+        sets the sub-envs' attribute: @values is one value per env (a list
+        or tuple of num_envs) or the value of every env. The next step uses
+        it, as Gymnasium's env's next step does (sr_pool_set_params; sync
+        mode). The envs of a pool share their parameters (the pool's C
+        spec holds them): different values per env are refused, as are
+        read-only parameters (x_threshold ...: the error says why) and
+        other attributes (AttributeError)."""
+        p = self._live()
+        values = _values_per_env(name, values, self.num_envs)
+        params = self._params()
+        par = params.get(name)
+        if par is None:
+            if name in self._ENV_ATTRS:
+                raise AttributeError("stepring: set_attr(%r) is not supported: it is fixed when "
+                                     "the env is made" % (name,))
+            raise self._unknown_attr(name)
+        vals = []
+        for v in values:
+            if isinstance(v, (bool, np.bool_, int, float, np.integer, np.floating)):
+                vals.append(float(v))
+            else:
+                raise _lib.InvalidTypeError("set_attr(%r): a number, not %r" % (name, v))
+        if len({repr(v) for v in vals}) > 1:
+            raise _lib.InvalidArgumentError(
+                -22, "set_attr(%r, %r): the envs of a stepring pool share their parameters "
+                "(one C spec per pool), so one value for all of them; make one pool per value, "
+                "or step Gymnasium's envs in a process pool (make_vec(env_fns=...)), whose "
+                "set_attr sets each env's" % (name, list(values)))
+        v = vals[0]
+        arg = ("1" if v else "0") if par[1] & _lib.SR_ENV_PARAM_BOOL else repr(v)
+        check(lib.sr_pool_set_params(p, ("%s=%s" % (name, arg)).encode()))
 
     # --- replay ------------------------------------------------------------
 
@@ -1024,6 +1088,9 @@ class VectorEnv(_Base):
         nothing) on a missing, corrupt or mismatched file."""
         check(lib.sr_pool_restore(self._live(), _fspath(path)))
         self._ended[:] = False
+        # The RNG states are the checkpoint's: their seeds are unknown here
+        # (-1, Gymnasium's np_random_seed of an RNG set directly).
+        self._env_seeds = [-1] * self.num_envs
 
     # --- extras --------------------------------------------------------------
 

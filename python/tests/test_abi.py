@@ -12,6 +12,7 @@ from stepring import _lib
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 STRUCTS = {
     "sr_env_spec": _lib.sr_env_spec,
+    "sr_env_param": _lib.sr_env_param,
     "sr_pool_opts": _lib.sr_pool_opts,
     "sr_batch": _lib.sr_batch,
     "sr_pool_reset_opts": _lib.sr_pool_reset_opts,

@@ -226,13 +226,15 @@ def test_seed_lists_and_np_random():
             e.reset(seed=[1, 2, 3, -4])
         e.reset(seed=11)
         g = e.np_random
-        assert isinstance(g, np.random.Generator) and e.np_random_seed == 11
-        assert e.get_attr("np_random_seed") == tuple((11, i) for i in range(4))
+        assert isinstance(g, np.random.Generator)
+        # SyncVectorEnv's np_random_seed: each env's seed (rng=numpy: s + i)
+        assert e.np_random_seed == (11, 12, 13, 14) == e.get_attr("np_random_seed")
         assert e.get_attr("action_space") == (e.single_action_space,) * 4
         assert e.call("observation_space")[0] == e.single_observation_space
+        assert e.get_attr("gravity") == (9.8,) * 4
         with pytest.raises(AttributeError):
-            e.get_attr("gravity")
+            e.get_attr("no_such_attribute")
         with pytest.raises(AttributeError):
-            e.set_attr("gravity", 1.0)
+            e.set_attr("spec", 1.0)
         with pytest.raises(NotImplementedError, match="render"):
             e.render()

@@ -449,7 +449,10 @@ def test_reset_seeds_and_options_match_sync_vector_env(kind, inline):
             assert i1 == i2 == {}
         assert ours.worker_pids() == pids
         assert ours.fault_stats()["restarts"] == 0
-        with pytest.raises(ValueError, match="one per env"):
+        # as SyncVectorEnv: an AssertionError (and a ValueError)
+        with pytest.raises(AssertionError, match="must match num_envs=5"):
+            ours.reset(seed=[1, 2])
+        with pytest.raises(ValueError, match="must match num_envs=5"):
             ours.reset(seed=[1, 2])
         with pytest.raises(ValueError, match="at most"):
             ours.reset(options={"big": b"x" * 70000})

@@ -902,6 +902,24 @@ int sr_pool_reset_ex(sr_pool *p, const sr_pool_reset_opts *o, const sr_batch **o
 	return err;
 }
 
+int sr_pool_set_params(sr_pool *p, const char *params)
+{
+	if (!p || !params)
+		return sr__errorf(-EINVAL, "sr_pool_set_params: NULL argument");
+	if (p->cfg.async)
+		return sr__errorf(-EINVAL, "env parameters change on sync pools only (an async "
+				  "pool has envs in flight, stepping with the old ones)");
+	if (!p->workers.kind->local_state)
+		return sr__errorf(-ENOTSUP, "env parameters of a pool with %s workers are fixed "
+				  "when it is made (each worker keeps the spec it started with)",
+				  p->workers.kind->name);
+	/* Between commands the workers read no spec (the last command's
+	 * completion was acquired); the next kick releases the new slots to
+	 * them, as the seeds of sr_pool_reset_ex. All keys are checked
+	 * before any slot changes. */
+	return sr__env_set_params(&p->cfg.spec, params, true);
+}
+
 int sr_pool_send(sr_pool *p, const void *actions, const uint32_t *env_ids, uint32_t n)
 {
 	bool fast = false;
